@@ -1,0 +1,115 @@
+//! The record stored for one step, and its on-disk encoding.
+//!
+//! An entry file is a header line `evalgrid-entry/1 <blake3 of body>` followed
+//! by the JSON body, so a torn or bit-flipped file is detected on read and
+//! treated as missing instead of being served as an answer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::plan::{StepKey, StepKind};
+
+/// Header tag; bump with the record format.
+const MAGIC: &str = "evalgrid-entry/1";
+
+/// One finished step: its key, the components that produced the key (so
+/// misses can be explained), and its output.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    /// The step key (also the file name).
+    pub key: StepKey,
+    /// Step kind, for listings and stats.
+    pub kind: StepKind,
+    /// Key components, stored beside the output for `status --explain`.
+    pub components: Value,
+    /// The step's result.
+    pub output: Value,
+    /// Wall-clock milliseconds the step took (informational, not keyed).
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// evalgrid version that wrote it (informational, not keyed).
+    #[serde(default)]
+    pub writer: String,
+}
+
+/// Why bytes could not be decoded as an entry.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// No header line or wrong magic.
+    #[error("missing or unknown entry header")]
+    Header,
+    /// The body hash does not match the header.
+    #[error("checksum mismatch (entry is torn or corrupted)")]
+    Checksum,
+    /// The body is not a valid entry.
+    #[error("invalid entry body: {0}")]
+    Body(String),
+    /// The stored key differs from the file name.
+    #[error("entry key does not match its file name")]
+    KeyMismatch,
+}
+
+impl Entry {
+    /// Encodes header + body.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let body = serde_json::to_vec(self).expect("entries are plain JSON values and always serialize");
+        let mut out = format!("{MAGIC} {}\n", blake3::hash(&body).to_hex()).into_bytes();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Decodes and verifies bytes read from the file named after `expected`.
+    pub fn decode(bytes: &[u8], expected: StepKey) -> Result<Self, DecodeError> {
+        let newline = bytes.iter().position(|b| *b == b'\n').ok_or(DecodeError::Header)?;
+        let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| DecodeError::Header)?;
+        let hash = header.strip_prefix(MAGIC).and_then(|r| r.strip_prefix(' ')).ok_or(DecodeError::Header)?;
+        let body = &bytes[newline + 1..];
+        if blake3::hash(body).to_hex().as_str() != hash {
+            return Err(DecodeError::Checksum);
+        }
+        let entry: Self = serde_json::from_slice(body).map_err(|e| DecodeError::Body(e.to_string()))?;
+        if entry.key != expected {
+            return Err(DecodeError::KeyMismatch);
+        }
+        Ok(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample() -> Entry {
+        let key = StepKey::compute(&json!({"x": 1}));
+        Entry { key, kind: StepKind::Episode, components: json!({"x": 1}), output: json!({"score": 30}), duration_ms: 3, writer: "t".into() }
+    }
+
+    #[test]
+    fn round_trip() {
+        let e = sample();
+        assert_eq!(Entry::decode(&e.encode(), e.key).unwrap(), e);
+    }
+
+    #[test]
+    fn detects_every_single_byte_flip_and_truncation() {
+        let e = sample();
+        let bytes = e.encode();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x01;
+            assert!(Entry::decode(&bad, e.key).is_err(), "flip at {i} went unnoticed");
+        }
+        for n in 0..bytes.len() {
+            assert!(Entry::decode(&bytes[..n], e.key).is_err(), "truncation to {n} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn rejects_entry_under_wrong_name() {
+        let e = sample();
+        let other = StepKey::compute(&json!({"x": 2}));
+        assert_eq!(Entry::decode(&e.encode(), other), Err(DecodeError::KeyMismatch));
+    }
+}

@@ -1,0 +1,78 @@
+//! Why a step is stale: the key components that differ from the closest
+//! cached entry, as dotted paths (`model.params.temperature: 0.7 → 0.2`).
+
+use serde_json::Value;
+
+/// One differing component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// Dotted path inside the components (`model.params.salt`).
+    pub path: String,
+    /// Value in the cached entry (`None` = absent).
+    pub old: Option<String>,
+    /// Value now planned (`None` = absent).
+    pub new: Option<String>,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
+        write!(f, "{}: {} → {}", self.path, show(&self.old), show(&self.new))
+    }
+}
+
+/// Lists the leaf differences between two component objects, sorted by path.
+#[must_use]
+pub fn diff(old: &Value, new: &Value) -> Vec<Change> {
+    let mut out = Vec::new();
+    walk("", Some(old), Some(new), &mut out);
+    out
+}
+
+fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<Change>) {
+    match (old, new) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                walk(&p, a.get(k), b.get(k), out);
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => out.push(Change {
+            path: if path.is_empty() { "(root)".into() } else { path.to_owned() },
+            old: a.map(render),
+            new: b.map(render),
+        }),
+    }
+}
+
+fn render(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit()) => s[..12].to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_the_changed_leaf() {
+        let a = json!({"model": {"params": {"temperature": 0.7}, "model": "x"}, "seed": 1});
+        let b = json!({"model": {"params": {"temperature": 0.2}, "model": "x"}, "seed": 1});
+        let d = diff(&a, &b);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].to_string(), "model.params.temperature: 0.7 → 0.2");
+    }
+
+    #[test]
+    fn added_and_removed_fields() {
+        let d = diff(&json!({"p": {"a": 1}}), &json!({"p": {"b": 2}}));
+        let text: Vec<String> = d.iter().map(ToString::to_string).collect();
+        assert_eq!(text, vec!["p.a: 1 → (absent)", "p.b: (absent) → 2"]);
+    }
+}

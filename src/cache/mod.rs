@@ -1,0 +1,12 @@
+//! Content-addressed, crash-safe cache of step results.
+
+pub mod entry;
+pub mod explain;
+pub mod lock;
+pub mod maintenance;
+pub mod store;
+
+pub use entry::Entry;
+pub use explain::{Change, diff};
+pub use lock::KeyLock;
+pub use store::{CacheError, Failure, Head, Store};

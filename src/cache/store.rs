@@ -1,0 +1,316 @@
+//! The content-addressed store on disk.
+//!
+//! Layout under the cache directory (the `v1` bucket is bumped whenever the
+//! record format changes, so old and new never mix):
+//!
+//! ```text
+//! v1/steps/ab/<key>.json      finished steps (header + JSON, verified on read)
+//! v1/blobs/ab/<blake3>        large outputs, addressed by their own hash
+//! v1/heads/ab/<id-hash>.json  last keys seen for a cell, to explain staleness
+//! v1/failures/ab/<key>.json   last error of a step (never served as an answer)
+//! v1/locks/<key>.lock         per-key OS locks
+//! v1/tmp/                     temp files, renamed into place when complete
+//! ```
+//!
+//! Every write goes to `tmp/`, is synced, then renamed, so a crash at any
+//! moment leaves either the old state or the complete new file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::entry::{DecodeError, Entry};
+use super::lock::KeyLock;
+use crate::plan::{StepKey, StepKind};
+
+/// Name of the versioned bucket inside the cache directory.
+pub const BUCKET: &str = "v1";
+
+/// Errors from the store. A corrupt entry is *not* an error (it is a miss).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// Filesystem failure, with the path involved.
+    #[error("cache I/O failed at `{path}`")]
+    Io {
+        /// File or directory involved.
+        path: PathBuf,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
+    move |source| CacheError::Io { path: path.to_owned(), source }
+}
+
+/// What is remembered about the last run of a cell, for `status --explain`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Head {
+    /// Cell id (`model/benchmark/task/seed`).
+    pub cell: String,
+    /// Episode key last completed for it.
+    pub episode_key: StepKey,
+    /// Its components.
+    pub episode_components: Value,
+    /// Score key last completed for it.
+    pub score_key: StepKey,
+    /// Its components.
+    pub score_components: Value,
+}
+
+/// The last error of a step; kept apart from answers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Failure {
+    /// Failed step.
+    pub key: StepKey,
+    /// Cell it belongs to.
+    pub cell: String,
+    /// Step kind.
+    pub kind: StepKind,
+    /// Error message chain.
+    pub error: String,
+}
+
+/// Handle to a cache directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the cache at `dir`.
+    pub fn open(dir: &Path) -> Result<Self, CacheError> {
+        let root = dir.join(BUCKET);
+        for sub in ["steps", "blobs", "heads", "failures", "locks", "tmp"] {
+            let p = root.join(sub);
+            fs_err::create_dir_all(&p).map_err(|e| CacheError::Io { path: p.clone(), source: e.into() })?;
+        }
+        Ok(Self { root })
+    }
+
+    /// Root of the versioned bucket.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn sharded(&self, area: &str, name: &str, ext: &str) -> PathBuf {
+        self.root.join(area).join(&name[..2]).join(format!("{name}{ext}"))
+    }
+
+    /// Path of the entry file for `key`.
+    #[must_use]
+    pub fn entry_path(&self, key: StepKey) -> PathBuf {
+        self.sharded("steps", &key.to_hex(), ".json")
+    }
+
+    /// Cheap existence test (no read); `get` verifies the content.
+    #[must_use]
+    pub fn contains(&self, key: StepKey) -> bool {
+        self.entry_path(key).is_file()
+    }
+
+    /// Reads and verifies the entry for `key`; corrupt entries are misses.
+    pub fn get(&self, key: StepKey) -> Result<Option<Entry>, CacheError> {
+        let path = self.entry_path(key);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Entry::decode(&bytes, key).ok()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(CacheError::Io { path, source: e }),
+        }
+    }
+
+    /// Stores an entry atomically and clears any recorded failure of its key.
+    pub fn put(&self, entry: &Entry) -> Result<(), CacheError> {
+        self.write_atomic(&self.entry_path(entry.key), &entry.encode())?;
+        self.clear_failure(entry.key)
+    }
+
+    /// Stores bytes under their own blake3 hash and returns the hash.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<String, CacheError> {
+        let hash = blake3::hash(bytes).to_hex().to_string();
+        let path = self.sharded("blobs", &hash, "");
+        if !path.is_file() {
+            self.write_atomic(&path, bytes)?;
+        }
+        Ok(hash)
+    }
+
+    /// Reads a blob, returning `None` when missing or when its content no
+    /// longer matches its hash.
+    pub fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, CacheError> {
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let path = self.sharded("blobs", hash, "");
+        match std::fs::read(&path) {
+            Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == hash => Ok(Some(bytes)),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(CacheError::Io { path, source: e }),
+        }
+    }
+
+    /// Takes the per-key lock without waiting (`None` = someone else has it).
+    pub fn try_lock(&self, key: StepKey) -> Result<Option<KeyLock>, CacheError> {
+        let path = self.lock_path(key);
+        KeyLock::try_acquire(&path).map_err(io(&path))
+    }
+
+    /// Waits for the per-key lock (blocking; call from a blocking thread).
+    pub fn lock(&self, key: StepKey) -> Result<KeyLock, CacheError> {
+        let path = self.lock_path(key);
+        KeyLock::acquire(&path).map_err(io(&path))
+    }
+
+    fn lock_path(&self, key: StepKey) -> PathBuf {
+        self.root.join("locks").join(format!("{}.lock", key.to_hex()))
+    }
+
+    fn head_path(&self, cell: &str) -> PathBuf {
+        let name = blake3::hash(cell.as_bytes()).to_hex().to_string();
+        self.sharded("heads", &name, ".json")
+    }
+
+    /// Remembers the keys a cell completed with.
+    pub fn set_head(&self, head: &Head) -> Result<(), CacheError> {
+        let bytes = serde_json::to_vec(head).expect("heads are plain JSON values and always serialize");
+        self.write_atomic(&self.head_path(&head.cell), &bytes)
+    }
+
+    /// The keys a cell last completed with, if any (unreadable = none).
+    #[must_use]
+    pub fn head(&self, cell: &str) -> Option<Head> {
+        let bytes = std::fs::read(self.head_path(cell)).ok()?;
+        serde_json::from_slice::<Head>(&bytes).ok().filter(|h| h.cell == cell)
+    }
+
+    fn failure_path(&self, key: StepKey) -> PathBuf {
+        self.sharded("failures", &key.to_hex(), ".json")
+    }
+
+    /// Records why a step failed (for `status` and `--retry-errors`).
+    pub fn record_failure(&self, failure: &Failure) -> Result<(), CacheError> {
+        let bytes = serde_json::to_vec(failure).expect("failures are plain JSON values and always serialize");
+        self.write_atomic(&self.failure_path(failure.key), &bytes)
+    }
+
+    /// The recorded failure of `key`, if any.
+    #[must_use]
+    pub fn failure(&self, key: StepKey) -> Option<Failure> {
+        let bytes = std::fs::read(self.failure_path(key)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Forgets a recorded failure (after a success).
+    pub fn clear_failure(&self, key: StepKey) -> Result<(), CacheError> {
+        let path = self.failure_path(key);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(CacheError::Io { path, source: e }),
+        }
+    }
+
+    /// Writes `bytes` to `path` through a synced temp file and a rename.
+    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+        let tmp_dir = self.root.join("tmp");
+        let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io(&tmp_dir))?;
+        tmp.write_all(bytes).map_err(io(tmp.path()))?;
+        tmp.as_file().sync_all().map_err(io(path))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        tmp.persist(path).map_err(|e| CacheError::Io { path: path.to_owned(), source: e.error })?;
+        Ok(())
+    }
+
+    /// Iterates over every entry file path (for verify, stats and gc).
+    pub fn entry_files(&self) -> Result<Vec<PathBuf>, CacheError> {
+        let mut out = Vec::new();
+        let steps = self.root.join("steps");
+        for shard in std::fs::read_dir(&steps).map_err(io(&steps))? {
+            let shard = shard.map_err(io(&steps))?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(&shard).map_err(io(&shard))? {
+                let p = file.map_err(io(&shard))?.path();
+                if p.extension().is_some_and(|e| e == "json") {
+                    out.push(p);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Decodes one entry file by path, reporting why it is bad if it is.
+    pub fn check_file(path: &Path) -> Result<Entry, String> {
+        let stem = path.file_stem().and_then(|s| s.to_str()).ok_or("file name is not a key")?;
+        let key: StepKey = stem.parse().map_err(|e: crate::plan::key::ParseKeyError| e.to_string())?;
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        Entry::decode(&bytes, key).map_err(|e: DecodeError| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(n: i64) -> Entry {
+        let components = json!({"n": n});
+        Entry {
+            key: StepKey::compute(&components),
+            kind: StepKind::Score,
+            components,
+            output: json!({"v": n}),
+            duration_ms: 0,
+            writer: String::new(),
+        }
+    }
+
+    #[test]
+    fn put_get_and_corruption_is_a_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let e = entry(1);
+        assert!(store.get(e.key).unwrap().is_none());
+        store.put(&e).unwrap();
+        assert!(store.contains(e.key));
+        assert_eq!(store.get(e.key).unwrap(), Some(e.clone()));
+        let path = store.entry_path(e.key);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x20;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(store.get(e.key).unwrap().is_none());
+        assert!(Store::check_file(&path).is_err());
+    }
+
+    #[test]
+    fn blobs_are_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let h = store.put_blob(b"hello").unwrap();
+        assert_eq!(store.get_blob(&h).unwrap().as_deref(), Some(&b"hello"[..]));
+        assert!(store.get_blob("../../etc/passwd").unwrap().is_none());
+    }
+
+    #[test]
+    fn failures_are_recorded_and_cleared_by_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let e = entry(2);
+        store
+            .record_failure(&Failure { key: e.key, cell: "c".into(), kind: StepKind::Episode, error: "boom".into() })
+            .unwrap();
+        assert_eq!(store.failure(e.key).unwrap().error, "boom");
+        store.put(&e).unwrap();
+        assert!(store.failure(e.key).is_none());
+    }
+}

@@ -1,0 +1,149 @@
+//! Command-line definitions (clap). Nothing here does work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run LLM benchmark grids reproducibly, with every step cached by content hash.
+#[derive(Debug, Parser)]
+#[command(name = "evalgrid", version, propagate_version = true)]
+#[command(after_help = "Examples:\n  evalgrid run pipelines/quickstart.yaml\n  evalgrid status pipelines/quickstart.yaml --explain random/eleusis/even_ranks_only/0\n  evalgrid cache verify")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+
+    /// Cache directory (shared by all pipelines).
+    #[arg(long, global = true, env = "EVALGRID_CACHE", default_value = "cache")]
+    pub(crate) cache_dir: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run every cell of a pipeline that is not cached, then build its report.
+    #[command(after_help = "Example:\n  evalgrid run pipelines/quickstart.yaml --jobs 8 --filter 'model=oracle,task=*parity*'")]
+    Run(RunArgs),
+    /// Say which cells are cached, stale, missing or failed, and why.
+    #[command(after_help = "Example:\n  evalgrid status pipelines/quickstart.yaml --explain random/eleusis/even_ranks_only/0")]
+    Status(StatusArgs),
+    /// Build the report from cached results only (never runs an episode).
+    #[command(after_help = "Example:\n  evalgrid report pipelines/quickstart.yaml")]
+    Report(ReportArgs),
+    /// Print one cell's transcript.
+    #[command(after_help = "Example:\n  evalgrid show pipelines/quickstart.yaml oracle/eleusis/only_aces/2")]
+    Show(ShowArgs),
+    /// Check pipeline files without running anything.
+    #[command(after_help = "Example:\n  evalgrid validate pipelines/*.yaml")]
+    Validate(ValidateArgs),
+    /// Inspect and maintain the cache.
+    #[command(subcommand)]
+    Cache(CacheCommand),
+    /// Fixed-workload benchmarks of evalgrid itself (numbers for BENCHMARKS.md).
+    #[command(after_help = "Example:\n  evalgrid bench status --cells 100000")]
+    Bench(BenchArgs),
+}
+
+/// Options shared by commands that plan a pipeline.
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// Pipeline file (YAML).
+    pub(crate) pipeline: PathBuf,
+    /// Only cells matching `model=GLOB,task=GLOB,seed=GLOB`.
+    #[arg(long)]
+    pub(crate) filter: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) plan: PlanArgs,
+    /// Cells in flight at once (default: number of CPUs).
+    #[arg(long, short = 'j')]
+    pub(crate) jobs: Option<usize>,
+    /// Show what would run and stop.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Re-run only cells whose last attempt failed.
+    #[arg(long)]
+    pub(crate) retry_errors: bool,
+    /// Print one JSON object summarising the outcome on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Folder that receives `<pipeline>/summary.md` etc.
+    #[arg(long, default_value = "reports")]
+    pub(crate) reports_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    pub(crate) plan: PlanArgs,
+    /// Explain one cell in detail (id as `model/benchmark/task/seed`).
+    #[arg(long)]
+    pub(crate) explain: Option<String>,
+    /// Print JSON listing every cell with `state` and `reason`.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Pipeline file (YAML).
+    pub(crate) pipeline: PathBuf,
+    /// Print one JSON object summarising the outcome on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Folder that receives `<pipeline>/summary.md` etc.
+    #[arg(long, default_value = "reports")]
+    pub(crate) reports_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// Pipeline file (YAML).
+    pub(crate) pipeline: PathBuf,
+    /// Cell id, `model/benchmark/task/seed`.
+    pub(crate) cell: String,
+    /// Print the raw episode and score records as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ValidateArgs {
+    /// Pipeline files.
+    #[arg(required = true)]
+    pub(crate) pipelines: Vec<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum CacheCommand {
+    /// Count entries and bytes per step kind.
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read every entry and blob and check its hash; exit 1 if any is bad.
+    Verify {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove temp files, free locks and corrupt entries; with `--keep`,
+    /// also every entry those pipelines do not use.
+    #[command(after_help = "Example:\n  evalgrid cache gc --keep pipelines/quickstart.yaml")]
+    Gc {
+        /// Pipelines whose entries must be kept.
+        #[arg(long)]
+        keep: Vec<PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Workload: `status`, `equivalence` or `quickstart`.
+    pub(crate) workload: String,
+    /// Cells in the synthetic grid (for `status`).
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) cells: usize,
+}

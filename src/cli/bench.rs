@@ -1,0 +1,147 @@
+//! `evalgrid bench <workload>`: fixed workloads whose numbers go into
+//! BENCHMARKS.md, each reported against its goal or a baseline measured in
+//! the same run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use evalgrid::cache::{Entry, Store};
+use evalgrid::envs::eleusis::{RoundSetup, SecretRule, SimulationParams, check};
+use evalgrid::plan::StepKind;
+use serde_json::json;
+
+use super::args::BenchArgs;
+use super::{Failure, load_plan, output};
+
+pub(crate) fn bench(args: &BenchArgs) -> Result<u8, Failure> {
+    match args.workload.as_str() {
+        "status" => status(args.cells),
+        "equivalence" => equivalence(),
+        "quickstart" => quickstart(),
+        other => Err(Failure::invalid(anyhow::anyhow!("unknown workload `{other}` (expected `status`, `equivalence` or `quickstart`)"))),
+    }
+}
+
+/// No-op `status` on a synthetic grid whose every cell is cached, run as a
+/// separate process so startup, parsing and planning are all counted.
+fn status(cells: usize) -> Result<u8, Failure> {
+    let dir = tempfile::tempdir()?;
+    let models = 10usize;
+    let seeds = cells.div_ceil(models * 26).max(1);
+    let mut yaml = String::from("name: bench-status\nmodels:\n");
+    for i in 0..models {
+        let _ = writeln!(yaml, "  - {{id: r{i}, provider: builtin, model: random, params: {{salt: {i}}}}}");
+    }
+    let _ = write!(yaml, "tasks:\n  - benchmark: eleusis\nseeds: {{from: 0, to: {}}}\n", seeds - 1);
+    let pipeline_path = dir.path().join("bench.yaml");
+    fs_err::write(&pipeline_path, yaml)?;
+    let cache = dir.path().join("cache");
+    let (_, plan) = load_plan(&pipeline_path, None)?;
+    let store = Store::open(&cache)?;
+    let started = Instant::now();
+    for cell in &plan.cells {
+        for (key, kind) in [(cell.episode_key, StepKind::Episode), (cell.score_key, StepKind::Score)] {
+            let entry = Entry { key, kind, components: json!({}), output: json!({"score": 0}), duration_ms: 0, writer: String::new() };
+            let path = store.entry_path(key);
+            if let Some(parent) = path.parent() {
+                fs_err::create_dir_all(parent)?;
+            }
+            fs_err::write(&path, entry.encode())?;
+        }
+    }
+    output::note(&format!("populated {} cells in {:.1} s", plan.cells.len(), started.elapsed().as_secs_f64()));
+    let exe = std::env::current_exe()?;
+    let mut best = f64::MAX;
+    let mut rss_kib = 0u64;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let out = Command::new(&exe)
+            .args(["status", "--cache-dir"])
+            .arg(&cache)
+            .arg(&pipeline_path)
+            .env("EVALGRID_REPORT_RSS", "1")
+            .output()?;
+        best = best.min(t.elapsed().as_secs_f64());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        rss_kib = stderr.lines().find_map(|l| l.strip_prefix("peak-rss-kib ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !stdout.starts_with(&format!("{} cells: {} cached", plan.cells.len(), plan.cells.len())) {
+            return Err(anyhow::anyhow!("status did not report every cell cached: {}", stdout.lines().next().unwrap_or_default()).into());
+        }
+    }
+    let rss_mb = rss_kib as f64 / 1024.0;
+    output::line(&format!(
+        "status no-op, {} cells: best of 3 = {best:.3} s (goal 1 s → {:.2}× of goal), peak RSS {rss_mb:.0} MB (goal 200 MB → {:.2}× of goal)",
+        plan.cells.len(),
+        best / 1.0,
+        rss_mb / 200.0
+    ));
+    Ok(0)
+}
+
+/// Full 208,000-comparison checks of each native rule against itself from
+/// its round-1 starter (the worst case: every comparison is made).
+fn equivalence() -> Result<u8, Failure> {
+    let params = SimulationParams::default();
+    let mut total = 0.0;
+    let mut worst: (f64, &str) = (0.0, "");
+    let reps = 5;
+    for rule in SecretRule::ALL {
+        let setup = RoundSetup::new(rule, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mainline = vec![setup.starter];
+        let t = Instant::now();
+        for _ in 0..reps {
+            let verdict = check(&rule, &rule, &mainline, &params);
+            if !verdict.equivalent {
+                return Err(anyhow::anyhow!("rule {} is not equivalent to itself: {}", rule.name(), verdict.message).into());
+            }
+        }
+        let per = t.elapsed().as_secs_f64() / f64::from(reps);
+        total += per;
+        if per > worst.0 {
+            worst = (per, rule.name());
+        }
+    }
+    let mean_ms = total / 26.0 * 1e3;
+    output::line(&format!(
+        "equivalence check (native, 208,000 comparisons): mean {mean_ms:.3} ms over 26 rules, worst {:.3} ms ({}); reference CPython ≈ 51 ms → {:.0}× faster; goal ≤ 1 ms",
+        worst.0 * 1e3,
+        worst.1,
+        51.0 / mean_ms
+    ));
+    Ok(0)
+}
+
+/// Wall time of the quickstart from an empty cache, then the cached rerun.
+fn quickstart() -> Result<u8, Failure> {
+    let pipeline = Path::new("pipelines/quickstart.yaml");
+    if !pipeline.is_file() {
+        return Err(Failure::invalid(anyhow::anyhow!("run from the repository root (pipelines/quickstart.yaml not found)")));
+    }
+    let dir = tempfile::tempdir()?;
+    let exe = std::env::current_exe()?;
+    let mut times = Vec::new();
+    for _ in 0..2 {
+        let t = Instant::now();
+        let out = Command::new(&exe)
+            .args(["run", "--json", "--cache-dir"])
+            .arg(dir.path().join("cache"))
+            .arg("--reports-dir")
+            .arg(dir.path().join("reports"))
+            .arg(pipeline)
+            .output()?;
+        if !out.status.success() {
+            return Err(anyhow::anyhow!("quickstart run failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        times.push(t.elapsed().as_secs_f64());
+    }
+    output::line(&format!(
+        "quickstart (156 cells): cold {:.2} s, cached rerun {:.2} s ({:.1}% of cold)",
+        times[0],
+        times[1],
+        100.0 * times[1] / times[0]
+    ));
+    Ok(0)
+}

@@ -1,0 +1,64 @@
+//! `evalgrid cache stats|verify|gc`.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use evalgrid::cache::{Store, maintenance};
+use evalgrid::plan::{StepKey, metrics_components, plan, report_components};
+use serde_json::json;
+
+use super::args::CacheCommand;
+use super::{Failure, load_pipeline, output};
+
+pub(crate) fn cache(cache_dir: &Path, command: CacheCommand) -> Result<u8, Failure> {
+    let store = Store::open(cache_dir)?;
+    match command {
+        CacheCommand::Stats { json } => {
+            let s = maintenance::stats(&store)?;
+            if json {
+                output::json(&serde_json::to_value(&s)?);
+            } else {
+                for (kind, n) in &s.entries {
+                    output::line(&format!("{kind:8} {n}"));
+                }
+                output::line(&format!("entries  {} bytes\nblobs    {} ({} bytes)", s.entry_bytes, s.blobs, s.blob_bytes));
+            }
+            Ok(0)
+        }
+        CacheCommand::Verify { json } => {
+            let v = maintenance::verify(&store)?;
+            if json {
+                output::json(&json!({"checked": v.checked, "bad": v.bad.iter().map(|(p, r)| json!({"path": p, "reason": r})).collect::<Vec<_>>()}));
+            } else {
+                for (path, reason) in &v.bad {
+                    output::line(&format!("bad {}: {reason}", path.display()));
+                }
+                output::line(&format!("{} checked, {} bad", v.checked, v.bad.len()));
+            }
+            Ok(u8::from(!v.bad.is_empty()))
+        }
+        CacheCommand::Gc { keep } => {
+            let keep_set = if keep.is_empty() {
+                None
+            } else {
+                let mut set: HashSet<StepKey> = HashSet::new();
+                for path in &keep {
+                    let pipeline = load_pipeline(path)?;
+                    let plan = plan(&pipeline, None);
+                    let scored: Vec<_> = plan.cells.iter().filter(|c| store.contains(c.score_key)).cloned().collect();
+                    let metrics = StepKey::compute(&metrics_components(&pipeline, &scored));
+                    set.insert(metrics);
+                    set.insert(StepKey::compute(&report_components(&pipeline, metrics)));
+                    for c in &plan.cells {
+                        set.insert(c.episode_key);
+                        set.insert(c.score_key);
+                    }
+                }
+                Some(set)
+            };
+            let c = maintenance::gc(&store, keep_set.as_ref())?;
+            output::line(&format!("removed {} files ({} bytes)", c.removed, c.bytes));
+            Ok(0)
+        }
+    }
+}

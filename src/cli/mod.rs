@@ -1,0 +1,104 @@
+//! The command-line edge: parse arguments, call the library, print, and map
+//! outcomes to exit codes (0 ok, 1 some cells failed or a check failed,
+//! 2 invalid input, 130 interrupted).
+
+mod args;
+mod bench;
+mod cache_cmd;
+mod output;
+mod run;
+mod show;
+mod status;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Parser;
+use evalgrid::envs::Registry;
+use evalgrid::plan::{Plan, parse_filter, plan};
+use evalgrid::spec::{Pipeline, SpecError, load};
+
+use args::{Cli, Command};
+
+/// Exit status for invalid input (pipeline, filter, arguments).
+const EXIT_INVALID: u8 = 2;
+
+/// An error with the exit code it should produce.
+pub(crate) struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl Failure {
+    fn invalid(error: impl Into<anyhow::Error>) -> Self {
+        Self { code: EXIT_INVALID, error: error.into() }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Self { code: 1, error: e.into() }
+    }
+}
+
+/// Runs the CLI and returns the process exit code.
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => run::run(&cli.cache_dir, &a),
+        Command::Status(a) => status::status(&cli.cache_dir, &a),
+        Command::Report(a) => run::report(&cli.cache_dir, &a),
+        Command::Show(a) => show::show(&cli.cache_dir, &a),
+        Command::Validate(a) => validate(&a.pipelines),
+        Command::Cache(c) => cache_cmd::cache(&cli.cache_dir, c),
+        Command::Bench(a) => bench::bench(&a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            output::error(&format!("{:#}", f.error));
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Loads and validates a pipeline; invalid input maps to exit code 2.
+pub(crate) fn load_pipeline(path: &Path) -> Result<Pipeline, Failure> {
+    load(path, &Registry).map_err(|e| match e {
+        SpecError::Invalid(report) => Failure::invalid(anyhow::anyhow!("{report}")),
+        other => Failure::invalid(other),
+    })
+}
+
+/// Loads a pipeline and plans it with an optional `--filter`.
+pub(crate) fn load_plan(path: &Path, filter: Option<&str>) -> Result<(Pipeline, Plan), Failure> {
+    let pipeline = load_pipeline(path)?;
+    let filter = filter.map(parse_filter).transpose().map_err(Failure::invalid)?;
+    let plan = plan(&pipeline, filter.as_ref());
+    Ok((pipeline, plan))
+}
+
+fn validate(paths: &[std::path::PathBuf]) -> Result<u8, Failure> {
+    let mut bad = false;
+    for path in paths {
+        match load_pipeline(path) {
+            Ok(p) => {
+                let cells = plan(&p, None).cells.len();
+                output::line(&format!("{}: ok ({} models × {} tasks × {} seeds = {cells} cells)", path.display(), p.models.len(), p.tasks.len(), p.seeds.len()));
+            }
+            Err(f) => {
+                output::error(&format!("{:#}", f.error));
+                bad = true;
+            }
+        }
+    }
+    Ok(if bad { EXIT_INVALID } else { 0 })
+}
+
+/// Prints the process's peak resident set size (for `bench status`).
+pub(crate) fn report_peak_rss() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(kib) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+        output::note(&format!("peak-rss-kib {}", kib.trim().trim_end_matches("kB").trim()));
+    }
+}

@@ -1,0 +1,134 @@
+//! `evalgrid run` and `evalgrid report`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use evalgrid::cache::Store;
+use evalgrid::envs::Registry;
+use evalgrid::exec::{Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
+use evalgrid::plan::plan;
+use evalgrid::report::{ReportOutcome, build};
+use serde_json::json;
+
+use super::args::{ReportArgs, RunArgs};
+use super::{Failure, load_pipeline, load_plan, output};
+
+/// Exit status when Ctrl-C stopped the run.
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub(crate) fn run(cache_dir: &Path, args: &RunArgs) -> Result<u8, Failure> {
+    let (pipeline, plan) = load_plan(&args.plan.pipeline, args.plan.filter.as_deref())?;
+    let store = Store::open(cache_dir)?;
+    if args.dry_run {
+        return dry_run(&store, &plan, args.json, args.retry_errors);
+    }
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
+    let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let cancel = Cancel::default();
+    let pipeline = Arc::new(pipeline);
+    let summary = runtime.block_on(async {
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_signal.cancel();
+                output::note("interrupted: finishing cells in flight; run the same command again to resume");
+            }
+        });
+        run_cells(Arc::clone(&pipeline), &plan, store.clone(), Arc::new(Registry), &options, cancel.clone()).await
+    })?;
+    runtime.shutdown_background();
+    let report = if summary.interrupted {
+        None
+    } else if plan.filtered {
+        output::note("note: no report for a --filter run; run without --filter to build it");
+        None
+    } else {
+        Some(build(&pipeline, &plan, &store, &args.reports_dir)?)
+    };
+    print_summary(&summary, report.as_ref(), args.json);
+    Ok(if summary.interrupted {
+        EXIT_INTERRUPTED
+    } else if summary.cells_failed > 0 {
+        1
+    } else {
+        0
+    })
+}
+
+fn dry_run(store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<u8, Failure> {
+    let mut counts = [0usize; 4];
+    for cell in &plan.cells {
+        let i = match classify(store, cell) {
+            CellState::Cached => 0,
+            CellState::Stale => 1,
+            CellState::Missing => 2,
+            CellState::Failed => 3,
+        };
+        counts[i] += 1;
+    }
+    let would_run = if retry_errors { counts[3] } else { counts[1] + counts[2] + counts[3] };
+    if json {
+        output::json(&json!({
+            "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_run": 0, "cells_failed": counts[3],
+            "cells_to_run": would_run, "model_calls_to_make": 0, "dry_run": true, "report_dir": null,
+        }));
+    } else {
+        output::line(&format!(
+            "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} (0 model API calls: built-in agents only)",
+            plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
+        ));
+    }
+    Ok(0)
+}
+
+fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, json: bool) {
+    if json {
+        output::json(&json!({
+            "cells_total": summary.cells_total,
+            "cells_cached": summary.cells_cached,
+            "cells_run": summary.cells_run,
+            "cells_failed": summary.cells_failed,
+            "cells_skipped": summary.cells_skipped,
+            "interrupted": summary.interrupted,
+            "report_dir": report.map(|r| r.dir.display().to_string()),
+            "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
+        }));
+        return;
+    }
+    output::line(&format!(
+        "{} cells: {} run, {} cached, {} failed{}",
+        summary.cells_total,
+        summary.cells_run,
+        summary.cells_cached,
+        summary.cells_failed,
+        if summary.cells_skipped > 0 { format!(", {} skipped", summary.cells_skipped) } else { String::new() }
+    ));
+    for (cell, error) in &summary.failures {
+        output::line(&format!("  failed {cell}: {error}"));
+    }
+    if let Some(r) = report {
+        output::line(&format!("report: {}/ ({})", r.dir.display(), r.files.join(", ")));
+    }
+}
+
+pub(crate) fn report(cache_dir: &Path, args: &ReportArgs) -> Result<u8, Failure> {
+    let pipeline = load_pipeline(&args.pipeline)?;
+    let plan = plan(&pipeline, None);
+    let store = Store::open(cache_dir)?;
+    let scored = plan.cells.iter().filter(|c| store.contains(c.score_key)).count();
+    let outcome = build(&pipeline, &plan, &store, &args.reports_dir)?;
+    if args.json {
+        output::json(&json!({
+            "cells_total": plan.cells.len(), "cells_cached": scored, "cells_run": 0,
+            "cells_failed": 0, "report_dir": outcome.dir.display().to_string(),
+            "metrics_cached": outcome.metrics_cached, "report_cached": outcome.report_cached,
+        }));
+    } else {
+        if scored < plan.cells.len() {
+            output::note(&format!("note: {} of {} cells have results; run `evalgrid run` for the rest", scored, plan.cells.len()));
+        }
+        output::line(&format!("report: {}/ ({})", outcome.dir.display(), outcome.files.join(", ")));
+    }
+    Ok(0)
+}

@@ -1,0 +1,38 @@
+//! `evalgrid show`: one cell's transcript from the cache.
+
+use std::path::Path;
+
+use evalgrid::cache::Store;
+use evalgrid::envs::transcript;
+use evalgrid::plan::plan;
+use serde_json::json;
+
+use super::args::ShowArgs;
+use super::{Failure, load_pipeline, output};
+
+pub(crate) fn show(cache_dir: &Path, args: &ShowArgs) -> Result<u8, Failure> {
+    let pipeline = load_pipeline(&args.pipeline)?;
+    let plan = plan(&pipeline, None);
+    let cell = plan
+        .cells
+        .iter()
+        .find(|c| c.id == args.cell)
+        .ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{}` in this pipeline", args.cell)))?;
+    let store = Store::open(cache_dir)?;
+    let Some(episode) = store.get(cell.episode_key)? else {
+        output::error(&format!("cell `{}` has no cached episode; run the pipeline first", cell.id));
+        return Ok(1);
+    };
+    let score = store.get(cell.score_key)?.map(|e| e.output);
+    if args.json {
+        output::json(&json!({"cell": cell.id, "episode_key": cell.episode_key, "episode": episode.output, "score": score}));
+    } else {
+        let task = &pipeline.tasks[cell.task];
+        output::line(&format!("cell {}  (episode {})", cell.id, cell.episode_key.short()));
+        output::line(&transcript(&task.benchmark, &episode.output));
+        if let Some(score) = score {
+            output::line(&format!("score: {score}"));
+        }
+    }
+    Ok(0)
+}

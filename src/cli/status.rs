@@ -1,0 +1,116 @@
+//! `evalgrid status`: cached / stale / missing / failed per cell, and why.
+
+use std::path::Path;
+
+use evalgrid::cache::{Store, diff};
+use evalgrid::exec::{CellState, classify};
+use evalgrid::plan::{Cell, episode_components, score_components};
+use evalgrid::spec::Pipeline;
+use serde_json::json;
+
+use super::args::StatusArgs;
+use super::{Failure, load_plan, output};
+
+pub(crate) fn status(cache_dir: &Path, args: &StatusArgs) -> Result<u8, Failure> {
+    let (pipeline, plan) = load_plan(&args.plan.pipeline, args.plan.filter.as_deref())?;
+    let store = Store::open(cache_dir)?;
+    if let Some(id) = &args.explain {
+        let cell = plan
+            .cells
+            .iter()
+            .find(|c| &c.id == id)
+            .ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{id}` in this pipeline (ids look like `{}`)", plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str()))))?;
+        explain(&pipeline, &store, cell);
+        return Ok(0);
+    }
+    let mut counts = [0usize; 4];
+    let mut rows = Vec::new();
+    let mut states = Vec::with_capacity(plan.cells.len());
+    for cell in &plan.cells {
+        let state = classify(&store, cell);
+        counts[state as usize] += 1;
+        states.push(state);
+        if state != CellState::Cached && !args.json {
+            rows.push((cell, state, reason(&pipeline, &store, cell, state)));
+        }
+    }
+    if args.json {
+        let cells: Vec<_> = plan
+            .cells
+            .iter()
+            .zip(&states)
+            .map(|(c, &state)| match state {
+                CellState::Cached => json!({"cell": c.id, "state": state, "reason": null}),
+                _ => json!({"cell": c.id, "state": state, "reason": reason(&pipeline, &store, c, state)}),
+            })
+            .collect();
+        output::json(&json!({
+            "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_stale": counts[1],
+            "cells_missing": counts[2], "cells_failed": counts[3], "cells": cells,
+        }));
+    } else {
+        output::line(&format!(
+            "{} cells: {} cached, {} stale, {} missing, {} failed",
+            plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
+        ));
+        for (cell, state, reason) in &rows {
+            let state = match state {
+                CellState::Stale => "stale",
+                CellState::Missing => "missing",
+                CellState::Failed => "failed",
+                CellState::Cached => "cached",
+            };
+            output::line(&format!("{state:8} {}  {reason}", cell.id));
+        }
+    }
+    Ok(0)
+}
+
+/// One-line reason a cell would run.
+fn reason(pipeline: &Pipeline, store: &Store, cell: &Cell, state: CellState) -> String {
+    match state {
+        CellState::Cached => String::new(),
+        CellState::Missing => "never run".to_owned(),
+        CellState::Failed => {
+            let f = store.failure(cell.episode_key).or_else(|| store.failure(cell.score_key));
+            f.map_or_else(|| "failed".to_owned(), |f| format!("last attempt failed: {}", f.error))
+        }
+        CellState::Stale => changes(pipeline, store, cell).join("; "),
+    }
+}
+
+fn changes(pipeline: &Pipeline, store: &Store, cell: &Cell) -> Vec<String> {
+    let Some(head) = store.head(&cell.id) else { return vec!["never run".to_owned()] };
+    if head.episode_key != cell.episode_key {
+        let d = diff(&head.episode_components, &episode_components(pipeline, cell));
+        if !d.is_empty() {
+            return d.iter().map(ToString::to_string).collect();
+        }
+        return vec!["episode result missing from cache (removed or corrupted)".to_owned()];
+    }
+    if !store.contains(cell.episode_key) {
+        return vec!["episode result missing from cache (removed or corrupted)".to_owned()];
+    }
+    let d = diff(&head.score_components, &score_components(pipeline, cell.task, cell.episode_key));
+    if d.is_empty() { vec!["score result missing from cache".to_owned()] } else { d.iter().map(|c| format!("score {c}")).collect() }
+}
+
+fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell) {
+    let state = classify(store, cell);
+    output::line(&format!("cell     {}", cell.id));
+    output::line(&format!("state    {state:?}").to_lowercase());
+    output::line(&format!("episode  {} {}", cell.episode_key, if store.contains(cell.episode_key) { "(cached)" } else { "(not cached)" }));
+    output::line(&format!("score    {} {}", cell.score_key, if store.contains(cell.score_key) { "(cached)" } else { "(not cached)" }));
+    match store.head(&cell.id) {
+        None => output::line("previous run: none"),
+        Some(head) => {
+            output::line(&format!("previous episode key {}", head.episode_key));
+            for c in diff(&head.episode_components, &episode_components(pipeline, cell)) {
+                output::line(&format!("  changed {c}"));
+            }
+        }
+    }
+    if state != CellState::Cached {
+        output::line(&format!("reason   {}", reason(pipeline, store, cell, state)));
+    }
+}

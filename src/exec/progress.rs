@@ -1,0 +1,58 @@
+//! Progress display on stderr: cells done / cached / failed, rate and ETA.
+//!
+//! Hidden automatically when stderr is not a terminal (CI, pipes) or when
+//! `EVALGRID_NO_PROGRESS` is set, so stdout stays clean for `--json`.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Live counters shown next to the bar.
+#[derive(Debug)]
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// Creates a bar over `total` cells of which `cached` are already done.
+    #[must_use]
+    pub fn new(total: u64, cached: u64) -> Self {
+        let hidden = std::env::var_os("EVALGRID_NO_PROGRESS").is_some();
+        let target = if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
+        let bar = ProgressBar::with_draw_target(Some(total), target);
+        let style = ProgressStyle::with_template(
+            "{spinner} [{bar:30}] {pos}/{len} cells  {msg}  {per_sec}  ETA {eta}",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_position(cached);
+        bar.reset_eta();
+        let p = Self { bar };
+        p.update(0, cached, 0);
+        p
+    }
+
+    /// Refreshes the counters text.
+    pub fn update(&self, run: u64, cached: u64, failed: u64) {
+        self.bar.set_message(format!("run {run} · cached {cached} · failed {failed}"));
+    }
+
+    /// One more cell finished (successfully or not).
+    pub fn inc(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Prints a line above the bar without garbling it.
+    pub fn println(&self, line: &str) {
+        self.bar.suspend(|| {
+            #[expect(clippy::print_stderr, reason = "progress output belongs on stderr")]
+            {
+                eprintln!("{line}");
+            }
+        });
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}

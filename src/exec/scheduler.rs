@@ -1,0 +1,259 @@
+//! The cell scheduler: runs every cell whose steps are not cached, up to
+//! `jobs` at a time, landing each finished step atomically in the cache.
+//!
+//! Ctrl-C (or [`Cancel::cancel`]) stops launching new cells; cells already
+//! running finish and land, so re-running the same command resumes exactly
+//! where it stopped. Two processes on one cache coordinate through per-key
+//! locks: the second waits for the first and then reads its result.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::progress::Progress;
+use super::runner::{EpisodeRunner, StepError};
+use crate::cache::{CacheError, Entry, Failure, Head, Store};
+use crate::plan::{Cell, Plan, StepKey, StepKind, episode_components, score_components};
+use crate::spec::Pipeline;
+
+/// Shared cancellation flag (set by Ctrl-C).
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// Asks the scheduler to stop launching new cells.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether cancellation was requested.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Cells in flight at once.
+    pub jobs: usize,
+    /// Only re-run cells whose last attempt failed.
+    pub retry_errors_only: bool,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// State of a cell as seen from the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellState {
+    /// Episode and score are cached.
+    Cached,
+    /// Not cached, but an earlier run of the same cell used other keys.
+    Stale,
+    /// Never run.
+    Missing,
+    /// The last attempt failed.
+    Failed,
+}
+
+/// Outcome of one cell in a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct CellOutcome {
+    /// Cell id.
+    pub cell: String,
+    /// Final state.
+    pub state: CellState,
+    /// Whether it was computed in this run.
+    pub ran: bool,
+    /// Error text when it failed.
+    pub error: Option<String>,
+}
+
+/// Totals of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunSummary {
+    /// Cells in the plan.
+    pub cells_total: usize,
+    /// Cells that were already cached.
+    pub cells_cached: usize,
+    /// Cells computed now.
+    pub cells_run: usize,
+    /// Cells that failed.
+    pub cells_failed: usize,
+    /// Cells skipped (cancelled, or not failed under `--retry-errors`).
+    pub cells_skipped: usize,
+    /// Whether Ctrl-C stopped the run early.
+    pub interrupted: bool,
+    /// Failed cells with their error.
+    pub failures: Vec<(String, String)>,
+}
+
+/// Quick classification used by `run` and `status` (no content read).
+#[must_use]
+pub fn classify(store: &Store, cell: &Cell) -> CellState {
+    if store.contains(cell.episode_key) && store.contains(cell.score_key) {
+        CellState::Cached
+    } else if store.failure(cell.episode_key).is_some() || store.failure(cell.score_key).is_some() {
+        CellState::Failed
+    } else if store.head(&cell.id).is_some() {
+        CellState::Stale
+    } else {
+        CellState::Missing
+    }
+}
+
+/// Runs every pending cell of `plan`; returns per-cell score outputs of all
+/// cells that have one (cached or fresh), in plan order, and the summary.
+pub async fn run_cells(
+    pipeline: Arc<Pipeline>,
+    plan: &Plan,
+    store: Store,
+    runner: Arc<dyn EpisodeRunner>,
+    options: &RunOptions,
+    cancel: Cancel,
+) -> Result<RunSummary, CacheError> {
+    let mut summary = RunSummary { cells_total: plan.cells.len(), ..RunSummary::default() };
+    let mut pending = Vec::new();
+    for cell in &plan.cells {
+        match classify(&store, cell) {
+            CellState::Cached if store.get(cell.score_key)?.is_some() && store.get(cell.episode_key)?.is_some() => {
+                summary.cells_cached += 1;
+            }
+            CellState::Failed => pending.push(cell.clone()),
+            _ if options.retry_errors_only => summary.cells_skipped += 1,
+            _ => pending.push(cell.clone()),
+        }
+    }
+    let progress = Progress::new(plan.cells.len() as u64, summary.cells_cached as u64);
+    if !options.progress {
+        progress.finish();
+    }
+    let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
+    let mut set = JoinSet::new();
+    let mut queue = pending.into_iter();
+    let mut launched = 0usize;
+    let total_pending = queue.len();
+    loop {
+        while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
+            let Some(cell) = queue.next() else { break };
+            let permit = Arc::clone(&semaphore).acquire_owned().await.expect("semaphore is never closed");
+            let (pipeline, store, runner) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner));
+            launched += 1;
+            set.spawn(async move {
+                let _permit = permit;
+                let id = cell.id.clone();
+                let result = run_cell(&pipeline, &cell, &store, runner.as_ref()).await;
+                (id, cell, result)
+            });
+        }
+        let Some(joined) = set.join_next().await else { break };
+        let (id, cell, result) = joined.map_err(|e| CacheError::Io {
+            path: store.root().to_owned(),
+            source: std::io::Error::other(format!("cell task failed: {e}")),
+        })?;
+        match result {
+            Ok(()) => summary.cells_run += 1,
+            Err(CellError::Step(kind, err)) => {
+                let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
+                let text = err.to_string();
+                store.record_failure(&Failure { key, cell: id.clone(), kind, error: text.clone() })?;
+                progress.println(&format!("error: cell `{id}`: {text}"));
+                summary.cells_failed += 1;
+                summary.failures.push((id, text));
+            }
+            Err(CellError::Cache(e)) => return Err(e),
+        }
+        progress.inc();
+        progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+    }
+    progress.finish();
+    summary.cells_skipped += total_pending - launched;
+    summary.interrupted = cancel.is_cancelled() && launched < total_pending;
+    Ok(summary)
+}
+
+enum CellError {
+    Step(StepKind, StepError),
+    Cache(CacheError),
+}
+
+impl From<CacheError> for CellError {
+    fn from(e: CacheError) -> Self {
+        Self::Cache(e)
+    }
+}
+
+async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner) -> Result<(), CellError> {
+    let model = &pipeline.models[cell.model];
+    let task = &pipeline.tasks[cell.task];
+    let episode_components = episode_components(pipeline, cell);
+    let episode = cached_or_compute(store, cell.episode_key, || async {
+        let started = Instant::now();
+        let output = runner.run_episode(model, task, cell.seed).await.map_err(|e| CellError::Step(StepKind::Episode, e))?;
+        Ok((output, started.elapsed()))
+    }, StepKind::Episode, &episode_components)
+    .await?;
+    let score_components = score_components(pipeline, cell.task, cell.episode_key);
+    cached_or_compute(store, cell.score_key, || async {
+        let started = Instant::now();
+        let output = runner.score(task, &episode.output).map_err(|e| CellError::Step(StepKind::Score, e))?;
+        Ok((output, started.elapsed()))
+    }, StepKind::Score, &score_components)
+    .await?;
+    store.set_head(&Head {
+        cell: cell.id.clone(),
+        episode_key: cell.episode_key,
+        episode_components,
+        score_key: cell.score_key,
+        score_components,
+    })?;
+    Ok(())
+}
+
+/// Returns the cached entry for `key`, or computes it under the key's lock
+/// (re-checking after the lock, in case another process just finished it).
+async fn cached_or_compute<F, Fut>(
+    store: &Store,
+    key: StepKey,
+    compute: F,
+    kind: StepKind,
+    components: &Value,
+) -> Result<Entry, CellError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(Value, std::time::Duration), CellError>>,
+{
+    if let Some(entry) = store.get(key)? {
+        return Ok(entry);
+    }
+    let _lock = match store.try_lock(key)? {
+        Some(lock) => lock,
+        None => {
+            let s = store.clone();
+            tokio::task::spawn_blocking(move || s.lock(key))
+                .await
+                .map_err(|e| CellError::Step(kind, StepError::Worker(e.to_string())))??
+        }
+    };
+    if let Some(entry) = store.get(key)? {
+        return Ok(entry);
+    }
+    let (output, elapsed) = compute().await?;
+    let entry = Entry {
+        key,
+        kind,
+        components: components.clone(),
+        output,
+        duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
+    };
+    store.put(&entry)?;
+    Ok(entry)
+}

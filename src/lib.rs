@@ -1,0 +1,14 @@
+//! evalgrid: declarative, content-hashed, cached grids of LLM benchmark runs.
+//!
+//! Data flows one way: [`spec`] (YAML → validated pipeline) → [`plan`] (grid →
+//! steps with keys) → [`cache`] (content-addressed store) → [`exec`]
+//! (scheduler; [`envs`] hold each benchmark's episode logic) → [`metrics`]
+//! (polars) → [`report`]. No module imports one above it.
+
+pub mod cache;
+pub mod envs;
+pub mod exec;
+pub mod metrics;
+pub mod plan;
+pub mod report;
+pub mod spec;

@@ -1,0 +1,7 @@
+//! Metrics: per-cell score records → aggregate tables (polars, lazy API).
+//!
+//! polars is confined to this module and `report`.
+
+pub mod table;
+
+pub use table::{BenchmarkTables, CellRow, MetricColumn, MetricsError, TableRow, aggregate, cells_parquet};

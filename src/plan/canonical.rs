@@ -1,0 +1,78 @@
+//! Canonical JSON encoding used for step keys.
+//!
+//! Keys must not depend on map iteration order, on which serde_json features
+//! some dependency enabled, or on Rust `Debug` output, so objects are written
+//! here with their keys sorted by byte order and without whitespace.
+
+use serde_json::Value;
+
+/// Encodes `value` as compact JSON with object keys sorted, so the same
+/// logical value always produces the same bytes.
+#[must_use]
+pub fn to_canonical_bytes(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write_value(&mut out, value);
+    out
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(out, k);
+                out.push(b':');
+                write_value(out, v);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, v);
+            }
+            out.push(b']');
+        }
+        Value::String(s) => write_string(out, s),
+        // Scalars other than strings have a single serde_json rendering.
+        other => out.extend_from_slice(other.to_string().as_bytes()),
+    }
+}
+
+fn write_string(out: &mut Vec<u8>, s: &str) {
+    // serde_json's string escaping is deterministic; reuse it.
+    out.extend_from_slice(Value::String(s.to_owned()).to_string().as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sorts_keys_at_every_depth() {
+        let a = json!({"b": 1, "a": {"z": [1, {"y": 2, "x": 3}], "c": null}});
+        let bytes = to_canonical_bytes(&a);
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            r#"{"a":{"c":null,"z":[1,{"x":3,"y":2}]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn floats_and_strings_are_stable() {
+        let v = json!({"t": 0.7, "s": "é\"\n"});
+        assert_eq!(
+            String::from_utf8(to_canonical_bytes(&v)).unwrap(),
+            r#"{"s":"é\"\n","t":0.7}"#
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! Step keys: the blake3 identity of one cacheable unit of work.
+//!
+//! A key is the derive-key blake3 hash of the canonical JSON encoding of the
+//! step's *key components*: everything that can change the step's output and
+//! nothing that cannot (concurrency, timeouts and paths stay out).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::canonical::to_canonical_bytes;
+
+/// Version of the key schema; bump it (and the derive context) whenever the
+/// meaning of components changes, so old entries can never be mistaken for new.
+pub const KEY_SCHEMA_VERSION: u32 = 1;
+
+/// blake3 domain-separation context; contains the schema version on purpose.
+const DERIVE_CONTEXT: &str = "evalgrid 2026-11 step-key v1";
+
+/// The kinds of step a plan is made of; part of every key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepKind {
+    /// One model playing one task instance with one seed.
+    Episode,
+    /// Per-cell scores derived from an episode record.
+    Score,
+    /// Aggregated tables over all cells of a pipeline.
+    Metrics,
+    /// Rendered report files.
+    Report,
+}
+
+impl StepKind {
+    /// Stable lower-case name used in keys and file listings.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Episode => "episode",
+            Self::Score => "score",
+            Self::Metrics => "metrics",
+            Self::Report => "report",
+        }
+    }
+}
+
+/// A 32-byte blake3 step key, shown as 64 lower-case hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepKey([u8; 32]);
+
+impl StepKey {
+    /// Hashes a components object into a key; `components` must already
+    /// contain the step kind and schema version (see [`key_components`]).
+    #[must_use]
+    pub fn compute(components: &Value) -> Self {
+        let mut hasher = blake3::Hasher::new_derive_key(DERIVE_CONTEXT);
+        hasher.update(&to_canonical_bytes(components));
+        Self(*hasher.finalize().as_bytes())
+    }
+
+    /// Full hex form, used as the cache file name.
+    #[must_use]
+    pub fn to_hex(&self) -> String {
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
+    }
+
+    /// First 12 hex digits, for human-facing listings.
+    #[must_use]
+    pub fn short(&self) -> String {
+        let mut hex = self.to_hex();
+        hex.truncate(12);
+        hex
+    }
+}
+
+/// Error for a string that is not a 64-digit hex key.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a 64-digit hex step key")]
+pub struct ParseKeyError(String);
+
+impl FromStr for StepKey {
+    type Err = ParseKeyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        blake3::Hash::from_hex(s)
+            .map(|h| Self(*h.as_bytes()))
+            .map_err(|_| ParseKeyError(s.to_owned()))
+    }
+}
+
+impl fmt::Display for StepKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for StepKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StepKey({})", self.short())
+    }
+}
+
+impl Serialize for StepKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for StepKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Builds the components object shared by every step: schema version, kind
+/// and the version of the code component that runs it, plus `fields`.
+#[must_use]
+pub fn key_components(
+    kind: StepKind,
+    component: &str,
+    component_version: u32,
+    fields: serde_json::Map<String, Value>,
+) -> Value {
+    let mut map = fields;
+    map.insert("schema".into(), Value::from(KEY_SCHEMA_VERSION));
+    map.insert("step".into(), Value::from(kind.as_str()));
+    map.insert(
+        "code".into(),
+        serde_json::json!({"component": component, "version": component_version}),
+    );
+    Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hex_round_trip() {
+        let k = StepKey::compute(&json!({"a": 1}));
+        let parsed: StepKey = k.to_hex().parse().unwrap();
+        assert_eq!(k, parsed);
+        assert_eq!(k.short().len(), 12);
+        assert!("xyz".parse::<StepKey>().is_err());
+    }
+
+    #[test]
+    fn key_ignores_field_order_but_not_values() {
+        let a = StepKey::compute(&json!({"a": 1, "b": [1, 2]}));
+        let b = StepKey::compute(&json!({"b": [1, 2], "a": 1}));
+        let c = StepKey::compute(&json!({"b": [2, 1], "a": 1}));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}

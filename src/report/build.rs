@@ -1,0 +1,197 @@
+//! The pipeline-level steps: metrics over every scored cell, then the
+//! rendered report, each cached under its own key, then written to
+//! `reports/<pipeline>/`.
+//!
+//! The metrics key covers exactly the cells that have a score, so a later
+//! run that fills in failed cells re-aggregates; the report key covers the
+//! metrics key and the report options, so editing only `report:` re-renders
+//! without touching metrics or episodes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::render::{RunFacts, csv, markdown};
+use crate::cache::{CacheError, Entry, Store};
+use crate::envs::Registry;
+use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, aggregate, cells_parquet};
+use crate::plan::{Cell, Plan, StepKey, StepKind, metrics_components, report_components};
+use crate::spec::Pipeline;
+
+/// Errors while building a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Cache failure.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// polars failure.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// A cached output had an unexpected shape.
+    #[error("cached {0} output is malformed; run `evalgrid cache verify`")]
+    Malformed(&'static str),
+    /// Writing the report files failed.
+    #[error("cannot write report file `{path}`")]
+    Write {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the metrics step stores.
+#[derive(Debug, Serialize, Deserialize)]
+struct MetricsOutput {
+    tables: Vec<BenchmarkTables>,
+    cells_scored: usize,
+    cells_parquet: String,
+}
+
+/// What the report step stores: file name → blob hash.
+#[derive(Debug, Serialize, Deserialize)]
+struct ReportOutput {
+    files: BTreeMap<String, String>,
+}
+
+/// Result of building a report.
+#[derive(Debug, Serialize)]
+pub struct ReportOutcome {
+    /// Folder the files were written to.
+    pub dir: PathBuf,
+    /// Files written.
+    pub files: Vec<String>,
+    /// Whether the metrics step came from the cache.
+    pub metrics_cached: bool,
+    /// Whether the report step came from the cache.
+    pub report_cached: bool,
+}
+
+/// Computes (or reuses) metrics and report for `plan`, and writes the files
+/// under `reports_root/<pipeline name>/`.
+pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
+    let mut scored: Vec<(&Cell, Value)> = Vec::new();
+    for cell in &plan.cells {
+        if let Some(entry) = store.get(cell.score_key)? {
+            scored.push((cell, entry.output));
+        }
+    }
+    let scored_cells: Vec<Cell> = scored.iter().map(|(c, _)| (*c).clone()).collect();
+    let metrics_comp = metrics_components(pipeline, &scored_cells);
+    let metrics_key = StepKey::compute(&metrics_comp);
+    let (metrics, metrics_cached) = match store.get(metrics_key)? {
+        Some(e) => (serde_json::from_value::<MetricsOutput>(e.output).map_err(|_| ReportError::Malformed("metrics"))?, true),
+        None => {
+            let out = compute_metrics(pipeline, &scored, store)?;
+            let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("metrics"))?;
+            store.put(&entry(metrics_key, StepKind::Metrics, metrics_comp, value))?;
+            (out, false)
+        }
+    };
+    let report_comp = report_components(pipeline, metrics_key);
+    let report_key = StepKey::compute(&report_comp);
+    let (report, report_cached) = match store.get(report_key)? {
+        Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
+        None => {
+            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored };
+            let mut files = BTreeMap::new();
+            files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &facts).as_bytes())?);
+            files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
+            files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
+            let out = ReportOutput { files };
+            let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
+            store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
+            (out, false)
+        }
+    };
+    let dir = reports_root.join(&pipeline.name);
+    write_files(&dir, &report, store)?;
+    Ok(ReportOutcome { dir, files: report.files.keys().cloned().collect(), metrics_cached, report_cached })
+}
+
+fn entry(key: StepKey, kind: StepKind, components: Value, output: Value) -> Entry {
+    Entry { key, kind, components, output, duration_ms: 0, writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned() }
+}
+
+fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store) -> Result<MetricsOutput, ReportError> {
+    let registry = Registry;
+    let rows: Vec<CellRow> = scored
+        .iter()
+        .map(|(cell, output)| {
+            let task = &pipeline.tasks[cell.task];
+            CellRow {
+                model: pipeline.models[cell.model].id.clone(),
+                model_index: u32::try_from(cell.model).unwrap_or(u32::MAX),
+                benchmark: task.benchmark.clone(),
+                task: task.task.clone(),
+                task_index: u32::try_from(cell.task).unwrap_or(u32::MAX),
+                seed: cell.seed,
+                fields: numeric_fields(output),
+            }
+        })
+        .collect();
+    let mut benchmarks: Vec<&str> = Vec::new();
+    for t in &pipeline.tasks {
+        if !benchmarks.contains(&t.benchmark.as_str()) {
+            benchmarks.push(&t.benchmark);
+        }
+    }
+    let mut tables = Vec::new();
+    let mut all_columns: Vec<MetricColumn> = Vec::new();
+    for b in benchmarks {
+        let columns: Vec<MetricColumn> = registry
+            .metric_columns(b)
+            .iter()
+            .filter(|(name, _)| pipeline.metrics.select.is_empty() || pipeline.metrics.select.iter().any(|s| s == name))
+            .map(|(name, field)| MetricColumn { name: (*name).to_owned(), field: (*field).to_owned() })
+            .collect();
+        let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == b).collect();
+        if !subset.is_empty() {
+            tables.push(aggregate(b, &subset, &columns)?);
+        }
+        all_columns.extend(columns);
+    }
+    let all: Vec<&CellRow> = rows.iter().collect();
+    let parquet = cells_parquet(&all, &all_columns)?;
+    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)? })
+}
+
+/// Numbers and booleans at the top level of a score record, as f64.
+fn numeric_fields(output: &Value) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    if let Some(map) = output.as_object() {
+        for (k, v) in map {
+            let x = match v {
+                Value::Bool(b) => Some(f64::from(u8::from(*b))),
+                Value::Number(n) => n.as_f64(),
+                _ => None,
+            };
+            if let Some(x) = x {
+                out.insert(k.clone(), x);
+            }
+        }
+    }
+    out
+}
+
+fn write_files(dir: &Path, report: &ReportOutput, store: &Store) -> Result<(), ReportError> {
+    let write_err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ReportError::Write { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(write_err(dir))?;
+    for (name, hash) in &report.files {
+        let bytes = store.get_blob(hash)?.ok_or(ReportError::Malformed("report blob"))?;
+        let path = dir.join(name);
+        if std::fs::read(&path).is_ok_and(|old| old == bytes) {
+            continue;
+        }
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err(dir))?;
+        std::io::Write::write_all(&mut tmp, &bytes).map_err(write_err(&path))?;
+        tmp.persist(&path).map_err(|e| ReportError::Write { path: path.clone(), source: e.error })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! Rendering of `summary.md` and `summary.csv` from aggregate tables.
+//!
+//! Output is a pure function of the tables and the report config (no
+//! timestamps, no paths), so an unchanged rerun is byte-identical.
+
+use std::fmt::Write as _;
+
+use crate::metrics::{BenchmarkTables, TableRow};
+use crate::spec::ReportConfig;
+
+/// Facts about the run shown under the title.
+#[derive(Clone, Debug, Default)]
+pub struct RunFacts {
+    /// Cells in the grid.
+    pub cells_total: usize,
+    /// Cells with a score (aggregated).
+    pub cells_scored: usize,
+}
+
+/// Markdown summary, one section per benchmark.
+#[must_use]
+pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], facts: &RunFacts) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}\n", escape_md(&config.title));
+    let _ = writeln!(out, "{} of {} cells scored.\n", facts.cells_scored, facts.cells_total);
+    for t in tables {
+        let _ = writeln!(out, "## {}\n", escape_md(&t.benchmark));
+        let _ = writeln!(out, "### By model\n");
+        table(&mut out, t, &t.by_model, false, config.decimals);
+        let _ = writeln!(out, "\n### By model × task\n");
+        table(&mut out, t, &t.by_task, true, config.decimals);
+        out.push('\n');
+    }
+    out
+}
+
+fn table(out: &mut String, t: &BenchmarkTables, rows: &[TableRow], with_task: bool, decimals: u32) {
+    let mut header = vec!["model"];
+    if with_task {
+        header.push("task");
+    }
+    header.push("n");
+    header.extend(t.columns.iter().map(|c| c.name.as_str()));
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let align: Vec<&str> = header.iter().enumerate().map(|(i, _)| if i < 1 + usize::from(with_task) { "---" } else { "---:" }).collect();
+    let _ = writeln!(out, "|{}|", align.join("|"));
+    let d = decimals as usize;
+    for r in rows {
+        let mut cells = vec![escape_md(&r.model)];
+        if with_task {
+            cells.push(escape_md(r.task.as_deref().unwrap_or("")));
+        }
+        cells.push(r.n.to_string());
+        cells.extend(r.values.iter().map(|v| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}"))));
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+}
+
+/// CSV with one row per model × task and per model (`task` = `*`), full
+/// precision, columns = union of all benchmarks' metrics.
+#[must_use]
+pub fn csv(tables: &[BenchmarkTables]) -> String {
+    let mut columns: Vec<&str> = Vec::new();
+    for t in tables {
+        for c in &t.columns {
+            if !columns.contains(&c.name.as_str()) {
+                columns.push(&c.name);
+            }
+        }
+    }
+    let mut out = format!("benchmark,model,task,n,{}\n", columns.join(","));
+    for t in tables {
+        for r in t.by_model.iter().chain(&t.by_task) {
+            let mut fields = vec![csv_field(&t.benchmark), csv_field(&r.model), csv_field(r.task.as_deref().unwrap_or("*")), r.n.to_string()];
+            for name in &columns {
+                let v = t.columns.iter().position(|c| c.name == *name).and_then(|i| r.values.get(i).copied().flatten());
+                fields.push(v.map(|x| x.to_string()).unwrap_or_default());
+            }
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn escape_md(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::MetricColumn;
+
+    fn tables() -> Vec<BenchmarkTables> {
+        vec![BenchmarkTables {
+            benchmark: "eleusis".into(),
+            columns: vec![MetricColumn { name: "mean_score".into(), field: "score".into() }],
+            by_task: vec![TableRow { model: "a|b".into(), task: Some("t,1".into()), n: 3, values: vec![Some(1.0 / 3.0)] }],
+            by_model: vec![TableRow { model: "a|b".into(), task: None, n: 3, values: vec![None] }],
+        }]
+    }
+
+    #[test]
+    fn markdown_snapshot() {
+        let cfg = ReportConfig { title: "demo".into(), decimals: 2 };
+        insta::assert_snapshot!(markdown(&cfg, &tables(), &RunFacts { cells_total: 4, cells_scored: 3 }), @r"
+        # demo
+
+        3 of 4 cells scored.
+
+        ## eleusis
+
+        ### By model
+
+        | model | n | mean_score |
+        |---|---:|---:|
+        | a\|b | 3 | – |
+
+        ### By model × task
+
+        | model | task | n | mean_score |
+        |---|---|---:|---:|
+        | a\|b | t,1 | 3 | 0.33 |
+        ");
+    }
+
+    #[test]
+    fn csv_quotes_and_keeps_precision() {
+        insta::assert_snapshot!(csv(&tables()), @r#"
+        benchmark,model,task,n,mean_score
+        eleusis,a|b,*,3,
+        eleusis,a|b,"t,1",3,0.3333333333333333
+        "#);
+    }
+}

@@ -1,0 +1,182 @@
+//! Validated pipeline: the domain types every later layer works with.
+//!
+//! Nothing here knows YAML; defaults are applied, names resolved to task
+//! instances with content hashes, and the seed list expanded.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Resolved parameters: sorted, JSON-valued, defaults filled in.
+pub type Params = BTreeMap<String, Value>;
+
+/// A validated pipeline, ready to be planned.
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    /// Pipeline name; names the report folder.
+    pub name: String,
+    /// File it was loaded from (never part of any key).
+    pub source_path: PathBuf,
+    /// blake3 of the file bytes, for provenance.
+    pub source_hash: String,
+    /// Models in file order.
+    pub models: Vec<ModelConfig>,
+    /// Task instances in file order, each with its benchmark.
+    pub tasks: Vec<TaskInstance>,
+    /// Seeds in ascending order, deduplicated.
+    pub seeds: Vec<u64>,
+    /// Cells kept only when they match one of these (empty = all).
+    pub include: Vec<CellFilter>,
+    /// Cells dropped when they match one of these.
+    pub exclude: Vec<CellFilter>,
+    /// Metric selection.
+    pub metrics: MetricsConfig,
+    /// Report options.
+    pub report: ReportConfig,
+}
+
+/// One model entry: who answers, and with which settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelConfig {
+    /// User label; appears in tables and cell ids, not in keys.
+    pub id: String,
+    /// `builtin`, `openai`, `anthropic`, `gemini`, ...
+    pub provider: String,
+    /// Exact model name sent to the provider (or built-in agent name).
+    pub model: String,
+    /// Server base URL; part of the key because it can change answers.
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the key; the key itself is
+    /// never read here and the name is not part of any key.
+    pub api_key_env: Option<String>,
+    /// Generation or agent parameters, defaults applied.
+    pub params: Params,
+}
+
+impl ModelConfig {
+    /// The part of the model that goes into step keys: everything that can
+    /// change an answer, nothing that cannot (label, key variable name).
+    #[must_use]
+    pub fn key_value(&self) -> Value {
+        serde_json::json!({
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "params": self.params,
+        })
+    }
+}
+
+/// One task of one benchmark, as the catalog resolved it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskInstance {
+    /// Benchmark name (`eleusis`, ...).
+    pub benchmark: String,
+    /// Task id inside the benchmark (`even_ranks_only`, ...).
+    pub task: String,
+    /// Hash of the task's content (rule code, item text, ...).
+    pub content_hash: String,
+    /// Task parameters, defaults applied.
+    pub params: Params,
+    /// Version of the benchmark's episode code; bumped when behaviour changes.
+    pub episode_version: u32,
+    /// Version of the benchmark's scorer.
+    pub score_version: u32,
+}
+
+impl TaskInstance {
+    /// `benchmark/task`, the name filters and tables use.
+    #[must_use]
+    pub fn qualified(&self) -> String {
+        format!("{}/{}", self.benchmark, self.task)
+    }
+}
+
+/// A grid filter; `None` fields match everything, names are globs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CellFilter {
+    /// Glob over model ids.
+    pub model: Option<String>,
+    /// Glob over `benchmark/task`.
+    pub task: Option<String>,
+    /// Glob over the seed's decimal form.
+    pub seed: Option<String>,
+}
+
+impl CellFilter {
+    /// True when every present field matches.
+    #[must_use]
+    pub fn matches(&self, model: &str, task: &str, seed: u64) -> bool {
+        let seed = seed.to_string();
+        self.model.as_deref().is_none_or(|g| glob_match(g, model))
+            && self.task.as_deref().is_none_or(|g| glob_match(g, task))
+            && self.seed.as_deref().is_none_or(|g| glob_match(g, &seed))
+    }
+}
+
+/// Which metrics to compute (empty = all the benchmark offers).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MetricsConfig {
+    /// Selected metric names, in the order given.
+    pub select: Vec<String>,
+}
+
+/// Presentation options; changing them only re-renders the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportConfig {
+    /// Heading of the summary.
+    pub title: String,
+    /// Decimal places in tables.
+    pub decimals: u32,
+}
+
+/// Shell-style glob with `*` (any run) and `?` (one character).
+#[must_use]
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*parity*", "eleusis/opposite_parity"));
+        assert!(glob_match("ideal*", "ideal"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "abbc"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("x*", "yx"));
+    }
+
+    #[test]
+    fn filter_requires_every_present_field() {
+        let f = CellFilter { model: Some("r*".into()), task: None, seed: Some("1".into()) };
+        assert!(f.matches("random", "eleusis/x", 1));
+        assert!(!f.matches("random", "eleusis/x", 2));
+        assert!(!f.matches("oracle", "eleusis/x", 1));
+    }
+}

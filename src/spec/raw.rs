@@ -1,0 +1,165 @@
+//! Serde mirror of the pipeline YAML, before any semantic validation.
+//!
+//! Every struct denies unknown fields and wraps the values later checks need
+//! to point at in [`Spanned`], so semantic errors carry `line:col` too. No
+//! `flatten` and no `untagged`: they lose locations and give vague errors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_saphyr::Spanned;
+
+/// Top level of a pipeline file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    pub models: Spanned<Vec<RawModel>>,
+    pub tasks: Spanned<Vec<RawTask>>,
+    pub seeds: Spanned<RawSeeds>,
+    #[serde(default)]
+    pub include: Vec<Spanned<RawFilter>>,
+    #[serde(default)]
+    pub exclude: Vec<Spanned<RawFilter>>,
+    #[serde(default)]
+    pub metrics: Option<RawMetrics>,
+    #[serde(default)]
+    pub report: Option<RawReport>,
+}
+
+/// One entry of `models:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub id: Spanned<String>,
+    pub provider: Spanned<String>,
+    pub model: Spanned<String>,
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
+    #[serde(default)]
+    pub api_key_env: Option<Spanned<String>>,
+    #[serde(default)]
+    pub params: BTreeMap<String, Spanned<serde_json::Value>>,
+}
+
+/// One entry of `tasks:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTask {
+    pub benchmark: Spanned<String>,
+    #[serde(default)]
+    pub select: Option<Spanned<RawSelect>>,
+    #[serde(default)]
+    pub params: BTreeMap<String, Spanned<serde_json::Value>>,
+}
+
+/// `select: all` or a list of task names.
+#[derive(Debug)]
+pub enum RawSelect {
+    All,
+    Names(Vec<Spanned<String>>),
+}
+
+/// `seeds: [0, 1, 2]` or `seeds: {from: 0, to: 2}` (inclusive).
+#[derive(Debug)]
+pub enum RawSeeds {
+    List(Vec<u64>),
+    Range { from: u64, to: u64 },
+}
+
+/// A grid filter: every present field must match (globs for names).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFilter {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub task: Option<String>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// `metrics:` section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    #[serde(default)]
+    pub select: Option<Vec<Spanned<String>>>,
+}
+
+/// `report:` section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReport {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub decimals: Option<Spanned<u32>>,
+}
+
+impl<'de> Deserialize<'de> for RawSelect {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SelectVisitor;
+        impl<'de> Visitor<'de> for SelectVisitor {
+            type Value = RawSelect;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`all` or a list of task names")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawSelect, E> {
+                if v == "all" {
+                    Ok(RawSelect::All)
+                } else {
+                    Err(E::custom(format!("expected `all` or a list of task names, found `{v}`")))
+                }
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawSelect, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<Spanned<String>>()? {
+                    names.push(name);
+                }
+                Ok(RawSelect::Names(names))
+            }
+        }
+        d.deserialize_any(SelectVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawSeeds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SeedsVisitor;
+        impl<'de> Visitor<'de> for SeedsVisitor {
+            type Value = RawSeeds;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of non-negative integers or `{from: N, to: M}`")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawSeeds, A::Error> {
+                let mut seeds = Vec::new();
+                while let Some(seed) = seq.next_element::<u64>()? {
+                    seeds.push(seed);
+                }
+                Ok(RawSeeds::List(seeds))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawSeeds, A::Error> {
+                let (mut from, mut to) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "from" if from.is_none() => from = Some(map.next_value::<u64>()?),
+                        "to" if to.is_none() => to = Some(map.next_value::<u64>()?),
+                        "from" | "to" => return Err(de::Error::duplicate_field("from/to")),
+                        other => return Err(de::Error::unknown_field(other, &["from", "to"])),
+                    }
+                }
+                match (from, to) {
+                    (Some(from), Some(to)) => Ok(RawSeeds::Range { from, to }),
+                    (None, _) => Err(de::Error::missing_field("from")),
+                    (_, None) => Err(de::Error::missing_field("to")),
+                }
+            }
+        }
+        d.deserialize_any(SeedsVisitor)
+    }
+}

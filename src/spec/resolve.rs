@@ -1,0 +1,289 @@
+//! Raw YAML mirror → validated [`Pipeline`], collecting every problem.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_saphyr::Spanned;
+
+use super::catalog::{Catalog, CatalogIssue, IssueSite, Selection};
+use super::diagnostic::{Diagnostic, Position, suggestion};
+use super::pipeline::{
+    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, ReportConfig, TaskInstance,
+};
+use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
+use super::yaml::position_of;
+
+/// Largest seed range accepted, to stop a typo from planning billions of cells.
+const MAX_SEEDS: u64 = 1_000_000;
+
+/// Providers whose models are built into evalgrid and need no network.
+pub const BUILTIN_PROVIDER: &str = "builtin";
+
+/// Partially built pipeline plus the problems met so far.
+struct Resolver<'c> {
+    catalog: &'c dyn Catalog,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// Validates `raw` against `catalog`; on failure returns every diagnostic.
+pub fn resolve(
+    raw: RawPipeline,
+    catalog: &dyn Catalog,
+    source_path: std::path::PathBuf,
+    source_hash: String,
+) -> Result<Pipeline, Vec<Diagnostic>> {
+    let mut r = Resolver { catalog, diagnostics: Vec::new() };
+    let name = r.name(&raw.name);
+    let tasks = r.tasks(&raw.tasks);
+    let benchmarks: Vec<String> =
+        tasks.iter().map(|t| t.benchmark.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let models = r.models(&raw.models, &benchmarks);
+    let seeds = r.seeds(&raw.seeds);
+    let include = raw.include.iter().map(filter).collect::<Vec<_>>();
+    let exclude = raw.exclude.iter().map(filter).collect::<Vec<_>>();
+    let metrics = r.metrics(raw.metrics.and_then(|m| m.select).unwrap_or_default(), &benchmarks);
+    let report = raw.report.map_or_else(
+        || ReportConfig { title: name.clone(), decimals: 3 },
+        |rep| ReportConfig {
+            title: rep.title.unwrap_or_else(|| name.clone()),
+            decimals: rep.decimals.map_or(3, |d| {
+                if d.value > 12 {
+                    r.push(position_of(&d), "`report.decimals` must be at most 12", None);
+                }
+                d.value
+            }),
+        },
+    );
+    if r.diagnostics.is_empty() {
+        let cells = count_cells(&models, &tasks, &seeds, &include, &exclude);
+        if cells == 0 {
+            r.push(
+                position_of(&raw.models),
+                "the grid is empty: no model × task × seed cell is left",
+                Some("check `include`/`exclude` and that `models`, `tasks` and `seeds` are non-empty".into()),
+            );
+        }
+    }
+    if r.diagnostics.is_empty() {
+        Ok(Pipeline {
+            name,
+            source_path,
+            source_hash,
+            models,
+            tasks,
+            seeds,
+            include,
+            exclude,
+            metrics,
+            report,
+        })
+    } else {
+        r.diagnostics.sort_by_key(|d| d.position);
+        Err(r.diagnostics)
+    }
+}
+
+fn filter(raw: &Spanned<RawFilter>) -> CellFilter {
+    CellFilter {
+        model: raw.value.model.clone(),
+        task: raw.value.task.clone(),
+        seed: raw.value.seed.map(|s| s.to_string()),
+    }
+}
+
+fn count_cells(
+    models: &[ModelConfig],
+    tasks: &[TaskInstance],
+    seeds: &[u64],
+    include: &[CellFilter],
+    exclude: &[CellFilter],
+) -> usize {
+    let mut n = 0;
+    for m in models {
+        for t in tasks {
+            let q = t.qualified();
+            for &s in seeds {
+                let kept = (include.is_empty() || include.iter().any(|f| f.matches(&m.id, &q, s)))
+                    && !exclude.iter().any(|f| f.matches(&m.id, &q, s));
+                n += usize::from(kept);
+            }
+        }
+    }
+    n
+}
+
+fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+impl Resolver<'_> {
+    fn push(&mut self, position: Position, message: impl Into<String>, hint: Option<String>) {
+        self.diagnostics.push(Diagnostic::new(position, message).with_hint(hint));
+    }
+
+    fn name(&mut self, name: &Spanned<String>) -> String {
+        if !is_identifier(&name.value) {
+            self.push(
+                position_of(name),
+                format!("pipeline name `{}` must be non-empty and use only letters, digits, `-`, `_`, `.`", name.value),
+                None,
+            );
+        }
+        name.value.clone()
+    }
+
+    fn metrics(&mut self, select: Vec<Spanned<String>>, benchmarks: &[String]) -> MetricsConfig {
+        let mut known: Vec<&'static str> = benchmarks.iter().flat_map(|b| self.catalog.metrics(b)).collect();
+        known.sort_unstable();
+        known.dedup();
+        let mut out = Vec::new();
+        for name in select {
+            if !known.contains(&name.value.as_str()) {
+                self.push(position_of(&name), format!("unknown metric `{}`", name.value), suggestion(&name.value, &known));
+            } else if out.contains(&name.value) {
+                self.push(position_of(&name), format!("metric `{}` selected twice", name.value), None);
+            } else {
+                out.push(name.value);
+            }
+        }
+        MetricsConfig { select: out }
+    }
+
+    fn seeds(&mut self, seeds: &Spanned<RawSeeds>) -> Vec<u64> {
+        let list: Vec<u64> = match &seeds.value {
+            RawSeeds::List(list) => list.clone(),
+            RawSeeds::Range { from, to } if from > to => {
+                self.push(position_of(seeds), format!("seed range is empty: from {from} > to {to}"), None);
+                Vec::new()
+            }
+            RawSeeds::Range { from, to } if to - from >= MAX_SEEDS => {
+                self.push(position_of(seeds), format!("seed range has more than {MAX_SEEDS} seeds"), None);
+                Vec::new()
+            }
+            RawSeeds::Range { from, to } => (*from..=*to).collect(),
+        };
+        let set: BTreeSet<u64> = list.iter().copied().collect();
+        if set.len() != list.len() {
+            self.push(position_of(seeds), "seeds contain duplicates", None);
+        }
+        if set.is_empty() && self.diagnostics.is_empty() {
+            self.push(position_of(seeds), "`seeds` is empty", Some("give at least one seed, e.g. `seeds: [0]`".into()));
+        }
+        set.into_iter().collect()
+    }
+
+    fn tasks(&mut self, tasks: &Spanned<Vec<RawTask>>) -> Vec<TaskInstance> {
+        if tasks.value.is_empty() {
+            self.push(position_of(tasks), "`tasks` is empty", None);
+        }
+        let known = self.catalog.benchmarks();
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for entry in &tasks.value {
+            let bench = &entry.benchmark.value;
+            if !known.contains(&bench.as_str()) {
+                self.push(
+                    position_of(&entry.benchmark),
+                    format!("unknown benchmark `{bench}`"),
+                    suggestion(bench, &known).or_else(|| Some(format!("known benchmarks: {}", known.join(", ")))),
+                );
+                continue;
+            }
+            let selection = match entry.select.as_ref().map(|s| &s.value) {
+                None | Some(RawSelect::All) => Selection::All,
+                Some(RawSelect::Names(names)) => Selection::Names(names.iter().map(|n| n.value.clone()).collect()),
+            };
+            let params = unspan(&entry.params);
+            match self.catalog.resolve_tasks(bench, &selection, &params) {
+                Ok(instances) => {
+                    for t in instances {
+                        if seen.insert((t.benchmark.clone(), t.task.clone())) {
+                            out.push(t);
+                        } else {
+                            self.push(position_of(&entry.benchmark), format!("task `{}` is selected twice", t.qualified()), None);
+                        }
+                    }
+                }
+                Err(issues) => {
+                    for issue in issues {
+                        let pos = task_site(entry, &issue);
+                        self.push(pos, issue.message, issue.hint);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn models(&mut self, models: &Spanned<Vec<RawModel>>, benchmarks: &[String]) -> Vec<ModelConfig> {
+        if models.value.is_empty() {
+            self.push(position_of(models), "`models` is empty", None);
+        }
+        let providers = self.catalog.providers();
+        let mut ids = BTreeMap::new();
+        let mut out = Vec::new();
+        for m in &models.value {
+            let id = &m.id.value;
+            if !is_identifier(id) {
+                self.push(position_of(&m.id), format!("model id `{id}` must use only letters, digits, `-`, `_`, `.`"), None);
+            }
+            if let Some(first) = ids.insert(id.clone(), position_of(&m.id)) {
+                self.push(
+                    position_of(&m.id),
+                    format!("duplicate model id `{id}`"),
+                    Some(format!("first defined at line {}; ids must be unique", first.line)),
+                );
+            }
+            let provider = &m.provider.value;
+            if !providers.contains(&provider.as_str()) {
+                self.push(position_of(&m.provider), format!("unknown provider `{provider}`"), suggestion(provider, &providers));
+                continue;
+            }
+            let raw_params = unspan(&m.params);
+            let params = if provider == BUILTIN_PROVIDER {
+                if m.base_url.is_some() {
+                    self.push(position_of(&m.provider), "built-in models take no `base_url`", None);
+                }
+                match self.catalog.resolve_builtin(&m.model.value, &raw_params, benchmarks) {
+                    Ok(p) => p,
+                    Err(issues) => {
+                        for issue in issues {
+                            let pos = match &issue.site {
+                                IssueSite::Param(name) => m.params.get(name).map_or(position_of(&m.model), position_of),
+                                _ => position_of(&m.model),
+                            };
+                            self.push(pos, issue.message, issue.hint);
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                raw_params
+            };
+            out.push(ModelConfig {
+                id: id.clone(),
+                provider: provider.clone(),
+                model: m.model.value.clone(),
+                base_url: m.base_url.as_ref().map(|b| b.value.trim_end_matches('/').to_owned()),
+                api_key_env: m.api_key_env.as_ref().map(|k| k.value.clone()),
+                params,
+            });
+        }
+        out
+    }
+}
+
+fn task_site(entry: &RawTask, issue: &CatalogIssue) -> Position {
+    match (&issue.site, entry.select.as_ref()) {
+        (IssueSite::Selected(i), Some(sel)) => match &sel.value {
+            RawSelect::Names(names) => names.get(*i).map_or(position_of(sel), position_of),
+            RawSelect::All => position_of(sel),
+        },
+        (IssueSite::Param(name), _) => entry.params.get(name).map_or(position_of(&entry.benchmark), position_of),
+        _ => position_of(&entry.benchmark),
+    }
+}
+
+fn unspan(params: &BTreeMap<String, Spanned<serde_json::Value>>) -> Params {
+    params.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect()
+}

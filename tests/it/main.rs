@@ -1,0 +1,1 @@
+//! Integration tests: drive the `evalgrid` binary the way a user does.
