@@ -159,7 +159,9 @@ pub async fn run_cells(
             source: std::io::Error::other(format!("cell task failed: {e}")),
         })?;
         match result {
-            Ok(()) => summary.cells_run += 1,
+            Ok(true) => summary.cells_run += 1,
+            // Another process finished it while we waited for its lock.
+            Ok(false) => summary.cells_cached += 1,
             Err(CellError::Step(kind, err)) => {
                 let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
                 let text = err.to_string();
@@ -190,22 +192,34 @@ impl From<CacheError> for CellError {
     }
 }
 
-async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner) -> Result<(), CellError> {
+/// Runs one cell under its episode key's lock (the score key derives from
+/// the episode key, so one lock covers both); `Ok(true)` when this process
+/// computed a step of it, `Ok(false)` when another process already had.
+async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner) -> Result<bool, CellError> {
+    let _lock = match store.try_lock(cell.episode_key)? {
+        Some(lock) => lock,
+        None => {
+            let (s, key) = (store.clone(), cell.episode_key);
+            tokio::task::spawn_blocking(move || s.lock(key))
+                .await
+                .map_err(|e| CellError::Step(StepKind::Episode, StepError::Worker(e.to_string())))??
+        }
+    };
     let model = &pipeline.models[cell.model];
     let task = &pipeline.tasks[cell.task];
     let episode_components = episode_components(pipeline, cell);
-    let episode = cached_or_compute(store, cell.episode_key, || async {
+    let (episode, fresh_episode) = cached_or_compute(store, cell.episode_key, StepKind::Episode, &episode_components, || async {
         let started = Instant::now();
         let output = runner.run_episode(model, task, cell.seed).await.map_err(|e| CellError::Step(StepKind::Episode, e))?;
         Ok((output, started.elapsed()))
-    }, StepKind::Episode, &episode_components)
+    })
     .await?;
     let score_components = score_components(pipeline, cell.task, cell.episode_key);
-    cached_or_compute(store, cell.score_key, || async {
+    let (_, fresh_score) = cached_or_compute(store, cell.score_key, StepKind::Score, &score_components, || async {
         let started = Instant::now();
         let output = runner.score(task, &episode.output).map_err(|e| CellError::Step(StepKind::Score, e))?;
         Ok((output, started.elapsed()))
-    }, StepKind::Score, &score_components)
+    })
     .await?;
     store.set_head(&Head {
         cell: cell.id.clone(),
@@ -214,36 +228,24 @@ async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn 
         score_key: cell.score_key,
         score_components,
     })?;
-    Ok(())
+    Ok(fresh_episode || fresh_score)
 }
 
-/// Returns the cached entry for `key`, or computes it under the key's lock
-/// (re-checking after the lock, in case another process just finished it).
+/// Returns the cached entry for `key` or computes and stores it; the flag
+/// says whether it was computed here. The caller holds the cell's lock.
 async fn cached_or_compute<F, Fut>(
     store: &Store,
     key: StepKey,
-    compute: F,
     kind: StepKind,
     components: &Value,
-) -> Result<Entry, CellError>
+    compute: F,
+) -> Result<(Entry, bool), CellError>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(Value, std::time::Duration), CellError>>,
 {
     if let Some(entry) = store.get(key)? {
-        return Ok(entry);
-    }
-    let _lock = match store.try_lock(key)? {
-        Some(lock) => lock,
-        None => {
-            let s = store.clone();
-            tokio::task::spawn_blocking(move || s.lock(key))
-                .await
-                .map_err(|e| CellError::Step(kind, StepError::Worker(e.to_string())))??
-        }
-    };
-    if let Some(entry) = store.get(key)? {
-        return Ok(entry);
+        return Ok((entry, false));
     }
     let (output, elapsed) = compute().await?;
     let entry = Entry {
@@ -255,5 +257,5 @@ where
         writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
     };
     store.put(&entry)?;
-    Ok(entry)
+    Ok((entry, true))
 }

@@ -52,8 +52,15 @@ fn strip_location_suffix(message: &str) -> String {
 /// For "unknown field `x`, expected one of `a`, `b`" suggest the nearest.
 fn unknown_field_hint(message: &str) -> Option<String> {
     let rest = message.strip_prefix("unknown field `")?;
-    let (field, expected) = rest.split_once('`')?;
-    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let (field, rest) = rest.split_once('`')?;
+    let expected = rest.split_once("expected ")?.1;
+    let expected = expected.strip_prefix("one of ").unwrap_or(expected);
+    let candidates: Vec<&str> = expected
+        .split(", ")
+        .flat_map(|part| part.split(" or "))
+        .map(|c| c.trim().trim_matches('`'))
+        .filter(|c| !c.is_empty())
+        .collect();
     suggestion(field, &candidates)
 }
 
@@ -74,7 +81,7 @@ mod tests {
         let d = parse::<Small>("temperature: 0.5\ntemprature: 1\n").unwrap_err();
         assert_eq!(d.position.line, 2, "{d:?}");
         assert!(d.message.contains("unknown field `temprature`"), "{d:?}");
-        assert_eq!(d.hint.as_deref(), Some("did you mean `temperature`?"));
+        assert_eq!(d.hint.as_deref(), Some("did you mean `temperature`?"), "{d:?}");
     }
 
     #[test]

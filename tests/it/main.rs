@@ -1,1 +1,12 @@
 //! Integration tests: drive the `evalgrid` binary the way a user does.
+
+// Helpers: temp workspaces and running the binary.
+mod support;
+// The quickstart grid: run, cached rerun, edits, status reasons.
+mod quickstart;
+// Crash safety: kill -9 mid-run, then resume.
+mod crash;
+// Malformed pipelines: exit 2 with file:line:col, never a panic.
+mod spec_errors;
+// Cache maintenance commands.
+mod cache_cmd;

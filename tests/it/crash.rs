@@ -1,0 +1,69 @@
+//! Crash safety: a run killed with SIGKILL at arbitrary moments resumes to
+//! the same report as an uninterrupted run, and the cache stays valid.
+//! Also: two processes sharing one cache never compute a step twice.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::{Workspace, snapshot_dir};
+
+/// Enough cells that a debug build takes a few seconds with one job.
+const PIPELINE: &str = "name: crashy\nmodels:\n  - {id: r1, provider: builtin, model: random, params: {salt: 1}}\n  - {id: r2, provider: builtin, model: random, params: {salt: 2}}\n  - {id: o, provider: builtin, model: oracle}\ntasks:\n  - {benchmark: eleusis}\nseeds: {from: 0, to: 9}\n";
+
+fn spawn_run(ws: &Workspace, jobs: &str) -> std::process::Child {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"));
+    c.current_dir(ws.dir.path())
+        .args(["run", "crashy.yaml", "--json", "--jobs", jobs])
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c.spawn().expect("spawn evalgrid")
+}
+
+#[test]
+fn kill_9_at_arbitrary_moments_then_resume_matches_uninterrupted_run() {
+    let reference = Workspace::new();
+    reference.write("crashy.yaml", PIPELINE);
+    let (code, v) = reference.run_json(&["run", "crashy.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cells_run"], 780);
+
+    let ws = Workspace::new();
+    ws.write("crashy.yaml", PIPELINE);
+    // Kill at several points: early, middle, late.
+    for delay_ms in [40, 150, 400, 900] {
+        let mut child = spawn_run(&ws, "2");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        let out = ws.run(&["cache", "verify"]);
+        assert!(out.status.success(), "cache corrupt after kill at {delay_ms} ms: {}", String::from_utf8_lossy(&out.stdout));
+    }
+    let (code, v) = ws.run_json(&["run", "crashy.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cells_total"], 780);
+    assert_eq!(v["cells_failed"], 0);
+    assert_eq!(snapshot_dir(&ws.path("reports")), snapshot_dir(&reference.path("reports")));
+    let out = ws.run(&["cache", "verify"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn two_processes_on_one_cache_compute_each_cell_once() {
+    let ws = Workspace::new();
+    ws.write("crashy.yaml", PIPELINE);
+    let a = spawn_run(&ws, "2");
+    let b = spawn_run(&ws, "2");
+    let outputs = [a.wait_with_output().expect("a"), b.wait_with_output().expect("b")];
+    let mut run = 0;
+    for out in &outputs {
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["cells_failed"], 0);
+        assert_eq!(v["cells_total"], 780);
+        run += v["cells_run"].as_u64().unwrap();
+    }
+    assert_eq!(run, 780, "some cell was computed by both processes");
+    assert!(ws.run(&["cache", "verify"]).status.success());
+}
