@@ -10,5 +10,6 @@ pub mod envs;
 pub mod exec;
 pub mod metrics;
 pub mod plan;
+pub mod providers;
 pub mod report;
 pub mod spec;

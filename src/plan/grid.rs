@@ -132,3 +132,107 @@ pub fn report_components(pipeline: &Pipeline, metrics_key: StepKey) -> Value {
     fields.insert("inputs".into(), json!({"metrics": metrics_key}));
     key_components(StepKind::Report, "report", REPORT_VERSION, fields)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{MetricsConfig, ModelConfig, ReportConfig, TaskInstance};
+
+    fn pipeline() -> Pipeline {
+        Pipeline {
+            name: "golden".into(),
+            source_path: "p.yaml".into(),
+            source_hash: "ignored".into(),
+            models: vec![ModelConfig {
+                id: "m".into(),
+                provider: "builtin".into(),
+                model: "random".into(),
+                base_url: None,
+                api_key_env: Some("IGNORED_KEY_VAR".into()),
+                params: [("salt".to_owned(), json!(0))].into(),
+            }],
+            tasks: vec![TaskInstance {
+                benchmark: "eleusis".into(),
+                task: "even_ranks_only".into(),
+                content_hash: "c0ffee".into(),
+                params: [("max_turns".to_owned(), json!(30))].into(),
+                episode_version: 1,
+                score_version: 1,
+            }],
+            seeds: vec![0, 1],
+            include: vec![],
+            exclude: vec![],
+            metrics: MetricsConfig::default(),
+            report: ReportConfig { title: "t".into(), decimals: 3 },
+        }
+    }
+
+    /// Golden keys: if one of these changes, every cache entry of that kind
+    /// is invalidated for every user. Change them only together with
+    /// `KEY_SCHEMA_VERSION` or a component version, on purpose.
+    #[test]
+    fn golden_keys_are_pinned() {
+        let p = plan(&pipeline(), None);
+        let keys: Vec<String> = p.cells.iter().flat_map(|c| [c.episode_key.to_hex(), c.score_key.to_hex()]).collect();
+        assert_eq!(
+            keys,
+            [
+                "5b764a1443c2f16b100434f8d39297dfc122f2626655151c9b507e1ae1e03fea",
+                "0ee382a7d31e01446e3fa11fbc14dc63e284eaf4d3c8d60cdbf5cecd4aa60a10",
+                "4d6473f1b4395438430ff1ee298fb1b477d6c3b077cab648014445fc27268334",
+                "a6a15bf9c9ab3863a628eda1f82e23586162c985e3677fb7a220926e8018dfb2",
+            ]
+        );
+        assert_eq!(p.metrics_key.to_hex(), "83a31c48d2dd57aca12b77a00335b032506d2bd28bce6372c4609820517b3be1");
+        assert_eq!(p.report_key.to_hex(), "8c07d2d7b32ac64fa22ed2774d4a244c2e580205364fa1804d64ad15ca79f90c");
+    }
+
+    #[test]
+    fn transport_and_labels_stay_out_of_episode_keys() {
+        let base = plan(&pipeline(), None);
+        let mut p = pipeline();
+        p.models[0].id = "renamed".into();
+        p.models[0].api_key_env = Some("OTHER".into());
+        p.source_path = "elsewhere.yaml".into();
+        p.source_hash = "different".into();
+        p.report.decimals = 5;
+        let other = plan(&p, None);
+        assert_eq!(base.cells[0].episode_key, other.cells[0].episode_key);
+        assert_eq!(base.cells[0].score_key, other.cells[0].score_key);
+        assert_ne!(base.report_key, other.report_key, "report options are part of the report key");
+    }
+
+    #[test]
+    fn everything_that_can_change_an_answer_changes_the_key() {
+        let base = plan(&pipeline(), None).cells[0].episode_key;
+        let edits: Vec<Box<dyn Fn(&mut Pipeline)>> = vec![
+            Box::new(|p| p.models[0].provider = "openai".into()),
+            Box::new(|p| p.models[0].model = "oracle".into()),
+            Box::new(|p| p.models[0].base_url = Some("http://127.0.0.1:1".into())),
+            Box::new(|p| { p.models[0].params.insert("salt".into(), json!(1)); }),
+            Box::new(|p| p.tasks[0].task = "only_aces".into()),
+            Box::new(|p| p.tasks[0].content_hash = "decaf".into()),
+            Box::new(|p| { p.tasks[0].params.insert("max_turns".into(), json!(29)); }),
+            Box::new(|p| p.tasks[0].episode_version = 2),
+            Box::new(|p| p.seeds = vec![5, 6]),
+        ];
+        for (i, edit) in edits.iter().enumerate() {
+            let mut p = pipeline();
+            edit(&mut p);
+            assert_ne!(plan(&p, None).cells[0].episode_key, base, "edit {i} did not change the key");
+        }
+        let mut p = pipeline();
+        p.tasks[0].score_version = 2;
+        let changed = plan(&p, None);
+        assert_eq!(changed.cells[0].episode_key, base);
+        assert_ne!(changed.cells[0].score_key, plan(&pipeline(), None).cells[0].score_key);
+    }
+
+    #[test]
+    fn seeds_are_separate_cells_with_separate_keys() {
+        let p = plan(&pipeline(), None);
+        assert_eq!(p.cells.len(), 2);
+        assert_ne!(p.cells[0].episode_key, p.cells[1].episode_key);
+        assert_eq!(p.cells[1].id, "m/eleusis/even_ranks_only/1");
+    }
+}

@@ -64,3 +64,76 @@ pub fn load_str(source: &str, path: &Path, catalog: &dyn Catalog) -> Result<Pipe
     let hash = blake3::hash(source.as_bytes()).to_hex().to_string();
     resolve::resolve(raw, catalog, path.to_owned(), hash).map_err(invalid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A catalog with one benchmark, enough to exercise every resolver path.
+    struct Tiny;
+    impl Catalog for Tiny {
+        fn benchmarks(&self) -> Vec<&'static str> {
+            vec!["bench"]
+        }
+        fn metrics(&self, _: &str) -> Vec<&'static str> {
+            vec!["mean_x"]
+        }
+        fn providers(&self) -> Vec<&'static str> {
+            vec!["builtin", "openai"]
+        }
+        fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+            let names = match select {
+                Selection::All => vec!["a".to_owned(), "b".to_owned()],
+                Selection::Names(n) => n.clone(),
+            };
+            Ok(names
+                .into_iter()
+                .map(|task| TaskInstance { benchmark: benchmark.into(), task, content_hash: "h".into(), params: params.clone(), episode_version: 1, score_version: 1 })
+                .collect())
+        }
+        fn resolve_builtin(&self, _: &str, params: &Params, _: &[String]) -> Result<Params, Vec<CatalogIssue>> {
+            Ok(params.clone())
+        }
+    }
+
+    const VALID: &str = "name: p\nmodels:\n  - id: m\n    provider: builtin\n    model: random\n    params: {salt: 1}\ntasks:\n  - benchmark: bench\n    select: [a, b]\nseeds: {from: 0, to: 2}\ninclude:\n  - {model: m}\nmetrics: {select: [mean_x]}\nreport: {title: t, decimals: 2}\n";
+
+    #[test]
+    fn valid_pipeline_loads() {
+        let p = load_str(VALID, Path::new("p.yaml"), &Tiny).unwrap();
+        assert_eq!(p.seeds, vec![0, 1, 2]);
+        assert_eq!(p.tasks.len(), 2);
+        assert_eq!(p.report.decimals, 2);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Arbitrary text never panics the loader.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,300}") {
+            let _ = load_str(&text, Path::new("f.yaml"), &Tiny);
+        }
+
+        /// Valid pipelines with one byte replaced, deleted or duplicated never
+        /// panic, and every error points inside the file.
+        #[test]
+        fn mutated_pipelines_fail_cleanly(pos in 0usize..VALID.len(), byte in any::<u8>(), op in 0u8..3) {
+            let mut bytes = VALID.as_bytes().to_vec();
+            match op {
+                0 => bytes[pos] = byte,
+                1 => { bytes.remove(pos); }
+                _ => bytes.insert(pos, bytes[pos]),
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Err(SpecError::Invalid(report)) = load_str(&text, Path::new("f.yaml"), &Tiny) {
+                let lines = u32::try_from(text.lines().count()).unwrap() + 1;
+                for d in &report.diagnostics {
+                    prop_assert!(d.position.line <= lines, "{d:?} outside {lines} lines");
+                }
+                let _ = report.to_string();
+            }
+        }
+    }
+}

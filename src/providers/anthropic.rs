@@ -1,0 +1,308 @@
+//! Anthropic Messages wire format (`POST {base}/v1/messages`, `anthropic-version: 2023-06-01`).
+//!
+//! Param mapping: `max_tokens` is required by the API, so it defaults to 4096 (plus the
+//! thinking budget when thinking is on); `stop` → `stop_sequences`; `seed` is **dropped**
+//! because the API has no seed and rejects unknown fields (callers must key repeats on the
+//! seed themselves); `thinking_budget: N` → `thinking: {type: enabled, budget_tokens: N}`,
+//! which the API only accepts with temperature 1, so `temperature` is forced to 1 and `top_k`
+//! removed. JSON mode has no native switch: an instruction is appended to the system prompt.
+//! Usage: `input` adds cache reads and writes to `input_tokens`; thinking tokens are not
+//! reported separately (they are inside `output_tokens`), so `reasoning` is 0.
+
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use super::error::{CallError, classify_failure, error_in_ok_body, parse_json};
+use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::wire::{check_output, count, join_url, refusal, secret_header, text, tool_objects};
+
+/// API version pinned in every request, so response shapes cannot drift under us.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Output budget when the request sets none (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// Sentence appended to the system prompt in JSON mode.
+pub const JSON_MODE_INSTRUCTION: &str = "Respond with a single JSON object and nothing else.";
+
+/// The request URL; `base_url` may or may not already end in `/v1`.
+#[must_use]
+pub fn url(base_url: &str, _model: &str) -> String {
+    join_url(base_url, "/v1", "/messages")
+}
+
+/// `x-api-key` (sensitive, when a key is given) and `anthropic-version`.
+///
+/// # Errors
+/// `Config` if the key has bytes not allowed in a header.
+pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        HeaderName::from_static("anthropic-version"),
+        HeaderValue::from_static(ANTHROPIC_VERSION),
+    );
+    if let Some(key) = api_key {
+        secret_header(&mut headers, "x-api-key", "", key)?;
+    }
+    Ok(headers)
+}
+
+/// The exact JSON body sent, a pure function of its inputs; hash it with
+/// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
+pub fn build_body(request: &ChatRequest, model: &str) -> Value {
+    let mut body = Map::new();
+    let mut thinking_budget = None;
+    for (key, value) in &request.params {
+        match key.as_str() {
+            "seed" => {}
+            "stop" => {
+                body.insert("stop_sequences".into(), value.clone());
+            }
+            "thinking_budget" => thinking_budget = Some(value.clone()),
+            _ => {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    let thinking_budget =
+        thinking_budget.filter(|budget| !budget.is_null() && budget.as_u64() != Some(0));
+    if let Some(budget) = &thinking_budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+        body.insert("temperature".into(), json!(1));
+        body.remove("top_k");
+    }
+    if !body.contains_key("max_tokens") {
+        let extra = thinking_budget
+            .as_ref()
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        body.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS + extra));
+    }
+    let system = match (&request.system, request.json_mode) {
+        (Some(system), true) => Some(format!("{system}\n\n{JSON_MODE_INSTRUCTION}")),
+        (None, true) => Some(JSON_MODE_INSTRUCTION.to_owned()),
+        (system, false) => system.clone(),
+    };
+    if let Some(system) = system {
+        body.insert("system".into(), Value::String(system));
+    }
+    let messages = request
+        .messages
+        .iter()
+        .map(|message| {
+            let role = match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            json!({"role": role, "content": message.content})
+        })
+        .collect();
+    body.insert("model".into(), Value::String(model.to_owned()));
+    body.insert("messages".into(), Value::Array(messages));
+    if let Some(tools) = &request.tools {
+        body.insert(
+            "tools".into(),
+            Value::Array(tool_objects(tools, "input_schema")),
+        );
+    }
+    Value::Object(body)
+}
+
+/// Parses a response (any status) into an answer or a classified error.
+///
+/// # Errors
+/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
+/// outputs and refusals.
+pub fn parse_response(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<ChatResponse, CallError> {
+    if !status.is_success() {
+        return Err(classify_failure(status, headers, body));
+    }
+    let json = parse_json(body)?;
+    if let Some(error) = error_in_ok_body(&json, headers) {
+        return Err(error);
+    }
+    let blocks = json
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| CallError::Protocol {
+            detail: "response has no `content` array".into(),
+        })?;
+    let mut answer = String::new();
+    let mut reasoning = String::new();
+    let mut tool_calls = Vec::new();
+    for block in blocks {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => answer.push_str(&text(block, "/text")),
+            Some("thinking") => reasoning.push_str(&text(block, "/thinking")),
+            Some("tool_use") => tool_calls.push(ToolCall {
+                id: text(block, "/id"),
+                name: text(block, "/name"),
+                arguments: block.get("input").cloned().unwrap_or(Value::Null),
+            }),
+            _ => {}
+        }
+    }
+    let cache_read = count(&json, "/usage/cache_read_input_tokens");
+    let stop_reason = text(&json, "/stop_reason");
+    let response = ChatResponse {
+        text: answer,
+        reasoning: (!reasoning.is_empty()).then_some(reasoning),
+        tool_calls,
+        usage: Usage {
+            input: count(&json, "/usage/input_tokens")
+                + cache_read
+                + count(&json, "/usage/cache_creation_input_tokens"),
+            output: count(&json, "/usage/output_tokens"),
+            reasoning: 0,
+            cached: cache_read,
+        },
+        answered_model: text(&json, "/model"),
+        finish_reason: finish_reason(&stop_reason),
+        latency_ms: 0,
+    };
+    if stop_reason == "refusal" {
+        return Err(refusal("the model stopped with `refusal`", &response));
+    }
+    check_output(response)
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "max_tokens" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "refusal" => FinishReason::ContentFilter,
+        "" => FinishReason::Other("unknown".into()),
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::tests::{mock_endpoint, quick_client};
+    use super::super::mock::{MockConfig, MockServer};
+    use super::super::types::{Message, ProviderKind};
+    use super::*;
+
+    fn request(thinking: bool) -> ChatRequest {
+        let mut params = Map::new();
+        params.insert("temperature".into(), json!(0.2));
+        params.insert("top_k".into(), json!(5));
+        params.insert("seed".into(), json!(3));
+        params.insert("stop".into(), json!(["END"]));
+        if thinking {
+            params.insert("thinking_budget".into(), json!(2048));
+        }
+        ChatRequest {
+            messages: vec![
+                Message::user("hi"),
+                Message::assistant("hello"),
+                Message::user("count to three"),
+            ],
+            system: Some("sys".into()),
+            params,
+            json_mode: true,
+            tools: None,
+        }
+    }
+
+    #[test]
+    fn body_plain() {
+        let body = build_body(&request(false), "claude-test");
+        let expected = json!({
+            "model": "claude-test", "max_tokens": 4096, "temperature": 0.2, "top_k": 5,
+            "stop_sequences": ["END"],
+            "system": format!("sys\n\n{JSON_MODE_INSTRUCTION}"),
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                         {"role": "user", "content": "count to three"}],
+        });
+        assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn thinking_forces_temperature_one() {
+        let body = build_body(&request(true), "claude-test");
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert_eq!(body["temperature"], json!(1));
+        assert_eq!(body["max_tokens"], json!(4096 + 2048));
+        assert!(body.get("top_k").is_none() && body.get("seed").is_none());
+    }
+
+    #[test]
+    fn parses_thinking_tool_use_and_refusal() {
+        let ok = StatusCode::OK;
+        let body = br#"{"type":"message","model":"claude-x","stop_reason":"tool_use",
+            "content":[{"type":"thinking","thinking":"hmm","signature":"s"},{"type":"text","text":"calling"},
+                       {"type":"tool_use","id":"tu1","name":"add","input":{"a":1}}],
+            "usage":{"input_tokens":3,"cache_read_input_tokens":10,"output_tokens":7}}"#;
+        let parsed = parse_response(ok, &HeaderMap::new(), body).unwrap();
+        assert_eq!(parsed.reasoning.as_deref(), Some("hmm"));
+        assert_eq!(parsed.tool_calls[0].arguments, json!({"a": 1}));
+        assert_eq!(
+            parsed.usage,
+            Usage {
+                input: 13,
+                output: 7,
+                reasoning: 0,
+                cached: 10
+            }
+        );
+        let refused = br#"{"type":"message","model":"m","stop_reason":"refusal","content":[]}"#;
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), refused)
+                .unwrap_err()
+                .class(),
+            "refusal"
+        );
+        let overloaded =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), overloaded)
+                .unwrap_err()
+                .class(),
+            "overloaded"
+        );
+    }
+
+    #[tokio::test]
+    async fn round_trip_against_mock() {
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let endpoint = mock_endpoint(&server, ProviderKind::Anthropic, "claude-test");
+        let outcome = quick_client()
+            .call(&endpoint, &request(true))
+            .await
+            .unwrap();
+        assert_eq!(outcome.response.text, "echo: count to three");
+        assert_eq!(
+            outcome.response.reasoning.as_deref(),
+            Some("mock reasoning")
+        );
+        assert_eq!(
+            outcome.response.usage.output, 6,
+            "4 answer words + 2 reasoning words"
+        );
+        assert_eq!(outcome.response.finish_reason, FinishReason::Stop);
+        let log = server.request_log();
+        assert_eq!(log[0].path, "/v1/messages");
+        assert_eq!(
+            log[0].headers.get("anthropic-version").map(String::as_str),
+            Some(ANTHROPIC_VERSION)
+        );
+        assert_eq!(
+            log[0].headers.get("x-api-key").map(String::as_str),
+            Some("sk-test-SECRET-1")
+        );
+        server.shutdown().await;
+    }
+}

@@ -1,0 +1,158 @@
+//! A throughput benchmark of the client against the local mock server.
+//!
+//! It answers "how close to `concurrency / latency` calls per second does the client get,
+//! and at what CPU cost", which bounds how fast a grid can run against a real provider.
+//! CPU time is read from `/proc/self/stat` and covers the whole process, mock included.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use super::client::{ClientConfig, ProviderClient};
+use super::limiter::ConcurrencyMode;
+use super::mock::{MockConfig, MockServer};
+use super::types::{ChatRequest, Endpoint, Message, ProviderKind, Secret};
+
+/// Linux `USER_HZ`, the unit of `/proc/self/stat` CPU times on every mainstream arch.
+const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+
+/// Result of [`bench_throughput`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BenchReport {
+    /// Successful calls per wall-clock second.
+    pub calls_per_sec: f64,
+    /// `concurrency / latency`, the rate a zero-overhead client would reach.
+    pub ideal_calls_per_sec: f64,
+    /// `calls_per_sec / ideal_calls_per_sec`.
+    pub fraction: f64,
+    /// Process CPU seconds (user + system, client and mock) per 1000 calls; `None` when
+    /// `/proc/self/stat` is unavailable (non-Linux).
+    pub cpu_seconds_per_1000: Option<f64>,
+    /// Calls that failed (should be 0).
+    pub errors: usize,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Process user + system CPU seconds so far, from `/proc/self/stat` fields 14 and 15.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let user: f64 = fields.get(11)?.parse().ok()?;
+    let system: f64 = fields.get(12)?.parse().ok()?;
+    Some((user + system) / CLOCK_TICKS_PER_SECOND)
+}
+
+/// Runs `calls` OpenAI-protocol calls, `concurrency` at a time, against a mock that
+/// answers after `latency`, and reports throughput and CPU cost.
+pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duration) -> BenchReport {
+    let config = MockConfig {
+        latency,
+        record_log: false,
+        ..MockConfig::default()
+    };
+    let server = match MockServer::start(config).await {
+        Ok(server) => server,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the mock server");
+            return failed_report(calls);
+        }
+    };
+    let client_config = ClientConfig {
+        concurrency: ConcurrencyMode::Static {
+            max_concurrency: concurrency.max(1),
+        },
+        use_system_proxy: false,
+        ..ClientConfig::default()
+    };
+    let client = match ProviderClient::new(client_config) {
+        Ok(client) => Arc::new(client),
+        Err(error) => {
+            tracing::error!(%error, "cannot build the client");
+            return failed_report(calls);
+        }
+    };
+    let endpoint = Arc::new(
+        Endpoint::new(ProviderKind::OpenAi, "bench-model")
+            .with_base_url(server.base_url())
+            .with_api_key(Secret::new("bench-key")),
+    );
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for index in 0..calls {
+        let client = Arc::clone(&client);
+        let endpoint = Arc::clone(&endpoint);
+        tasks.spawn(async move {
+            let request = ChatRequest {
+                messages: vec![Message::user(format!("question number {index}"))],
+                ..ChatRequest::default()
+            };
+            client.call(&endpoint, &request).await.is_ok()
+        });
+    }
+    let mut errors = 0;
+    while let Some(joined) = tasks.join_next().await {
+        if !matches!(joined, Ok(true)) {
+            errors += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_before
+        .zip(process_cpu_seconds())
+        .map(|(before, after)| after - before);
+    server.shutdown().await;
+    #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
+    let (succeeded, total, width) = (
+        (calls - errors) as f64,
+        calls.max(1) as f64,
+        concurrency.max(1) as f64,
+    );
+    let calls_per_sec = succeeded / elapsed.as_secs_f64().max(f64::EPSILON);
+    let ideal_calls_per_sec = width.min(total) / latency.as_secs_f64().max(f64::EPSILON);
+    BenchReport {
+        calls_per_sec,
+        ideal_calls_per_sec,
+        fraction: calls_per_sec / ideal_calls_per_sec,
+        cpu_seconds_per_1000: cpu.map(|seconds| seconds * 1000.0 / total),
+        errors,
+        elapsed,
+    }
+}
+
+fn failed_report(calls: usize) -> BenchReport {
+    BenchReport {
+        calls_per_sec: 0.0,
+        ideal_calls_per_sec: 0.0,
+        fraction: 0.0,
+        cpu_seconds_per_1000: None,
+        errors: calls,
+        elapsed: Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_bench_completes() {
+        let report = bench_throughput(400, 64, Duration::from_millis(10)).await;
+        assert_eq!(report.errors, 0);
+        assert!(
+            report.calls_per_sec > 0.0 && report.fraction > 0.0,
+            "{report:?}"
+        );
+    }
+
+    /// The 20,000-call measurement; run with `--release -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "slow benchmark, run explicitly"]
+    async fn bench_20k_256_50ms() {
+        let report = bench_throughput(20_000, 256, Duration::from_millis(50)).await;
+        println!("{report:#?}");
+        assert_eq!(report.errors, 0);
+    }
+}

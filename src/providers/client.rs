@@ -1,0 +1,615 @@
+//! The provider client: one shared `reqwest::Client`, one limiter per (provider, base URL),
+//! and the retry loop that counts every attempt.
+//!
+//! A call builds the exact body once (returned to the caller for the cache key), then
+//! repeats acquire-permit → send → parse → report-to-limiter until it has an answer, a
+//! non-retryable error, or the retry policy says stop. Empty outputs and refusals are
+//! errors, never answers. Errors are scrubbed of the API key before they are returned.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use tokio::time::{Instant, sleep, timeout_at};
+
+use super::error::CallError;
+use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
+use super::retry::RetryPolicy;
+use super::types::{ChatRequest, ChatResponse, Endpoint, ProviderKind, Secret};
+use super::{anthropic, gemini, openai};
+
+/// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
+/// (no aws-lc C build) and panics at client build time if none is installed. Idempotent.
+pub fn install_crypto_provider() {
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Transport and retry settings; none of these belong in a cache key (lessons §2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// TCP/TLS connect timeout.
+    pub connect_timeout: Duration,
+    /// Whole-request timeout per attempt (long: reasoning models may think for minutes).
+    pub request_timeout: Duration,
+    /// Optional idle timeout between reads; off by default because a non-streaming reply
+    /// sends nothing until the model is done.
+    pub read_timeout: Option<Duration>,
+    /// Concurrency control per (provider, base URL).
+    pub concurrency: ConcurrencyMode,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Honour `HTTP(S)_PROXY`; tests turn it off so 127.0.0.1 is reached directly.
+    pub use_system_proxy: bool,
+}
+
+impl Default for ClientConfig {
+    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries.
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_mins(10),
+            read_timeout: None,
+            concurrency: ConcurrencyMode::default(),
+            retry: RetryPolicy::default(),
+            use_system_proxy: true,
+        }
+    }
+}
+
+/// A successful call: the answer, how many HTTP attempts it took, and the exact body sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// The (non-empty) answer.
+    pub response: ChatResponse,
+    /// HTTP attempts made, the successful one included (retries cost money: record them).
+    pub attempts: u32,
+    /// The JSON body sent, identical on every attempt.
+    pub request_body: Value,
+}
+
+impl CallOutcome {
+    /// Whether the provider reported a model other than `requested`, which must not be
+    /// cached under the requested name (lessons §1.1). An unreported model counts as other.
+    #[must_use]
+    pub fn answered_other_model(&self, requested: &str) -> bool {
+        !same_model(requested, &self.response.answered_model)
+    }
+}
+
+/// Everything about a call, failed or not, for result rows and `retry-errors`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    /// The answer or the last error.
+    pub result: Result<ChatResponse, CallError>,
+    /// HTTP attempts made.
+    pub attempts: u32,
+    /// Class of each failed attempt, in order.
+    pub failed_attempts: Vec<&'static str>,
+    /// The JSON body sent.
+    pub request_body: Value,
+    /// Wall time of the whole call, retries and waits included.
+    pub elapsed: Duration,
+}
+
+/// The shared HTTP client plus per-endpoint limiters.
+#[derive(Debug)]
+pub struct ProviderClient {
+    http: reqwest::Client,
+    config: ClientConfig,
+    limiters: Mutex<HashMap<(ProviderKind, String), Arc<Limiter>>>,
+}
+
+/// The exact body for `request` in `kind`'s protocol, without calling anything.
+#[must_use]
+pub fn request_body(kind: ProviderKind, request: &ChatRequest, model: &str) -> Value {
+    match kind {
+        ProviderKind::OpenAi => openai::build_body(request, model),
+        ProviderKind::Anthropic => anthropic::build_body(request, model),
+        ProviderKind::Gemini => gemini::build_body(request, model),
+    }
+}
+
+/// The URL a call to `endpoint` posts to.
+#[must_use]
+pub fn request_url(endpoint: &Endpoint) -> String {
+    match endpoint.kind {
+        ProviderKind::OpenAi => openai::url(&endpoint.base_url, &endpoint.model),
+        ProviderKind::Anthropic => anthropic::url(&endpoint.base_url, &endpoint.model),
+        ProviderKind::Gemini => gemini::url(&endpoint.base_url, &endpoint.model),
+    }
+}
+
+/// Model identity plus exact body, the call's part of a cache key: the body alone is not
+/// enough because Gemini carries the model only in the URL. Never contains the key.
+#[must_use]
+pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value {
+    json!({
+        "kind": endpoint.kind,
+        "model": endpoint.model,
+        "base_url": endpoint.base_url.trim_end_matches('/'),
+        "body": request_body(endpoint.kind, request, &endpoint.model),
+    })
+}
+
+fn same_model(requested: &str, answered: &str) -> bool {
+    let strip = |model: &str| model.strip_prefix("models/").unwrap_or(model).to_owned();
+    strip(requested) == strip(answered)
+}
+
+fn auth_headers(kind: ProviderKind, key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+    match kind {
+        ProviderKind::OpenAi => openai::headers(key),
+        ProviderKind::Anthropic => anthropic::headers(key),
+        ProviderKind::Gemini => gemini::headers(key),
+    }
+}
+
+fn parse(
+    kind: ProviderKind,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<ChatResponse, CallError> {
+    match kind {
+        ProviderKind::OpenAi => openai::parse_response(status, headers, body),
+        ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
+        ProviderKind::Gemini => gemini::parse_response(status, headers, body),
+    }
+}
+
+/// Error text of a transport failure: the reqwest error and its causes, URL removed.
+fn describe_transport(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn transport_error(error: reqwest::Error) -> CallError {
+    if error.is_timeout() {
+        CallError::Timeout
+    } else if error.is_builder() {
+        CallError::Config {
+            detail: describe_transport(error),
+        }
+    } else {
+        CallError::Connect {
+            detail: describe_transport(error),
+        }
+    }
+}
+
+fn body_error(error: reqwest::Error) -> CallError {
+    if error.is_timeout() {
+        return CallError::Timeout;
+    }
+    CallError::Connect {
+        detail: format!(
+            "connection lost while reading the response: {}",
+            describe_transport(error)
+        ),
+    }
+}
+
+fn feedback(result: &Result<ChatResponse, CallError>) -> Feedback {
+    match result {
+        Ok(_) | Err(CallError::EmptyOutput { .. } | CallError::Refusal { .. }) => Feedback::Success,
+        Err(CallError::RateLimited { .. }) => Feedback::RateLimited,
+        Err(error) if error.is_retryable() => Feedback::ServerTrouble,
+        Err(_) => Feedback::Neutral,
+    }
+}
+
+impl ProviderClient {
+    /// Builds the shared HTTP client (installing the crypto provider first).
+    ///
+    /// # Errors
+    /// `Config` if reqwest cannot build a client (e.g. no usable TLS configuration).
+    pub fn new(config: ClientConfig) -> Result<Self, CallError> {
+        install_crypto_provider();
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .user_agent(concat!("evalgrid/", env!("CARGO_PKG_VERSION")));
+        if let Some(read_timeout) = config.read_timeout {
+            builder = builder.read_timeout(read_timeout);
+        }
+        if !config.use_system_proxy {
+            builder = builder.no_proxy();
+        }
+        let http = builder.build().map_err(|error| CallError::Config {
+            detail: describe_transport(error),
+        })?;
+        Ok(Self {
+            http,
+            config,
+            limiters: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The limiter shared by every call to this (provider, base URL).
+    pub fn limiter(&self, endpoint: &Endpoint) -> Arc<Limiter> {
+        let key = (
+            endpoint.kind,
+            endpoint.base_url.trim_end_matches('/').to_owned(),
+        );
+        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(
+            limiters
+                .entry(key)
+                .or_insert_with(|| Arc::new(Limiter::new(self.config.concurrency))),
+        )
+    }
+
+    /// Current limit and in-flight count for an endpoint, for progress output.
+    pub fn limiter_snapshot(&self, endpoint: &Endpoint) -> LimiterSnapshot {
+        self.limiter(endpoint).snapshot()
+    }
+
+    /// Calls the model with retries; `Ok` only for a non-empty, non-refused answer.
+    ///
+    /// # Errors
+    /// The last attempt's [`CallError`] once retries are exhausted or not allowed.
+    pub async fn call(
+        &self,
+        endpoint: &Endpoint,
+        request: &ChatRequest,
+    ) -> Result<CallOutcome, CallError> {
+        let record = self.call_recorded(endpoint, request).await;
+        record.result.map(|response| CallOutcome {
+            response,
+            attempts: record.attempts,
+            request_body: record.request_body,
+        })
+    }
+
+    /// Like [`Self::call`] but also reports attempts and failures when the call fails.
+    pub async fn call_recorded(&self, endpoint: &Endpoint, request: &ChatRequest) -> CallRecord {
+        let request_body = request_body(endpoint.kind, request, &endpoint.model);
+        let started = Instant::now();
+        let mut record = CallRecord {
+            result: Err(CallError::Timeout),
+            attempts: 0,
+            failed_attempts: Vec::new(),
+            request_body,
+            elapsed: Duration::ZERO,
+        };
+        let prepared = serde_json::to_vec(&record.request_body)
+            .map_err(|error| CallError::Config {
+                detail: format!("cannot serialize request body: {error}"),
+            })
+            .and_then(|bytes| {
+                Ok((
+                    bytes,
+                    auth_headers(endpoint.kind, endpoint.api_key.as_ref())?,
+                ))
+            });
+        match prepared {
+            Ok((bytes, headers)) => {
+                self.attempt_loop(endpoint, &bytes, &headers, started, &mut record)
+                    .await
+            }
+            Err(error) => record.result = Err(error),
+        }
+        if let (Some(key), Err(error)) = (&endpoint.api_key, &record.result) {
+            record.result = Err(error.clone().redact(key.expose()));
+        }
+        record.elapsed = started.elapsed();
+        record
+    }
+
+    async fn attempt_loop(
+        &self,
+        endpoint: &Endpoint,
+        body: &[u8],
+        headers: &HeaderMap,
+        started: Instant,
+        record: &mut CallRecord,
+    ) {
+        let policy = self.config.retry;
+        let deadline = started + policy.total_timeout;
+        let limiter = self.limiter(endpoint);
+        let url = request_url(endpoint);
+        loop {
+            let Ok(permit) = timeout_at(deadline, limiter.acquire()).await else {
+                record.result = Err(CallError::Timeout);
+                return;
+            };
+            record.attempts += 1;
+            let sent = Instant::now();
+            let result = timeout_at(deadline, self.send_once(endpoint.kind, &url, headers, body))
+                .await
+                .unwrap_or(Err(CallError::Timeout));
+            permit.finish(feedback(&result));
+            match result {
+                Ok(mut response) => {
+                    response.latency_ms =
+                        u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    if !same_model(&endpoint.model, &response.answered_model) {
+                        tracing::warn!(
+                            provider = %endpoint.kind,
+                            requested = %endpoint.model,
+                            answered = %response.answered_model,
+                            "provider answered with a different model than requested"
+                        );
+                    }
+                    record.result = Ok(response);
+                    return;
+                }
+                Err(error) => {
+                    record.failed_attempts.push(error.class());
+                    let delay = policy.next_delay(record.attempts, &error, started.elapsed());
+                    tracing::info!(
+                        provider = %endpoint.kind,
+                        model = %endpoint.model,
+                        attempt = record.attempts,
+                        class = error.class(),
+                        retry_in_ms = delay.map(|delay| delay.as_millis()),
+                        "model call attempt failed"
+                    );
+                    record.result = Err(error);
+                    match delay {
+                        Some(delay) => sleep(delay).await,
+                        None => return,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send_once(
+        &self,
+        kind: ProviderKind,
+        url: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<ChatResponse, CallError> {
+        let response = self
+            .http
+            .post(url)
+            .headers(headers.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let status = response.status();
+        let response_headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(body_error)?;
+        parse(kind, status, &response_headers, &bytes)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
+    use super::super::types::Message;
+    use super::*;
+
+    pub(crate) const KEY: &str = "sk-test-SECRET-1";
+
+    /// Fast retries and short timeouts so fault tests finish in milliseconds.
+    pub(crate) fn quick_config() -> ClientConfig {
+        ClientConfig {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_millis(400),
+            read_timeout: None,
+            concurrency: ConcurrencyMode::default(),
+            retry: RetryPolicy {
+                max_attempts: 8,
+                base_delay: Duration::from_millis(5),
+                max_delay: Duration::from_millis(40),
+                total_timeout: Duration::from_secs(10),
+            },
+            use_system_proxy: false,
+        }
+    }
+
+    pub(crate) fn quick_client() -> ProviderClient {
+        ProviderClient::new(quick_config()).unwrap()
+    }
+
+    pub(crate) fn mock_endpoint(server: &MockServer, kind: ProviderKind, model: &str) -> Endpoint {
+        Endpoint::new(kind, model)
+            .with_base_url(server.base_url())
+            .with_api_key(Secret::new(KEY))
+    }
+
+    pub(crate) fn ask(text: &str) -> ChatRequest {
+        ChatRequest {
+            messages: vec![Message::user(text)],
+            ..ChatRequest::default()
+        }
+    }
+
+    pub(crate) const KINDS: [ProviderKind; 3] = [
+        ProviderKind::OpenAi,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+    ];
+
+    pub(crate) fn client_with(retry: RetryPolicy, concurrency: ConcurrencyMode) -> ProviderClient {
+        ProviderClient::new(ClientConfig {
+            concurrency,
+            retry,
+            ..quick_config()
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn transient_faults_are_retried_until_success() {
+        let faults = [
+            Fault::ServerError,
+            Fault::Unavailable(RetryHeader::None),
+            Fault::Overloaded,
+            Fault::OverloadedIn200,
+            Fault::TruncatedJson,
+            Fault::Disconnect,
+            Fault::RateLimited(RetryHeader::Millis(1)),
+        ];
+        for kind in KINDS {
+            let server = MockServer::start(MockConfig {
+                faults: FaultPlan::sequence(faults.clone()),
+                ..MockConfig::default()
+            })
+            .await
+            .unwrap();
+            let record = quick_client()
+                .call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi"))
+                .await;
+            assert_eq!(
+                record
+                    .result
+                    .as_ref()
+                    .map(|response| response.text.as_str()),
+                Ok("echo: hi"),
+                "{kind}"
+            );
+            assert_eq!(record.attempts, 8, "{kind}");
+            assert_eq!(
+                record.failed_attempts,
+                [
+                    "server",
+                    "server",
+                    "overloaded",
+                    "overloaded",
+                    "protocol",
+                    "connect",
+                    "rate_limited"
+                ],
+                "{kind}"
+            );
+            assert_eq!(server.calls(), 8);
+        }
+    }
+
+    #[tokio::test]
+    async fn non_retryable_errors_are_sent_once() {
+        let faults = FaultPlan::sequence([Fault::Status {
+            status: 400,
+            message: "bad".into(),
+        }]);
+        let server = MockServer::start(MockConfig {
+            faults,
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let record = quick_client()
+            .call_recorded(
+                &mock_endpoint(&server, ProviderKind::OpenAi, "m"),
+                &ask("x"),
+            )
+            .await;
+        assert_eq!(record.result.unwrap_err().class(), "bad_request");
+        assert_eq!((record.attempts, server.calls()), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn retries_are_bounded_by_attempts_and_total_time() {
+        let always = FaultPlan::rate(1.0, vec![Fault::ServerError], 0);
+        let server = MockServer::start(MockConfig {
+            faults: always,
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let policy = RetryPolicy {
+            max_attempts: 3,
+            ..quick_config().retry
+        };
+        let client = client_with(policy, ConcurrencyMode::default());
+        let record = client
+            .call_recorded(
+                &mock_endpoint(&server, ProviderKind::Gemini, "m"),
+                &ask("x"),
+            )
+            .await;
+        assert_eq!((record.attempts, server.calls()), (3, 3));
+        assert_eq!(record.result.unwrap_err().class(), "server");
+
+        server.set_faults(FaultPlan::rate(
+            1.0,
+            vec![Fault::RateLimited(RetryHeader::Seconds(5))],
+            0,
+        ));
+        let policy = RetryPolicy {
+            total_timeout: Duration::from_secs(1),
+            ..quick_config().retry
+        };
+        let client = client_with(policy, ConcurrencyMode::default());
+        let record = client
+            .call_recorded(
+                &mock_endpoint(&server, ProviderKind::Gemini, "m"),
+                &ask("x"),
+            )
+            .await;
+        assert_eq!(
+            record.attempts, 1,
+            "a 5 s Retry-After cannot fit a 1 s budget"
+        );
+        assert!(record.elapsed < Duration::from_secs(1));
+        assert_eq!(
+            record.result.unwrap_err().retry_after(),
+            Some(Duration::from_secs(5))
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_hundred_concurrent_calls_with_faults_complete() {
+        let mix = vec![
+            Fault::ServerError,
+            Fault::Overloaded,
+            Fault::RateLimited(RetryHeader::Millis(5)),
+            Fault::Disconnect,
+        ];
+        let config = MockConfig {
+            faults: FaultPlan::rate(0.1, mix, 7),
+            latency: Duration::from_millis(20),
+            ..MockConfig::default()
+        };
+        let server = MockServer::start(config).await.unwrap();
+        let client = Arc::new(quick_client());
+        let endpoint = Arc::new(mock_endpoint(&server, ProviderKind::Anthropic, "m"));
+        let mut tasks = tokio::task::JoinSet::new();
+        for index in 0..200 {
+            let (client, endpoint) = (Arc::clone(&client), Arc::clone(&endpoint));
+            tasks.spawn(async move { client.call(&endpoint, &ask(&format!("q{index}"))).await });
+        }
+        let mut attempts = 0_u64;
+        while let Some(joined) = tasks.join_next().await {
+            let outcome = joined.unwrap().unwrap();
+            assert!(outcome.response.text.starts_with("echo: q"));
+            attempts += u64::from(outcome.attempts);
+        }
+        assert_eq!(attempts, server.calls(), "every HTTP attempt is counted");
+        assert!(attempts > 200, "the 10 % fault rate forced some retries");
+        assert_eq!(client.limiter_snapshot(&endpoint).in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn model_substitution_is_reported() {
+        let config = MockConfig {
+            answered_model: Some("cheaper-model".into()),
+            ..MockConfig::default()
+        };
+        let server = MockServer::start(config).await.unwrap();
+        for kind in KINDS {
+            let outcome = quick_client()
+                .call(&mock_endpoint(&server, kind, "m-2025"), &ask("x"))
+                .await
+                .unwrap();
+            assert_eq!(outcome.response.answered_model, "cheaper-model");
+            assert!(outcome.answered_other_model("m-2025"));
+        }
+    }
+}

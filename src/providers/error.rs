@@ -1,0 +1,426 @@
+//! The one error type of a model call, and the HTTP/body classification shared by all
+//! three protocols.
+//!
+//! Every failure is classified so the retry loop and the AIMD limiter know what to do, and
+//! so the executor can record an error (never a scored answer, never a cache entry). Error
+//! text comes from the provider's body at most, truncated, and is scrubbed of the API key
+//! by [`CallError::redact`] before it leaves the client.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use super::retry::retry_after_from_headers;
+use super::types::{FinishReason, Usage};
+
+/// Longest provider message kept in an error, so a huge HTML error page cannot flood logs.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Why a model call produced no usable answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// HTTP 429 (or a rate-limit error inside a 200); the limiter cuts concurrency.
+    #[error("rate limited by the provider (retry after {retry_after:?})")]
+    RateLimited {
+        /// Server-requested wait, from `Retry-After`, `retry-after-ms` or the body.
+        retry_after: Option<Duration>,
+    },
+    /// The provider says it is overloaded (Anthropic 529, Gemini 503, or inside a 200).
+    #[error("provider overloaded (retry after {retry_after:?})")]
+    Overloaded {
+        /// Server-requested wait, if any.
+        retry_after: Option<Duration>,
+    },
+    /// Any other 5xx.
+    #[error("provider server error: HTTP {status}")]
+    Server {
+        /// HTTP status code.
+        status: u16,
+        /// Server-requested wait, if any.
+        retry_after: Option<Duration>,
+    },
+    /// The request or the whole retry budget ran out of time.
+    #[error("request timed out")]
+    Timeout,
+    /// The connection could not be made or was reset before a response arrived.
+    #[error("connection failed: {detail}")]
+    Connect {
+        /// Transport error chain (no URL, no headers).
+        detail: String,
+    },
+    /// The response was truncated, not JSON, or not the expected shape.
+    #[error("malformed provider response: {detail}")]
+    Protocol {
+        /// What was wrong.
+        detail: String,
+    },
+    /// HTTP 401/403: the key is missing, wrong or lacks permission.
+    #[error("authentication failed: HTTP {status}")]
+    Auth {
+        /// HTTP status code.
+        status: u16,
+    },
+    /// Any other 4xx: the request itself is wrong (unknown model, bad parameter, too long).
+    #[error("request rejected: HTTP {status}: {message}")]
+    BadRequest {
+        /// HTTP status code.
+        status: u16,
+        /// Provider message, truncated and redacted.
+        message: String,
+    },
+    /// The model answered with no text and no tool call; never an answer, never cached.
+    #[error("model returned no output (finish reason `{finish_reason}`)")]
+    EmptyOutput {
+        /// Why generation stopped (often `length` when reasoning ate the budget).
+        finish_reason: FinishReason,
+        /// Tokens billed for the empty answer.
+        usage: Usage,
+    },
+    /// The model or the provider's safety layer refused; never cached.
+    #[error("model refused: {message}")]
+    Refusal {
+        /// Refusal text or block reason, truncated and redacted.
+        message: String,
+        /// Tokens billed for the refusal.
+        usage: Usage,
+    },
+    /// The endpoint or client configuration is unusable (bad URL, key with invalid bytes).
+    #[error("invalid endpoint configuration: {detail}")]
+    Config {
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl CallError {
+    /// Whether sending the same request again may succeed. Empty outputs and refusals are
+    /// not retried here (that would double-bill silently); `retry-errors` handles them.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. }
+                | Self::Overloaded { .. }
+                | Self::Server { .. }
+                | Self::Timeout
+                | Self::Connect { .. }
+                | Self::Protocol { .. }
+        )
+    }
+
+    /// Short stable name of the error class, for result rows and metrics.
+    #[must_use]
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Overloaded { .. } => "overloaded",
+            Self::Server { .. } => "server",
+            Self::Timeout => "timeout",
+            Self::Connect { .. } => "connect",
+            Self::Protocol { .. } => "protocol",
+            Self::Auth { .. } => "auth",
+            Self::BadRequest { .. } => "bad_request",
+            Self::EmptyOutput { .. } => "empty_output",
+            Self::Refusal { .. } => "refusal",
+            Self::Config { .. } => "config",
+        }
+    }
+
+    /// The wait the server asked for, which the retry loop honours over its own backoff.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after }
+            | Self::Overloaded { retry_after }
+            | Self::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Replaces every occurrence of `secret` in the error text with `***`, because some
+    /// providers echo the key they received in 401 messages.
+    #[must_use]
+    pub fn redact(self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        let scrub = |text: String| text.replace(secret, "***");
+        match self {
+            Self::Connect { detail } => Self::Connect {
+                detail: scrub(detail),
+            },
+            Self::Protocol { detail } => Self::Protocol {
+                detail: scrub(detail),
+            },
+            Self::Config { detail } => Self::Config {
+                detail: scrub(detail),
+            },
+            Self::BadRequest { status, message } => Self::BadRequest {
+                status,
+                message: scrub(message),
+            },
+            Self::Refusal { message, usage } => Self::Refusal {
+                message: scrub(message),
+                usage,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Truncates provider text to a bounded length on a char boundary.
+pub(super) fn truncate_message(text: &str) -> String {
+    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// Parses a response body as JSON, mapping failure (truncation, HTML pages) to `Protocol`.
+pub(super) fn parse_json(body: &[u8]) -> Result<Value, CallError> {
+    serde_json::from_slice(body).map_err(|error| CallError::Protocol {
+        detail: format!("invalid JSON body ({} bytes): {error}", body.len()),
+    })
+}
+
+/// Maps a non-2xx response to its error class, using the body only for the message and
+/// for overload detection.
+pub(super) fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> CallError {
+    let json = serde_json::from_slice::<Value>(body).ok();
+    let retry_after =
+        retry_after_from_headers(headers).or_else(|| json.as_ref().and_then(retry_delay_from_body));
+    let message = json
+        .as_ref()
+        .and_then(error_message)
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let overloaded = json.as_ref().is_some_and(is_overload_body);
+    match status.as_u16() {
+        code @ (429 | 503 | 529) if overloaded || code == 529 => {
+            CallError::Overloaded { retry_after }
+        }
+        429 => CallError::RateLimited { retry_after },
+        401 | 403 => CallError::Auth {
+            status: status.as_u16(),
+        },
+        408 => CallError::Timeout,
+        code @ 500..=599 => CallError::Server {
+            status: code,
+            retry_after,
+        },
+        code => CallError::BadRequest {
+            status: code,
+            message: truncate_message(&message),
+        },
+    }
+}
+
+/// Detects an error object inside an HTTP 200 body (`{"error": {...}}` or Anthropic's
+/// `{"type": "error", ...}`), which gateways and streaming proxies do send.
+pub(super) fn error_in_ok_body(json: &Value, headers: &HeaderMap) -> Option<CallError> {
+    let is_error = json.get("type").and_then(Value::as_str) == Some("error")
+        || json.get("error").is_some_and(|error| !error.is_null());
+    if !is_error {
+        return None;
+    }
+    let retry_after = retry_after_from_headers(headers).or_else(|| retry_delay_from_body(json));
+    let text = error_fingerprint(json);
+    Some(if is_overload_body(json) {
+        CallError::Overloaded { retry_after }
+    } else if text.contains("rate_limit")
+        || text.contains("resource_exhausted")
+        || text.contains("429")
+    {
+        CallError::RateLimited { retry_after }
+    } else {
+        CallError::Server {
+            status: 200,
+            retry_after,
+        }
+    })
+}
+
+/// Lowercased `type`/`status`/`code` of an error object, for substring classification.
+fn error_fingerprint(json: &Value) -> String {
+    let error = json.get("error").unwrap_or(json);
+    let mut parts = Vec::new();
+    for key in ["type", "status", "code"] {
+        match error.get(key) {
+            Some(Value::String(text)) => parts.push(text.to_lowercase()),
+            Some(Value::Number(number)) => parts.push(number.to_string()),
+            _ => {}
+        }
+    }
+    parts.join(" ")
+}
+
+/// Whether an error body describes overload rather than a hard failure.
+fn is_overload_body(json: &Value) -> bool {
+    let text = error_fingerprint(json);
+    let message = error_message(json).unwrap_or_default().to_lowercase();
+    text.contains("overloaded") || text.contains("529") || message.contains("overloaded")
+}
+
+/// The human-readable message of an error object in any of the three shapes.
+fn error_message(json: &Value) -> Option<String> {
+    let error = json.get("error")?;
+    match error {
+        Value::String(text) => Some(text.clone()),
+        Value::Object(_) => error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// Gemini's `RetryInfo` detail (`"retryDelay": "30s"`), used when no header is present.
+fn retry_delay_from_body(json: &Value) -> Option<Duration> {
+    let details = json.get("error")?.get("details")?.as_array()?;
+    details.iter().find_map(|detail| {
+        let text = detail.get("retryDelay")?.as_str()?;
+        let seconds: f64 = text.strip_suffix('s')?.parse().ok()?;
+        (seconds.is_finite() && seconds >= 0.0)
+            .then(|| Duration::from_secs_f64(seconds.min(86_400.0)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::tests::{KINDS, ask, client_with, mock_endpoint};
+    use super::super::limiter::ConcurrencyMode;
+    use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
+    use super::super::retry::RetryPolicy;
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[test]
+    fn status_classes() {
+        let headers = HeaderMap::new();
+        let classify = |code: u16, body: &str| {
+            classify_failure(
+                StatusCode::from_u16(code).unwrap(),
+                &headers,
+                body.as_bytes(),
+            )
+        };
+        assert_eq!(classify(429, "{}").class(), "rate_limited");
+        assert_eq!(classify(529, "").class(), "overloaded");
+        assert_eq!(
+            classify(503, r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#).class(),
+            "overloaded"
+        );
+        assert_eq!(classify(503, "<html>").class(), "server");
+        assert_eq!(classify(500, "").class(), "server");
+        assert_eq!(classify(401, "").class(), "auth");
+        let bad = classify(400, r#"{"error":{"message":"bad temperature"}}"#);
+        assert_eq!(
+            bad,
+            CallError::BadRequest {
+                status: 400,
+                message: "bad temperature".into()
+            }
+        );
+        assert!(!bad.is_retryable());
+    }
+
+    #[test]
+    fn overload_inside_200() {
+        let headers = HeaderMap::new();
+        let anthropic = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        assert_eq!(
+            error_in_ok_body(&anthropic, &headers),
+            Some(CallError::Overloaded { retry_after: None })
+        );
+        let openai = json!({"error": {"type": "rate_limit_exceeded", "message": "slow down"}});
+        assert_eq!(
+            error_in_ok_body(&openai, &headers).map(|e| e.class()),
+            Some("rate_limited")
+        );
+        assert_eq!(
+            error_in_ok_body(&json!({"choices": [], "error": null}), &headers),
+            None
+        );
+    }
+
+    #[test]
+    fn gemini_retry_delay_in_body() {
+        let body = json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}]}});
+        let error = classify_failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            &HeaderMap::new(),
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(error.retry_after(), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn redact_and_truncate() {
+        let error = CallError::BadRequest {
+            status: 400,
+            message: "key sk-abc is bad".into(),
+        };
+        assert_eq!(
+            error.redact("sk-abc").to_string(),
+            "request rejected: HTTP 400: key *** is bad"
+        );
+        let long = "é".repeat(1000);
+        assert_eq!(
+            truncate_message(&long).chars().count(),
+            MAX_MESSAGE_CHARS + 1
+        );
+    }
+
+    #[tokio::test]
+    async fn each_fault_surfaces_with_its_class() {
+        let cases = [
+            (Fault::RateLimited(RetryHeader::Seconds(1)), "rate_limited"),
+            (Fault::ServerError, "server"),
+            (Fault::Unavailable(RetryHeader::None), "server"),
+            (Fault::Overloaded, "overloaded"),
+            (Fault::OverloadedIn200, "overloaded"),
+            (Fault::Slow(Duration::from_secs(3)), "timeout"),
+            (Fault::TruncatedJson, "protocol"),
+            (Fault::Disconnect, "connect"),
+            (
+                Fault::Status {
+                    status: 400,
+                    message: "bad param".into(),
+                },
+                "bad_request",
+            ),
+            (
+                Fault::Status {
+                    status: 404,
+                    message: "no such model".into(),
+                },
+                "bad_request",
+            ),
+            (
+                Fault::Status {
+                    status: 403,
+                    message: "forbidden".into(),
+                },
+                "auth",
+            ),
+        ];
+        let client = client_with(RetryPolicy::no_retries(), ConcurrencyMode::default());
+        for kind in KINDS {
+            let faults = FaultPlan::sequence(cases.iter().map(|(fault, _)| fault.clone()));
+            let server = MockServer::start(MockConfig {
+                faults,
+                ..MockConfig::default()
+            })
+            .await
+            .unwrap();
+            let endpoint = mock_endpoint(&server, kind, "m");
+            for (fault, class) in &cases {
+                let error = client.call(&endpoint, &ask("hi")).await.unwrap_err();
+                assert_eq!(error.class(), *class, "{kind} {fault:?}: {error}");
+            }
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Google Gemini wire format (`POST {base}/v1beta/models/{model}:generateContent`).
+//!
+//! The model is in the URL, not the body, so cache keys must include the endpoint identity
+//! (see [`super::request_fingerprint`]). Generic params go into `generationConfig`:
+//! `temperature`, `top_p` → `topP`, `top_k` → `topK`, `max_tokens` → `maxOutputTokens`,
+//! `stop` → `stopSequences`, `seed`; `thinking_budget` → `thinkingConfig.thinkingBudget` and
+//! `reasoning_effort` → `thinkingConfig.thinkingLevel`, with `includeThoughts: true` so the
+//! reasoning text comes back (not for budget 0, which turns thinking off). Other keys pass
+//! through into `generationConfig` verbatim. JSON mode sets `responseMimeType`.
+//! Usage: `output` = candidates + thoughts tokens, so it includes reasoning as billed.
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Map, Value, json};
+
+use super::error::{CallError, classify_failure, error_in_ok_body, parse_json};
+use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::wire::{check_output, count, join_url, refusal, secret_header, text, tool_objects};
+
+/// The request URL; a `models/` prefix on the model id is tolerated.
+#[must_use]
+pub fn url(base_url: &str, model: &str) -> String {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    join_url(
+        base_url,
+        "/v1beta",
+        &format!("/models/{model}:generateContent"),
+    )
+}
+
+/// `x-goog-api-key` (sensitive) rather than `?key=`, so the key never appears in URLs or
+/// in transport errors that quote them.
+///
+/// # Errors
+/// `Config` if the key has bytes not allowed in a header.
+pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = api_key {
+        secret_header(&mut headers, "x-goog-api-key", "", key)?;
+    }
+    Ok(headers)
+}
+
+/// The exact JSON body sent, a pure function of its inputs; hash it with
+/// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
+pub fn build_body(request: &ChatRequest, _model: &str) -> Value {
+    let mut config = Map::new();
+    let mut thinking = Map::new();
+    for (key, value) in &request.params {
+        let mapped = match key.as_str() {
+            "top_p" => "topP",
+            "top_k" => "topK",
+            "max_tokens" => "maxOutputTokens",
+            "stop" => "stopSequences",
+            "thinking_budget" => {
+                thinking.insert("thinkingBudget".into(), value.clone());
+                continue;
+            }
+            "reasoning_effort" => {
+                thinking.insert("thinkingLevel".into(), value.clone());
+                continue;
+            }
+            other => other,
+        };
+        config.insert(mapped.to_owned(), value.clone());
+    }
+    if !thinking.is_empty() {
+        let disabled = thinking.get("thinkingBudget").and_then(Value::as_u64) == Some(0);
+        if !disabled {
+            thinking.insert("includeThoughts".into(), Value::Bool(true));
+        }
+        config.insert("thinkingConfig".into(), Value::Object(thinking));
+    }
+    if request.json_mode {
+        config.insert("responseMimeType".into(), json!("application/json"));
+    }
+    let contents = request
+        .messages
+        .iter()
+        .map(|message| {
+            let role = match message.role {
+                Role::User => "user",
+                Role::Assistant => "model",
+            };
+            json!({"role": role, "parts": [{"text": message.content}]})
+        })
+        .collect();
+    let mut body = Map::new();
+    body.insert("contents".into(), Value::Array(contents));
+    if !config.is_empty() {
+        body.insert("generationConfig".into(), Value::Object(config));
+    }
+    if let Some(system) = &request.system {
+        body.insert(
+            "systemInstruction".into(),
+            json!({"parts": [{"text": system}]}),
+        );
+    }
+    if let Some(tools) = &request.tools {
+        body.insert(
+            "tools".into(),
+            json!([{"functionDeclarations": tool_objects(tools, "parameters")}]),
+        );
+    }
+    Value::Object(body)
+}
+
+/// Parses a response (any status) into an answer or a classified error.
+///
+/// # Errors
+/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
+/// outputs and refusals.
+pub fn parse_response(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<ChatResponse, CallError> {
+    if !status.is_success() {
+        return Err(classify_failure(status, headers, body));
+    }
+    let json = parse_json(body)?;
+    if let Some(error) = error_in_ok_body(&json, headers) {
+        return Err(error);
+    }
+    let thoughts = count(&json, "/usageMetadata/thoughtsTokenCount");
+    let usage = Usage {
+        input: count(&json, "/usageMetadata/promptTokenCount"),
+        output: count(&json, "/usageMetadata/candidatesTokenCount") + thoughts,
+        reasoning: thoughts,
+        cached: count(&json, "/usageMetadata/cachedContentTokenCount"),
+    };
+    let mut response = ChatResponse {
+        text: String::new(),
+        reasoning: None,
+        tool_calls: Vec::new(),
+        usage,
+        answered_model: text(&json, "/modelVersion"),
+        finish_reason: FinishReason::Other("no_candidates".into()),
+        latency_ms: 0,
+    };
+    let Some(candidate) = json.pointer("/candidates/0") else {
+        let block = text(&json, "/promptFeedback/blockReason");
+        if !block.is_empty() {
+            return Err(refusal(&format!("prompt blocked: {block}"), &response));
+        }
+        return check_output(response);
+    };
+    let mut reasoning = String::new();
+    let parts = candidate
+        .pointer("/content/parts")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for part in parts {
+        if let Some(call) = part.get("functionCall") {
+            response.tool_calls.push(ToolCall {
+                id: text(call, "/id"),
+                name: text(call, "/name"),
+                arguments: call.get("args").cloned().unwrap_or(Value::Null),
+            });
+        } else if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            reasoning.push_str(&text(part, "/text"));
+        } else {
+            response.text.push_str(&text(part, "/text"));
+        }
+    }
+    response.reasoning = (!reasoning.is_empty()).then_some(reasoning);
+    response.finish_reason = finish_reason(&text(candidate, "/finishReason"));
+    if response.finish_reason == FinishReason::Stop && !response.tool_calls.is_empty() {
+        response.finish_reason = FinishReason::ToolCalls;
+    }
+    check_output(response)
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "STOP" => FinishReason::Stop,
+        "MAX_TOKENS" => FinishReason::Length,
+        "SAFETY" | "RECITATION" | "PROHIBITED_CONTENT" | "BLOCKLIST" | "SPII" | "IMAGE_SAFETY" => {
+            FinishReason::ContentFilter
+        }
+        "" => FinishReason::Other("unknown".into()),
+        other => FinishReason::Other(other.to_lowercase()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::tests::{mock_endpoint, quick_client};
+    use super::super::mock::{MockConfig, MockServer};
+    use super::super::types::{Message, ProviderKind};
+    use super::*;
+
+    fn request() -> ChatRequest {
+        let mut params = Map::new();
+        params.insert("temperature".into(), json!(0.5));
+        params.insert("max_tokens".into(), json!(100));
+        params.insert("thinking_budget".into(), json!(512));
+        params.insert("candidateCount".into(), json!(1));
+        ChatRequest {
+            messages: vec![
+                Message::user("ping"),
+                Message::assistant("pong"),
+                Message::user("again please"),
+            ],
+            system: Some("sys".into()),
+            params,
+            json_mode: true,
+            tools: None,
+        }
+    }
+
+    #[test]
+    fn body_shape() {
+        let body = build_body(&request(), "gemini-test");
+        let expected = json!({
+            "contents": [{"role": "user", "parts": [{"text": "ping"}]}, {"role": "model", "parts": [{"text": "pong"}]},
+                         {"role": "user", "parts": [{"text": "again please"}]}],
+            "systemInstruction": {"parts": [{"text": "sys"}]},
+            "generationConfig": {"temperature": 0.5, "maxOutputTokens": 100, "candidateCount": 1,
+                "responseMimeType": "application/json",
+                "thinkingConfig": {"thinkingBudget": 512, "includeThoughts": true}},
+        });
+        assert_eq!(body, expected);
+        assert_eq!(
+            url("http://h/", "models/gemini-x"),
+            "http://h/v1beta/models/gemini-x:generateContent"
+        );
+    }
+
+    #[test]
+    fn parses_blocked_and_safety() {
+        let ok = StatusCode::OK;
+        let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5}}"#;
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), blocked)
+                .unwrap_err()
+                .class(),
+            "refusal"
+        );
+        let safety = br#"{"candidates":[{"finishReason":"SAFETY","content":{"parts":[]}}]}"#;
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), safety)
+                .unwrap_err()
+                .class(),
+            "refusal"
+        );
+        let empty = br#"{"candidates":[{"finishReason":"MAX_TOKENS","content":{"parts":[{"text":"x","thought":true}]}}]}"#;
+        let error = parse_response(ok, &HeaderMap::new(), empty).unwrap_err();
+        assert_eq!(error.class(), "empty_output");
+        assert!(error.to_string().contains("length"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn round_trip_against_mock() {
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let endpoint = mock_endpoint(&server, ProviderKind::Gemini, "gemini-test");
+        let outcome = quick_client().call(&endpoint, &request()).await.unwrap();
+        assert_eq!(outcome.response.text, "echo: again please");
+        assert_eq!(
+            outcome.response.reasoning.as_deref(),
+            Some("mock reasoning")
+        );
+        assert_eq!(
+            outcome.response.usage,
+            Usage {
+                input: 5,
+                output: 5,
+                reasoning: 2,
+                cached: 0
+            }
+        );
+        assert_eq!(outcome.response.answered_model, "gemini-test");
+        let log = server.request_log();
+        assert_eq!(log[0].path, "/v1beta/models/gemini-test:generateContent");
+        assert_eq!(
+            log[0].headers.get("x-goog-api-key").map(String::as_str),
+            Some("sk-test-SECRET-1")
+        );
+        server.shutdown().await;
+    }
+}

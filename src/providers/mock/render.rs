@@ -1,0 +1,309 @@
+//! Renders mock replies and faults in each protocol's exact success and error shapes.
+//!
+//! Usage is reported in each provider's own convention (OpenAI `completion_tokens` include
+//! reasoning, Gemini reports thoughts separately, Anthropic reports cache reads apart from
+//! `input_tokens`), so parsing it back yields the same [`Usage`]. A dropped connection is
+//! produced by promising a longer `Content-Length` than is sent, which makes hyper close
+//! the socket mid-body.
+
+use axum::body::{Body, Bytes};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::super::types::{FinishReason, ProviderKind, Usage};
+use super::script::{Fault, MockReply, MockRequest, RetryHeader, echo};
+
+/// Text of a string, or of the `pointer` field of each element of an array of parts.
+pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {
+    let Some(value) = value else {
+        return Vec::new();
+    };
+    match value {
+        Value::String(text) => vec![text.as_str()],
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|item| item.pointer(pointer).and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+/// Word count of everything the model would read: system prompt plus all turns.
+fn input_words(request: &MockRequest) -> u64 {
+    let body = &request.body;
+    let mut texts: Vec<&str> = Vec::new();
+    let (turns_key, content_key) = match request.protocol {
+        ProviderKind::Gemini => ("contents", "parts"),
+        _ => ("messages", "content"),
+    };
+    for turn in body
+        .get(turns_key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        texts.extend(strings(turn.get(content_key), "/text"));
+    }
+    texts.extend(strings(body.get("system"), "/text"));
+    texts.extend(strings(body.pointer("/systemInstruction/parts"), "/text"));
+    texts.iter().map(|text| words(text)).sum()
+}
+
+pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
+    match protocol {
+        ProviderKind::OpenAi => {
+            let (kind, code) = match status {
+                429 => ("requests", json!("rate_limit_exceeded")),
+                401 => ("invalid_request_error", json!("invalid_api_key")),
+                500..=599 => ("server_error", Value::Null),
+                _ => ("invalid_request_error", Value::Null),
+            };
+            json!({"error": {"message": message, "type": kind, "code": code, "param": null}})
+        }
+        ProviderKind::Anthropic => {
+            let kind = match status {
+                429 => "rate_limit_error",
+                529 => "overloaded_error",
+                401 => "authentication_error",
+                403 => "permission_error",
+                404 => "not_found_error",
+                500..=599 => "api_error",
+                _ => "invalid_request_error",
+            };
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
+        ProviderKind::Gemini => {
+            let kind = match status {
+                429 => "RESOURCE_EXHAUSTED",
+                401 => "UNAUTHENTICATED",
+                403 => "PERMISSION_DENIED",
+                404 => "NOT_FOUND",
+                503 => "UNAVAILABLE",
+                500..=599 => "INTERNAL",
+                _ => "INVALID_ARGUMENT",
+            };
+            json!({"error": {"code": status, "message": message, "status": kind}})
+        }
+    }
+}
+
+pub(super) fn error_response(
+    protocol: ProviderKind,
+    status: u16,
+    message: &str,
+    retry: RetryHeader,
+) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(code, &error_body(protocol, status, message));
+    let headers = response.headers_mut();
+    match retry {
+        RetryHeader::None => {}
+        RetryHeader::Seconds(seconds) => {
+            headers.insert(
+                HeaderName::from_static("retry-after"),
+                HeaderValue::from(seconds),
+            );
+        }
+        RetryHeader::Millis(millis) => {
+            headers.insert(
+                HeaderName::from_static("retry-after-ms"),
+                HeaderValue::from(millis),
+            );
+            headers.insert(
+                HeaderName::from_static("retry-after"),
+                HeaderValue::from(millis.div_ceil(1000)),
+            );
+        }
+    }
+    response
+}
+
+pub(super) async fn fault_response(
+    fault: Fault,
+    request: &MockRequest,
+    answered_model: Option<&str>,
+) -> Response {
+    let protocol = request.protocol;
+    match fault {
+        Fault::RateLimited(retry) => {
+            error_response(protocol, 429, "Rate limit reached, slow down", retry)
+        }
+        Fault::ServerError => {
+            error_response(protocol, 500, "internal server error", RetryHeader::None)
+        }
+        Fault::Unavailable(retry) => error_response(protocol, 503, "service unavailable", retry),
+        Fault::Overloaded => match protocol {
+            ProviderKind::Anthropic => {
+                error_response(protocol, 529, "Overloaded", RetryHeader::None)
+            }
+            _ => error_response(
+                protocol,
+                503,
+                "The model is overloaded. Please try again later.",
+                RetryHeader::None,
+            ),
+        },
+        Fault::OverloadedIn200 => {
+            let body = match protocol {
+                ProviderKind::OpenAi => {
+                    json!({"error": {"message": "overloaded", "type": "overloaded_error"}})
+                }
+                ProviderKind::Anthropic => error_body(protocol, 529, "Overloaded"),
+                ProviderKind::Gemini => error_body(protocol, 503, "The model is overloaded."),
+            };
+            json_response(StatusCode::OK, &body)
+        }
+        Fault::Status { status, message } => {
+            error_response(protocol, status, &message, RetryHeader::None)
+        }
+        Fault::Slow(delay) => {
+            tokio::time::sleep(delay).await;
+            reply_response(request, &echo(request), answered_model)
+        }
+        Fault::TruncatedJson | Fault::Disconnect => {
+            let full = success_body(request, &echo(request), answered_model)
+                .to_string()
+                .into_bytes();
+            let half = Bytes::copy_from_slice(&full[..full.len() / 2]);
+            let mut response = Response::new(Body::from(half));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if fault == Fault::Disconnect {
+                response
+                    .headers_mut()
+                    .insert(CONTENT_LENGTH, HeaderValue::from(full.len()));
+            }
+            response
+        }
+    }
+}
+
+pub(super) fn reply_response(
+    request: &MockRequest,
+    reply: &MockReply,
+    answered_model: Option<&str>,
+) -> Response {
+    json_response(
+        StatusCode::OK,
+        &success_body(request, reply, answered_model),
+    )
+}
+
+/// The success JSON of the request's protocol, with usage and a `model` field.
+fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
+    let model = reply
+        .model
+        .as_deref()
+        .or(answered_model)
+        .unwrap_or(&request.model);
+    let reasoning_words = reply.reasoning.as_deref().map_or(0, words);
+    let usage = reply.usage.unwrap_or(Usage {
+        input: input_words(request),
+        output: words(&reply.text) + reasoning_words,
+        reasoning: reasoning_words,
+        cached: 0,
+    });
+    let finish = &reply.finish_reason;
+    match request.protocol {
+        ProviderKind::OpenAi => {
+            let tool_calls: Vec<Value> = reply
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    json!({
+                        "id": call.id, "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments.to_string()},
+                    })
+                })
+                .collect();
+            let mut message = json!({"role": "assistant", "content": reply.text, "refusal": null});
+            if let Some(reasoning) = &reply.reasoning {
+                message["reasoning_content"] = json!(reasoning);
+            }
+            if !tool_calls.is_empty() {
+                message["tool_calls"] = Value::Array(tool_calls);
+            }
+            let finish = match finish {
+                FinishReason::Other(other) => other.clone(),
+                known => known.to_string(),
+            };
+            json!({
+                "id": format!("chatcmpl-mock-{}", request.route_index), "object": "chat.completion",
+                "created": 0, "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": usage.input, "completion_tokens": usage.output,
+                    "total_tokens": usage.input + usage.output,
+                    "prompt_tokens_details": {"cached_tokens": usage.cached},
+                    "completion_tokens_details": {"reasoning_tokens": usage.reasoning}},
+            })
+        }
+        ProviderKind::Anthropic => {
+            let mut content = Vec::new();
+            if let Some(reasoning) = &reply.reasoning {
+                content.push(json!({"type": "thinking", "thinking": reasoning, "signature": "mock-signature"}));
+            }
+            if !reply.text.is_empty() {
+                content.push(json!({"type": "text", "text": reply.text}));
+            }
+            for call in &reply.tool_calls {
+                content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}));
+            }
+            let stop = match finish {
+                FinishReason::Stop => "end_turn".to_owned(),
+                FinishReason::Length => "max_tokens".to_owned(),
+                FinishReason::ToolCalls => "tool_use".to_owned(),
+                FinishReason::ContentFilter => "refusal".to_owned(),
+                FinishReason::Other(other) => other.clone(),
+            };
+            json!({
+                "id": format!("msg_mock_{}", request.route_index), "type": "message", "role": "assistant",
+                "model": model, "content": content, "stop_reason": stop, "stop_sequence": null,
+                "usage": {"input_tokens": usage.input.saturating_sub(usage.cached),
+                    "cache_read_input_tokens": usage.cached, "cache_creation_input_tokens": 0,
+                    "output_tokens": usage.output},
+            })
+        }
+        ProviderKind::Gemini => {
+            let mut parts = Vec::new();
+            if let Some(reasoning) = &reply.reasoning {
+                parts.push(json!({"text": reasoning, "thought": true}));
+            }
+            if !reply.text.is_empty() {
+                parts.push(json!({"text": reply.text}));
+            }
+            for call in &reply.tool_calls {
+                parts.push(json!({"functionCall": {"name": call.name, "args": call.arguments}}));
+            }
+            let finish = match finish {
+                FinishReason::Stop | FinishReason::ToolCalls => "STOP".to_owned(),
+                FinishReason::Length => "MAX_TOKENS".to_owned(),
+                FinishReason::ContentFilter => "SAFETY".to_owned(),
+                FinishReason::Other(other) => other.to_uppercase(),
+            };
+            json!({
+                "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+                "usageMetadata": {"promptTokenCount": usage.input,
+                    "candidatesTokenCount": usage.output.saturating_sub(usage.reasoning),
+                    "thoughtsTokenCount": usage.reasoning, "cachedContentTokenCount": usage.cached,
+                    "totalTokenCount": usage.input + usage.output},
+                "modelVersion": model, "responseId": format!("mock-{}", request.route_index),
+            })
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! A real HTTP/1.1 server on 127.0.0.1 that speaks the OpenAI, Anthropic and Gemini
+//! success and error shapes, for tests and benchmarks that must never touch the internet.
+//!
+//! One fallback handler routes by path (`/v1/chat/completions`, `/v1/messages`,
+//! `/v1beta/models/{model}:generateContent`), logs the request, checks the key if asked to,
+//! waits the configured latency, then renders a fault from the [`FaultPlan`] or the
+//! [`Script`]'s reply (rendered by [`super::render`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::super::types::ProviderKind;
+use super::render::{error_response, fault_response, json_response, reply_response, strings};
+use super::script::{
+    Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo,
+};
+
+/// How the mock behaves; everything but the address can be changed while it runs.
+#[derive(Debug, Clone)]
+pub struct MockConfig {
+    /// Where replies come from.
+    pub script: Script,
+    /// Which calls fail.
+    pub faults: FaultPlan,
+    /// Delay before every response (faults included).
+    pub latency: Duration,
+    /// Model name reported in responses; `None` reports the requested model.
+    pub answered_model: Option<String>,
+    /// If set, requests must carry this key or get a 401 that echoes the key they sent.
+    pub require_api_key: Option<String>,
+    /// Keep a log of requests (turn off for long benchmarks).
+    pub record_log: bool,
+}
+
+impl Default for MockConfig {
+    /// Echo script, no faults, no latency, logging on.
+    fn default() -> Self {
+        Self {
+            script: Script::Echo,
+            faults: FaultPlan::default(),
+            latency: Duration::ZERO,
+            answered_model: None,
+            require_api_key: None,
+            record_log: true,
+        }
+    }
+}
+
+/// One request as received, for assertions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Request path.
+    pub path: String,
+    /// Headers, names lowercased.
+    pub headers: BTreeMap<String, String>,
+    /// Parsed JSON body (`Null` if it was not JSON).
+    pub body: Value,
+    /// Arrival time since the server started.
+    pub at: Duration,
+}
+
+struct Shared {
+    started: Instant,
+    config: Mutex<MockConfig>,
+    log: Mutex<Vec<LoggedRequest>>,
+    calls: AtomicU64,
+    cursors: Mutex<BTreeMap<ProviderKind, u64>>,
+}
+
+/// A running mock provider; dropping it stops the server.
+#[derive(Debug)]
+pub struct MockServer {
+    address: SocketAddr,
+    base_url: String,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl MockServer {
+    /// Binds 127.0.0.1 on a free port and starts serving in the background.
+    ///
+    /// # Errors
+    /// The bind error if no local port is available.
+    pub async fn start(config: MockConfig) -> io::Result<Self> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let address = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            started: Instant::now(),
+            config: Mutex::new(config),
+            log: Mutex::new(Vec::new()),
+            calls: AtomicU64::new(0),
+            cursors: Mutex::new(BTreeMap::new()),
+        });
+        let router = Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&shared));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(Self {
+            address,
+            base_url: format!("http://{address}"),
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, to use as an endpoint's base URL.
+    #[must_use]
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The bound socket address.
+    #[must_use]
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// All requests so far, in arrival order.
+    #[must_use]
+    pub fn request_log(&self) -> Vec<LoggedRequest> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// Number of requests handled on known routes.
+    #[must_use]
+    pub fn calls(&self) -> u64 {
+        self.shared.calls.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the fault plan; the global call index keeps counting.
+    pub fn set_faults(&self, faults: FaultPlan) {
+        lock(&self.shared.config).faults = faults;
+    }
+
+    /// Replaces the script and resets the per-route sequence cursors.
+    pub fn set_script(&self, script: Script) {
+        lock(&self.shared.config).script = script;
+        lock(&self.shared.cursors).clear();
+    }
+
+    /// Changes the latency of later responses.
+    pub fn set_latency(&self, latency: Duration) {
+        lock(&self.shared.config).latency = latency;
+    }
+
+    /// Stops accepting connections and waits (at most 2 s) for in-flight ones.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// What to send, decided under the config lock, rendered after the latency sleep.
+enum Plan {
+    Fault(Fault, MockRequest),
+    Reply(MockReply, MockRequest),
+    Exhausted(ProviderKind),
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_owned();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let Some((protocol, url_model)) = route(&path) else {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"error": {"message": format!("no route {path}")}}),
+        );
+    };
+    let index = shared.calls.fetch_add(1, Ordering::SeqCst);
+    let (latency, required_key, answered_model, record) = {
+        let config = lock(&shared.config);
+        (
+            config.latency,
+            config.require_api_key.clone(),
+            config.answered_model.clone(),
+            config.record_log,
+        )
+    };
+    if record {
+        lock(&shared.log).push(LoggedRequest {
+            method: method.to_string(),
+            path: path.clone(),
+            headers: headers
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        name.as_str().to_owned(),
+                        String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: body.clone(),
+            at: shared.started.elapsed(),
+        });
+    }
+    if let Some(required) = required_key {
+        let given = presented_key(protocol, &headers);
+        if given != required {
+            let message = format!("Incorrect API key provided: {given}");
+            return error_response(protocol, 401, &message, RetryHeader::None);
+        }
+    }
+    let request = describe(protocol, url_model, body);
+    let plan = plan(&shared, index, request);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    match plan {
+        Plan::Exhausted(protocol) => {
+            error_response(protocol, 410, "mock script exhausted", RetryHeader::None)
+        }
+        Plan::Reply(reply, request) => reply_response(&request, &reply, answered_model.as_deref()),
+        Plan::Fault(fault, request) => {
+            fault_response(fault, &request, answered_model.as_deref()).await
+        }
+    }
+}
+
+fn plan(shared: &Shared, index: u64, request: MockRequest) -> Plan {
+    let config = lock(&shared.config);
+    if let Some(fault) = config.faults.decide(index) {
+        return Plan::Fault(fault, request);
+    }
+    let route_index = {
+        let mut cursors = lock(&shared.cursors);
+        let cursor = cursors.entry(request.protocol).or_insert(0);
+        *cursor += 1;
+        *cursor - 1
+    };
+    let request = MockRequest {
+        route_index,
+        ..request
+    };
+    let outcome = match &config.script {
+        Script::Echo => MockOutcome::Reply(echo(&request)),
+        Script::Sequence(items) => match usize::try_from(route_index)
+            .ok()
+            .and_then(|at| items.get(at))
+        {
+            Some(outcome) => outcome.clone(),
+            None => return Plan::Exhausted(request.protocol),
+        },
+        Script::Function(reply) => reply(&request),
+    };
+    match outcome {
+        MockOutcome::Reply(reply) => Plan::Reply(reply, request),
+        MockOutcome::Fault(fault) => Plan::Fault(fault, request),
+    }
+}
+
+/// Protocol and (for Gemini) model from the path.
+fn route(path: &str) -> Option<(ProviderKind, Option<String>)> {
+    match path {
+        "/v1/chat/completions" => Some((ProviderKind::OpenAi, None)),
+        "/v1/messages" => Some((ProviderKind::Anthropic, None)),
+        _ => {
+            let model = path
+                .strip_prefix("/v1beta/models/")?
+                .strip_suffix(":generateContent")?;
+            Some((ProviderKind::Gemini, Some(model.to_owned())))
+        }
+    }
+}
+
+fn presented_key(protocol: ProviderKind, headers: &HeaderMap) -> String {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+    };
+    match protocol {
+        ProviderKind::OpenAi => header("authorization")
+            .strip_prefix("Bearer ")
+            .unwrap_or_default()
+            .to_owned(),
+        ProviderKind::Anthropic => header("x-api-key").to_owned(),
+        ProviderKind::Gemini => header("x-goog-api-key").to_owned(),
+    }
+}
+
+/// Extracts model, turns and the reasoning request from a body in any protocol.
+fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> MockRequest {
+    let empty = Vec::new();
+    let (turns_key, content_key) = match protocol {
+        ProviderKind::Gemini => ("contents", "parts"),
+        ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "content"),
+    };
+    let turns = body
+        .get(turns_key)
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let last_user = turns
+        .iter()
+        .rev()
+        .find(|turn| turn.get("role").and_then(Value::as_str) == Some("user"))
+        .map(|turn| strings(turn.get(content_key), "/text").concat())
+        .unwrap_or_default();
+    let wants_reasoning = match protocol {
+        ProviderKind::OpenAi => body.get("reasoning_effort").is_some(),
+        ProviderKind::Anthropic => body.get("thinking").is_some(),
+        ProviderKind::Gemini => {
+            body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true))
+        }
+    };
+    let model = url_model.unwrap_or_else(|| {
+        body.get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    });
+    MockRequest {
+        protocol,
+        model,
+        last_user,
+        wants_reasoning,
+        body,
+        route_index: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::client::request_fingerprint;
+    use super::super::super::client::tests::{KEY, ask, mock_endpoint, quick_client};
+    use super::super::super::error::CallError;
+    use super::super::super::types::{Endpoint, canonical_json};
+    use super::*;
+
+    #[tokio::test]
+    async fn scripted_lookup_and_stable_bodies() {
+        let mut replies = std::collections::BTreeMap::new();
+        replies.insert(
+            super::super::prompt_hash("what is 2+2?"),
+            MockReply::text("4"),
+        );
+        let server = MockServer::start(MockConfig {
+            script: Script::lookup(replies),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let endpoint = mock_endpoint(&server, ProviderKind::Gemini, "m");
+        let client = quick_client();
+        let first = client.call(&endpoint, &ask("what is 2+2?")).await.unwrap();
+        let second = client.call(&endpoint, &ask("what is 2+2?")).await.unwrap();
+        assert_eq!(first.response.text, "4");
+        assert_eq!(
+            client
+                .call(&endpoint, &ask("other"))
+                .await
+                .unwrap()
+                .response
+                .text,
+            "echo: other"
+        );
+        assert_eq!(
+            canonical_json(&first.request_body),
+            canonical_json(&second.request_body)
+        );
+        let fingerprint = request_fingerprint(&endpoint, &ask("what is 2+2?"));
+        assert_eq!(fingerprint["model"], "m");
+        assert_eq!(fingerprint["body"], first.request_body);
+        assert!(!canonical_json(&fingerprint).contains(KEY));
+    }
+
+    #[tokio::test]
+    async fn sequence_scripts_are_per_route_and_exhaust_loudly() {
+        let script = Script::Sequence(vec![
+            MockOutcome::Reply(MockReply::text("one")),
+            MockOutcome::Reply(MockReply::text("two")),
+        ]);
+        let server = MockServer::start(MockConfig {
+            script,
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let client = quick_client();
+        let openai = mock_endpoint(&server, ProviderKind::OpenAi, "m");
+        let gemini = mock_endpoint(&server, ProviderKind::Gemini, "m");
+        assert_eq!(
+            client.call(&openai, &ask("x")).await.unwrap().response.text,
+            "one"
+        );
+        assert_eq!(
+            client.call(&gemini, &ask("x")).await.unwrap().response.text,
+            "one"
+        );
+        assert_eq!(
+            client.call(&openai, &ask("x")).await.unwrap().response.text,
+            "two"
+        );
+        let exhausted = client.call(&openai, &ask("x")).await.unwrap_err();
+        assert_eq!(
+            exhausted,
+            CallError::BadRequest {
+                status: 410,
+                message: "mock script exhausted".into()
+            }
+        );
+        let unknown = Endpoint {
+            base_url: format!("{}/nowhere", server.base_url()),
+            ..openai.clone()
+        };
+        assert_eq!(
+            client.call(&unknown, &ask("x")).await.unwrap_err().class(),
+            "bad_request"
+        );
+        server.shutdown().await;
+        assert_eq!(
+            client.call(&openai, &ask("x")).await.unwrap_err().class(),
+            "connect"
+        );
+    }
+}

@@ -1,0 +1,36 @@
+//! Model-provider HTTP layer: OpenAI, Anthropic and Gemini chat calls with bounded
+//! retries, adaptive (AIMD) concurrency and error classification.
+//!
+//! Responsibilities: encode a provider-neutral [`ChatRequest`] as each protocol's exact,
+//! deterministic JSON body; send it through one shared `reqwest::Client`; classify every
+//! failure ([`CallError`]); retry what is transient while honouring `Retry-After`; adapt
+//! concurrency per (provider, base URL); and refuse to return empty or refused outputs as
+//! answers. [`mock`] is a real local HTTP server speaking all three protocols for tests.
+//!
+//! Not here: caching (the caller hashes [`request_fingerprint`] and decides what to store),
+//! streaming, and reading API keys (callers pass them in [`Endpoint`]).
+
+pub mod anthropic;
+mod bench;
+mod client;
+mod error;
+pub mod gemini;
+mod limiter;
+pub mod mock;
+pub mod openai;
+mod retry;
+mod types;
+mod wire;
+
+pub use bench::{BenchReport, bench_throughput};
+pub use client::{
+    CallOutcome, CallRecord, ClientConfig, ProviderClient, install_crypto_provider, request_body,
+    request_fingerprint, request_url,
+};
+pub use error::CallError;
+pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
+pub use retry::{RetryPolicy, parse_http_date, retry_after_from_headers};
+pub use types::{
+    ChatRequest, ChatResponse, Endpoint, FinishReason, Message, ProviderKind, Role, Secret,
+    ToolCall, ToolSpec, Usage, canonical_json,
+};

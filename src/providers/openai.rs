@@ -1,0 +1,265 @@
+//! OpenAI Chat Completions wire format (`POST {base}/v1/chat/completions`).
+//!
+//! Also serves OpenAI-compatible gateways (vLLM, OpenRouter, …): reasoning text is read from
+//! `reasoning_content` or `reasoning` when present. Generic params map as follows:
+//! `max_tokens` → `max_completion_tokens` (reasoning models reject `max_tokens`); `temperature`,
+//! `top_p`, `seed`, `stop`, `reasoning_effort` keep their names; anything else passes through.
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Map, Value, json};
+
+use super::error::{CallError, classify_failure, error_in_ok_body, parse_json};
+use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::wire::{
+    check_output, count, join_url, parse_arguments, refusal, secret_header, text, tool_objects,
+};
+
+/// The request URL; `base_url` may or may not already end in `/v1`.
+#[must_use]
+pub fn url(base_url: &str, _model: &str) -> String {
+    join_url(base_url, "/v1", "/chat/completions")
+}
+
+/// Auth header `Authorization: Bearer <key>` (marked sensitive); none without a key.
+///
+/// # Errors
+/// `Config` if the key has bytes not allowed in a header.
+pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = api_key {
+        secret_header(&mut headers, "authorization", "Bearer ", key)?;
+    }
+    Ok(headers)
+}
+
+/// The exact JSON body sent, a pure function of its inputs; hash it with
+/// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
+#[must_use]
+pub fn build_body(request: &ChatRequest, model: &str) -> Value {
+    let mut body = Map::new();
+    for (key, value) in &request.params {
+        let key = if key == "max_tokens" {
+            "max_completion_tokens"
+        } else {
+            key.as_str()
+        };
+        body.insert(key.to_owned(), value.clone());
+    }
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for message in &request.messages {
+        let role = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({"role": role, "content": message.content}));
+    }
+    body.insert("model".into(), Value::String(model.to_owned()));
+    body.insert("messages".into(), Value::Array(messages));
+    if request.json_mode {
+        body.insert("response_format".into(), json!({"type": "json_object"}));
+    }
+    if let Some(tools) = &request.tools {
+        let tools = tool_objects(tools, "parameters")
+            .into_iter()
+            .map(|function| json!({"type": "function", "function": function}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    Value::Object(body)
+}
+
+/// Parses a response (any status) into an answer or a classified error.
+///
+/// # Errors
+/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
+/// outputs and refusals.
+pub fn parse_response(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<ChatResponse, CallError> {
+    if !status.is_success() {
+        return Err(classify_failure(status, headers, body));
+    }
+    let json = parse_json(body)?;
+    if let Some(error) = error_in_ok_body(&json, headers) {
+        return Err(error);
+    }
+    let message = json
+        .pointer("/choices/0/message")
+        .ok_or_else(|| CallError::Protocol {
+            detail: "response has no `choices[0].message`".into(),
+        })?;
+    let response = ChatResponse {
+        text: content_text(message.get("content")),
+        reasoning: ["reasoning_content", "reasoning"]
+            .iter()
+            .find_map(|key| message.get(*key).and_then(Value::as_str))
+            .filter(|reasoning| !reasoning.is_empty())
+            .map(str::to_owned),
+        tool_calls: tool_calls(message),
+        usage: Usage {
+            input: count(&json, "/usage/prompt_tokens"),
+            output: count(&json, "/usage/completion_tokens"),
+            reasoning: count(&json, "/usage/completion_tokens_details/reasoning_tokens"),
+            cached: count(&json, "/usage/prompt_tokens_details/cached_tokens"),
+        },
+        answered_model: text(&json, "/model"),
+        finish_reason: finish_reason(&text(&json, "/choices/0/finish_reason")),
+        latency_ms: 0,
+    };
+    if let Some(refused) = message
+        .get("refusal")
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
+    {
+        return Err(refusal(refused, &response));
+    }
+    check_output(response)
+}
+
+/// `content` is a string, null, or (in some gateways) an array of `{type, text}` parts.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn tool_calls(message: &Value) -> Vec<ToolCall> {
+    let Some(calls) = message.get("tool_calls").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .map(|call| ToolCall {
+            id: text(call, "/id"),
+            name: text(call, "/function/name"),
+            arguments: call
+                .pointer("/function/arguments")
+                .map_or(Value::Null, parse_arguments),
+        })
+        .collect()
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        "" => FinishReason::Other("unknown".into()),
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::tests::{mock_endpoint, quick_client};
+    use super::super::mock::{MockConfig, MockServer};
+    use super::super::types::{Message, ProviderKind, ToolSpec};
+    use super::*;
+
+    fn request() -> ChatRequest {
+        let mut params = Map::new();
+        params.insert("temperature".into(), json!(0.0));
+        params.insert("max_tokens".into(), json!(64));
+        params.insert("reasoning_effort".into(), json!("low"));
+        params.insert("seed".into(), json!(7));
+        ChatRequest {
+            messages: vec![Message::user("hello there")],
+            system: Some("be brief".into()),
+            params,
+            json_mode: true,
+            tools: Some(vec![ToolSpec {
+                name: "add".into(),
+                description: "adds".into(),
+                parameters: json!({"type": "object"}),
+            }]),
+        }
+    }
+
+    #[test]
+    fn body_shape_is_exact_and_stable() {
+        let body = build_body(&request(), "gpt-test");
+        let expected = json!({
+            "model": "gpt-test",
+            "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}],
+            "temperature": 0.0, "max_completion_tokens": 64, "reasoning_effort": "low", "seed": 7,
+            "response_format": {"type": "json_object"},
+            "tools": [{"type": "function", "function": {"name": "add", "description": "adds", "parameters": {"type": "object"}}}],
+        });
+        assert_eq!(body, expected);
+        assert_eq!(
+            body.to_string(),
+            build_body(&request(), "gpt-test").to_string()
+        );
+        assert_eq!(url("http://x/v1/", "m"), "http://x/v1/chat/completions");
+    }
+
+    #[test]
+    fn parses_refusal_tool_calls_and_bad_json() {
+        let ok = StatusCode::OK;
+        let refused = br#"{"model":"m","choices":[{"message":{"content":null,"refusal":"I can't help"},"finish_reason":"stop"}]}"#;
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), refused)
+                .unwrap_err()
+                .class(),
+            "refusal"
+        );
+        let tool = br#"{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}]}"#;
+        let parsed = parse_response(ok, &HeaderMap::new(), tool).unwrap();
+        assert_eq!(parsed.tool_calls[0].arguments, json!({"a": 1}));
+        assert_eq!(parsed.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), b"{\"choi")
+                .unwrap_err()
+                .class(),
+            "protocol"
+        );
+        assert_eq!(
+            parse_response(ok, &HeaderMap::new(), b"{}")
+                .unwrap_err()
+                .class(),
+            "protocol"
+        );
+    }
+
+    #[tokio::test]
+    async fn round_trip_against_mock() {
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let client = quick_client();
+        let endpoint = mock_endpoint(&server, ProviderKind::OpenAi, "gpt-test");
+        let outcome = client.call(&endpoint, &request()).await.unwrap();
+        assert_eq!(outcome.response.text, "echo: hello there");
+        assert_eq!(outcome.response.answered_model, "gpt-test");
+        assert_eq!(outcome.response.usage.input, 4);
+        assert_eq!(
+            outcome.response.usage.output, 5,
+            "3 answer words + 2 reasoning words"
+        );
+        assert_eq!(outcome.response.usage.reasoning, 2);
+        assert_eq!(
+            outcome.response.reasoning.as_deref(),
+            Some("mock reasoning")
+        );
+        assert_eq!(outcome.attempts, 1);
+        let log = server.request_log();
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0].path, "/v1/chat/completions");
+        assert_eq!(log[0].body, outcome.request_body);
+        assert_eq!(
+            log[0].headers.get("authorization").map(String::as_str),
+            Some("Bearer sk-test-SECRET-1")
+        );
+        server.shutdown().await;
+    }
+}

@@ -1,0 +1,395 @@
+//! Provider-neutral request and response types for model calls.
+//!
+//! These types are what the executor hands to [`super::ProviderClient`] and gets back. They
+//! describe *what* to ask a model; the per-provider modules decide *how* it is encoded on the
+//! wire. Nothing here performs I/O. API keys live only inside [`Secret`], which never prints
+//! or serializes its contents.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Which wire protocol an endpoint speaks; serialized lowercase for configs and cache keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (`/v1/chat/completions`), also used by compatible gateways.
+    OpenAi,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+    /// Google Gemini `generateContent` (`/v1beta/models/{model}:generateContent`).
+    Gemini,
+}
+
+impl ProviderKind {
+    /// Stable lowercase name, identical to the serde form, for logs and limiter keys.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    /// The public API origin, so configs may omit `base_url` for the real services.
+    #[must_use]
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Self::OpenAi => "https://api.openai.com",
+            Self::Anthropic => "https://api.anthropic.com",
+            Self::Gemini => "https://generativelanguage.googleapis.com",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An API key that never leaves the process by accident: `Debug`/`Display` print `***` and
+/// it has no `Serialize`, so it cannot end up in logs, errors or cache keys.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a key supplied by the caller (who read it from the environment).
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The raw key, for building the auth header only.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Where and as whom to call a model. Serializing skips the key, so the endpoint identity
+/// (kind, model, base URL) can be hashed into cache keys as-is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// Wire protocol.
+    pub kind: ProviderKind,
+    /// Exact model id; prefer dated ids over aliases so cache keys mean one model.
+    pub model: String,
+    /// API origin without the version path, e.g. `https://api.openai.com` (a trailing `/v1`
+    /// or `/v1beta` is tolerated).
+    pub base_url: String,
+    /// Key supplied by the caller; `None` for local gateways that need none.
+    #[serde(skip)]
+    pub api_key: Option<Secret>,
+}
+
+impl Endpoint {
+    /// Builds an endpoint with the provider's public base URL and no key.
+    pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
+        Self {
+            kind,
+            model: model.into(),
+            base_url: kind.default_base_url().to_owned(),
+            api_key: None,
+        }
+    }
+
+    /// Replaces the base URL, e.g. to point tests at the mock server.
+    #[must_use]
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// Attaches the API key the caller read from its environment.
+    #[must_use]
+    pub fn with_api_key(mut self, key: Secret) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+}
+
+/// Author of a conversation turn; the system prompt is carried separately in
+/// [`ChatRequest::system`] because the three protocols place it differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The harness or simulated user.
+    User,
+    /// A previous model turn, replayed in multi-turn episodes.
+    Assistant,
+}
+
+/// One plain-text conversation turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote the turn.
+    pub role: Role,
+    /// The turn's text.
+    pub content: String,
+}
+
+impl Message {
+    /// A user turn, the common case when building prompts.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+
+    /// An assistant turn, for replaying earlier model answers.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// A function the model may call; `parameters` is a JSON Schema object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Function name the model uses to call it.
+    pub name: String,
+    /// What the tool does, shown to the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// A provider-neutral chat request.
+///
+/// `params` uses generic names that each protocol maps: `temperature`, `top_p`, `top_k`,
+/// `max_tokens`, `stop`, `seed`, `reasoning_effort`, `thinking_budget`. Any other key is
+/// passed through verbatim (top level for OpenAI/Anthropic, inside `generationConfig` for
+/// Gemini), so provider-specific knobs work and typos surface as HTTP 400.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Conversation so far, oldest first.
+    pub messages: Vec<Message>,
+    /// System prompt, if any.
+    pub system: Option<String>,
+    /// Generation parameters (see the type docs for the generic names).
+    pub params: Map<String, Value>,
+    /// Ask for a single JSON object as the answer.
+    pub json_mode: bool,
+    /// Functions the model may call.
+    pub tools: Option<Vec<ToolSpec>>,
+}
+
+/// A function call the model asked for; `arguments` is parsed JSON (a string if the
+/// provider sent unparseable arguments, so nothing is lost).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider call id (empty for Gemini, which has none).
+    pub id: String,
+    /// Function name.
+    pub name: String,
+    /// Arguments as JSON.
+    pub arguments: Value,
+}
+
+/// Token counts as billed. `output` includes reasoning tokens on every provider and
+/// `input` includes cached tokens, so costs compare across providers; a count the
+/// provider does not report is 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens, cached ones included.
+    pub input: u64,
+    /// Generated tokens, reasoning included.
+    pub output: u64,
+    /// Reasoning tokens (0 where the provider does not report them, e.g. Anthropic).
+    pub reasoning: u64,
+    /// Prompt tokens served from the provider's prompt cache.
+    pub cached: u64,
+}
+
+/// Why generation stopped, normalised across providers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// Natural end or stop sequence.
+    Stop,
+    /// Token limit reached; the answer may be cut off.
+    Length,
+    /// The model asked for tool calls.
+    ToolCalls,
+    /// Output withheld by a safety filter.
+    ContentFilter,
+    /// Anything else, verbatim from the provider.
+    Other(String),
+}
+
+impl fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Stop => f.write_str("stop"),
+            Self::Length => f.write_str("length"),
+            Self::ToolCalls => f.write_str("tool_calls"),
+            Self::ContentFilter => f.write_str("content_filter"),
+            Self::Other(other) => f.write_str(other),
+        }
+    }
+}
+
+/// A successful, non-empty model answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The answer text (thinking excluded).
+    pub text: String,
+    /// Reasoning/thinking text when the provider returns it.
+    pub reasoning: Option<String>,
+    /// Function calls requested by the model.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage.
+    pub usage: Usage,
+    /// The model the provider says answered; may differ from the requested one.
+    pub answered_model: String,
+    /// Why generation stopped.
+    pub finish_reason: FinishReason,
+    /// Wall time of the successful attempt, in milliseconds.
+    pub latency_ms: u64,
+}
+
+/// Serializes JSON with object keys sorted at every level, whatever `serde_json` features
+/// are enabled elsewhere in the build, so hashes of request bodies are stable.
+#[must_use]
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (index, (key, item)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::tests::{KEY, KINDS, ask, mock_endpoint, quick_client};
+    use super::super::error::CallError;
+    use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secret_never_prints() {
+        let endpoint = Endpoint::new(ProviderKind::OpenAi, "gpt-x")
+            .with_api_key(Secret::new("sk-very-secret-123"));
+        let debug = format!(
+            "{endpoint:?} {:?} {}",
+            endpoint.api_key,
+            Secret::new("sk-very-secret-123")
+        );
+        assert!(!debug.contains("sk-very-secret-123"), "{debug}");
+        let serialized = serde_json::to_string(&endpoint).unwrap();
+        assert!(!serialized.contains("sk-very"), "{serialized}");
+        assert!(serialized.contains("\"openai\""));
+    }
+
+    #[test]
+    fn provider_kind_serde_is_lowercase() {
+        for (kind, name) in [
+            (ProviderKind::OpenAi, "\"openai\""),
+            (ProviderKind::Anthropic, "\"anthropic\""),
+            (ProviderKind::Gemini, "\"gemini\""),
+        ] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), name);
+            assert_eq!(serde_json::from_str::<ProviderKind>(name).unwrap(), kind);
+        }
+    }
+
+    #[test]
+    fn canonical_json_sorts_nested_keys() {
+        let value = json!({"b": [{"z": 1, "a": null}], "a": "x\"y"});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":"x\"y","b":[{"a":null,"z":1}]}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn api_key_never_leaks() {
+        let config = MockConfig {
+            require_api_key: Some("the-right-key".into()),
+            ..MockConfig::default()
+        };
+        let server = MockServer::start(config).await.unwrap();
+        let client = quick_client();
+        for kind in KINDS {
+            let endpoint = mock_endpoint(&server, kind, "m");
+            let error = client.call(&endpoint, &ask("x")).await.unwrap_err();
+            assert_eq!(error, CallError::Auth { status: 401 });
+            for text in [
+                format!("{error}"),
+                format!("{error:?}"),
+                format!("{endpoint:?}"),
+                format!("{client:?}"),
+            ] {
+                assert!(!text.contains(KEY), "{text}");
+            }
+        }
+        let echoing = FaultPlan::sequence([Fault::Status {
+            status: 400,
+            message: format!("your key {KEY} is odd"),
+        }]);
+        let server = MockServer::start(MockConfig {
+            faults: echoing,
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let error = client
+            .call(
+                &mock_endpoint(&server, ProviderKind::OpenAi, "m"),
+                &ask("x"),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "request rejected: HTTP 400: your key *** is odd"
+        );
+        assert!(!format!("{error:?}").contains(KEY));
+    }
+}
