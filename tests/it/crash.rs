@@ -67,3 +67,24 @@ fn two_processes_on_one_cache_compute_each_cell_once() {
     assert_eq!(run, 780, "some cell was computed by both processes");
     assert!(ws.run(&["cache", "verify"]).status.success());
 }
+
+#[test]
+fn ctrl_c_stops_launching_lands_running_cells_and_resumes() {
+    let ws = Workspace::new();
+    ws.write("crashy.yaml", PIPELINE);
+    let child = spawn_run(&ws, "1");
+    std::thread::sleep(Duration::from_millis(300));
+    let status = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    // With one job the full grid takes seconds, so 300 ms lands mid-run.
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(out.status.code(), Some(130), "{v}");
+    assert!(v["cells_run"].as_u64().unwrap() < 780);
+    assert_eq!(v["report_dir"], serde_json::Value::Null);
+    assert!(ws.run(&["cache", "verify"]).status.success());
+    let (code, v) = ws.run_json(&["run", "crashy.yaml", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["cells_run"].as_u64().unwrap() + v["cells_cached"].as_u64().unwrap(), 780, "{v}");
+}
