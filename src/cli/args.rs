@@ -15,6 +15,10 @@ pub(crate) struct Cli {
     /// Cache directory (shared by all pipelines).
     #[arg(long, global = true, env = "EVALGRID_CACHE", default_value = "cache")]
     pub(crate) cache_dir: PathBuf,
+
+    /// Where datasets are installed (`evalgrid datasets fetch`).
+    #[arg(long, global = true, env = "EVALGRID_DATA", default_value = "data")]
+    pub(crate) data_dir: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,6 +41,12 @@ pub(crate) enum Command {
     /// Inspect and maintain the cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Install datasets with checksum verification.
+    #[command(subcommand)]
+    Datasets(DatasetsCommand),
+    /// BBEH tools: rescore responses produced elsewhere.
+    #[command(subcommand)]
+    Bbeh(BbehCommand),
     /// Fixed-workload benchmarks of evalgrid itself (numbers for BENCHMARKS.md).
     #[command(after_help = "Example:\n  evalgrid bench status --cells 100000")]
     Bench(BenchArgs),
@@ -65,6 +75,9 @@ pub(crate) struct RunArgs {
     /// Re-run only cells whose last attempt failed.
     #[arg(long)]
     pub(crate) retry_errors: bool,
+    /// Serve model calls only from the cache; a miss is an error.
+    #[arg(long)]
+    pub(crate) offline: bool,
     /// Print one JSON object summarising the outcome on stdout.
     #[arg(long)]
     pub(crate) json: bool,
@@ -146,4 +159,30 @@ pub(crate) struct BenchArgs {
     /// Cells in the synthetic grid (for `status`).
     #[arg(long, default_value_t = 100_000)]
     pub(crate) cells: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DatasetsCommand {
+    /// Download (or copy with `--from`) a dataset, verify every pin, install it.
+    #[command(after_help = "Examples:\n  evalgrid datasets fetch bbeh\n  evalgrid datasets fetch bbeh --from ../shared/data/bbeh")]
+    Fetch {
+        /// Dataset name (`bbeh`).
+        name: String,
+        /// Install from a local copy instead of downloading.
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BbehCommand {
+    /// Score a JSONL file of `{task, index, response[, subset]}` lines.
+    #[command(after_help = "Example:\n  evalgrid bbeh score responses.jsonl --out rescored/")]
+    Score {
+        /// Responses, one JSON object per line.
+        responses: PathBuf,
+        /// Output folder for items.csv, per_task.csv and summary.json.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }

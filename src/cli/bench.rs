@@ -13,11 +13,11 @@ use evalgrid::plan::StepKind;
 use serde_json::json;
 
 use super::args::BenchArgs;
-use super::{Failure, load_plan, output};
+use super::{Env, Failure, load_plan, output};
 
-pub(crate) fn bench(args: &BenchArgs) -> Result<u8, Failure> {
+pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<u8, Failure> {
     match args.workload.as_str() {
-        "status" => status(args.cells),
+        "status" => status(env, args.cells),
         "equivalence" => equivalence(),
         "quickstart" => quickstart(),
         other => Err(Failure::invalid(anyhow::anyhow!("unknown workload `{other}` (expected `status`, `equivalence` or `quickstart`)"))),
@@ -26,7 +26,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<u8, Failure> {
 
 /// No-op `status` on a synthetic grid whose every cell is cached, run as a
 /// separate process so startup, parsing and planning are all counted.
-fn status(cells: usize) -> Result<u8, Failure> {
+fn status(env: &Env, cells: usize) -> Result<u8, Failure> {
     let dir = tempfile::tempdir()?;
     let models = 10usize;
     let seeds = cells.div_ceil(models * 26).max(1);
@@ -38,7 +38,7 @@ fn status(cells: usize) -> Result<u8, Failure> {
     let pipeline_path = dir.path().join("bench.yaml");
     fs_err::write(&pipeline_path, yaml)?;
     let cache = dir.path().join("cache");
-    let (_, plan) = load_plan(&pipeline_path, None)?;
+    let (_, plan) = load_plan(env, &pipeline_path, None)?;
     let store = Store::open(&cache)?;
     let started = Instant::now();
     for cell in &plan.cells {

@@ -1,17 +1,16 @@
 //! `evalgrid cache stats|verify|gc`.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use evalgrid::cache::{Store, maintenance};
 use evalgrid::plan::{StepKey, metrics_components, plan, report_components};
 use serde_json::json;
 
 use super::args::CacheCommand;
-use super::{Failure, load_pipeline, output};
+use super::{Env, Failure, load_pipeline, output};
 
-pub(crate) fn cache(cache_dir: &Path, command: CacheCommand) -> Result<u8, Failure> {
-    let store = Store::open(cache_dir)?;
+pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
+    let store = Store::open(&env.cache_dir)?;
     match command {
         CacheCommand::Stats { json } => {
             let s = maintenance::stats(&store)?;
@@ -43,7 +42,7 @@ pub(crate) fn cache(cache_dir: &Path, command: CacheCommand) -> Result<u8, Failu
             } else {
                 let mut set: HashSet<StepKey> = HashSet::new();
                 for path in &keep {
-                    let pipeline = load_pipeline(path)?;
+                    let pipeline = load_pipeline(env, path)?;
                     let plan = plan(&pipeline, None);
                     let scored: Vec<_> = plan.cells.iter().filter(|c| store.contains(c.score_key)).cloned().collect();
                     let metrics = StepKey::compute(&metrics_components(&pipeline, &scored));

@@ -3,8 +3,10 @@
 //! 2 invalid input, 130 interrupted).
 
 mod args;
+mod bbeh;
 mod bench;
 mod cache_cmd;
+mod datasets;
 mod output;
 mod run;
 mod show;
@@ -22,6 +24,14 @@ use args::{Cli, Command};
 
 /// Exit status for invalid input (pipeline, filter, arguments).
 const EXIT_INVALID: u8 = 2;
+
+/// Resolved global settings every command gets.
+pub(crate) struct Env {
+    /// Cache directory.
+    pub(crate) cache_dir: std::path::PathBuf,
+    /// Benchmarks, reading datasets from the data directory.
+    pub(crate) registry: Registry,
+}
 
 /// An error with the exit code it should produce.
 pub(crate) struct Failure {
@@ -44,14 +54,17 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 /// Runs the CLI and returns the process exit code.
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    let env = Env { cache_dir: cli.cache_dir, registry: Registry::new(cli.data_dir) };
     let result = match cli.command {
-        Command::Run(a) => run::run(&cli.cache_dir, &a),
-        Command::Status(a) => status::status(&cli.cache_dir, &a),
-        Command::Report(a) => run::report(&cli.cache_dir, &a),
-        Command::Show(a) => show::show(&cli.cache_dir, &a),
-        Command::Validate(a) => validate(&a.pipelines),
-        Command::Cache(c) => cache_cmd::cache(&cli.cache_dir, c),
-        Command::Bench(a) => bench::bench(&a),
+        Command::Run(a) => run::run(&env, &a),
+        Command::Status(a) => status::status(&env, &a),
+        Command::Report(a) => run::report(&env, &a),
+        Command::Show(a) => show::show(&env, &a),
+        Command::Validate(a) => validate(&env, &a.pipelines),
+        Command::Cache(c) => cache_cmd::cache(&env, c),
+        Command::Datasets(c) => datasets::datasets(&env, &c),
+        Command::Bbeh(c) => bbeh::bbeh(&env, &c),
+        Command::Bench(a) => bench::bench(&env, &a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -63,25 +76,25 @@ pub(crate) fn main() -> ExitCode {
 }
 
 /// Loads and validates a pipeline; invalid input maps to exit code 2.
-pub(crate) fn load_pipeline(path: &Path) -> Result<Pipeline, Failure> {
-    load(path, &Registry).map_err(|e| match e {
+pub(crate) fn load_pipeline(env: &Env, path: &Path) -> Result<Pipeline, Failure> {
+    load(path, &env.registry).map_err(|e| match e {
         SpecError::Invalid(report) => Failure::invalid(anyhow::anyhow!("{report}")),
         other => Failure::invalid(other),
     })
 }
 
 /// Loads a pipeline and plans it with an optional `--filter`.
-pub(crate) fn load_plan(path: &Path, filter: Option<&str>) -> Result<(Pipeline, Plan), Failure> {
-    let pipeline = load_pipeline(path)?;
+pub(crate) fn load_plan(env: &Env, path: &Path, filter: Option<&str>) -> Result<(Pipeline, Plan), Failure> {
+    let pipeline = load_pipeline(env, path)?;
     let filter = filter.map(parse_filter).transpose().map_err(Failure::invalid)?;
     let plan = plan(&pipeline, filter.as_ref());
     Ok((pipeline, plan))
 }
 
-fn validate(paths: &[std::path::PathBuf]) -> Result<u8, Failure> {
+fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<u8, Failure> {
     let mut bad = false;
     for path in paths {
-        match load_pipeline(path) {
+        match load_pipeline(env, path) {
             Ok(p) => {
                 let cells = plan(&p, None).cells.len();
                 output::line(&format!("{}: ok ({} models × {} tasks × {} seeds = {cells} cells)", path.display(), p.models.len(), p.tasks.len(), p.seeds.len()));

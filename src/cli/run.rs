@@ -1,30 +1,32 @@
 //! `evalgrid run` and `evalgrid report`.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use evalgrid::cache::Store;
-use evalgrid::envs::Registry;
-use evalgrid::exec::{Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
+use evalgrid::exec::{CallContext, Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
 use evalgrid::plan::plan;
+use evalgrid::providers::{ClientConfig, ProviderClient, install_crypto_provider};
 use evalgrid::report::{ReportOutcome, build};
 use serde_json::json;
 
 use super::args::{ReportArgs, RunArgs};
-use super::{Failure, load_pipeline, load_plan, output};
+use super::{Env, Failure, load_pipeline, load_plan, output};
 
 /// Exit status when Ctrl-C stopped the run.
 const EXIT_INTERRUPTED: u8 = 130;
 
-pub(crate) fn run(cache_dir: &Path, args: &RunArgs) -> Result<u8, Failure> {
-    let (pipeline, plan) = load_plan(&args.plan.pipeline, args.plan.filter.as_deref())?;
-    let store = Store::open(cache_dir)?;
+pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
+    let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
+    let store = Store::open(&env.cache_dir)?;
     if args.dry_run {
         return dry_run(&store, &plan, args.json, args.retry_errors);
     }
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    install_crypto_provider();
+    let client = ProviderClient::new(ClientConfig::default()).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline));
     let cancel = Cancel::default();
     let pipeline = Arc::new(pipeline);
     let summary = runtime.block_on(async {
@@ -35,7 +37,7 @@ pub(crate) fn run(cache_dir: &Path, args: &RunArgs) -> Result<u8, Failure> {
                 output::note("interrupted: finishing cells in flight; run the same command again to resume");
             }
         });
-        run_cells(Arc::clone(&pipeline), &plan, store.clone(), Arc::new(Registry), &options, cancel.clone()).await
+        run_cells(Arc::clone(&pipeline), &plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), &options, cancel.clone()).await
     })?;
     runtime.shutdown_background();
     let report = if summary.interrupted {
@@ -112,10 +114,10 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, json: boo
     }
 }
 
-pub(crate) fn report(cache_dir: &Path, args: &ReportArgs) -> Result<u8, Failure> {
-    let pipeline = load_pipeline(&args.pipeline)?;
+pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<u8, Failure> {
+    let pipeline = load_pipeline(env, &args.pipeline)?;
     let plan = plan(&pipeline, None);
-    let store = Store::open(cache_dir)?;
+    let store = Store::open(&env.cache_dir)?;
     let scored = plan.cells.iter().filter(|c| store.contains(c.score_key)).count();
     let outcome = build(&pipeline, &plan, &store, &args.reports_dir)?;
     if args.json {

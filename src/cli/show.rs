@@ -1,6 +1,5 @@
 //! `evalgrid show`: one cell's transcript from the cache.
 
-use std::path::Path;
 
 use evalgrid::cache::Store;
 use evalgrid::envs::transcript;
@@ -8,17 +7,17 @@ use evalgrid::plan::plan;
 use serde_json::json;
 
 use super::args::ShowArgs;
-use super::{Failure, load_pipeline, output};
+use super::{Env, Failure, load_pipeline, output};
 
-pub(crate) fn show(cache_dir: &Path, args: &ShowArgs) -> Result<u8, Failure> {
-    let pipeline = load_pipeline(&args.pipeline)?;
+pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<u8, Failure> {
+    let pipeline = load_pipeline(env, &args.pipeline)?;
     let plan = plan(&pipeline, None);
     let cell = plan
         .cells
         .iter()
         .find(|c| c.id == args.cell)
         .ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{}` in this pipeline", args.cell)))?;
-    let store = Store::open(cache_dir)?;
+    let store = Store::open(&env.cache_dir)?;
     let Some(episode) = store.get(cell.episode_key)? else {
         output::error(&format!("cell `{}` has no cached episode; run the pipeline first", cell.id));
         return Ok(1);

@@ -1,6 +1,5 @@
 //! `evalgrid status`: cached / stale / missing / failed per cell, and why.
 
-use std::path::Path;
 
 use evalgrid::cache::{Store, diff};
 use evalgrid::exec::{CellState, classify};
@@ -9,11 +8,11 @@ use evalgrid::spec::Pipeline;
 use serde_json::json;
 
 use super::args::StatusArgs;
-use super::{Failure, load_plan, output};
+use super::{Env, Failure, load_plan, output};
 
-pub(crate) fn status(cache_dir: &Path, args: &StatusArgs) -> Result<u8, Failure> {
-    let (pipeline, plan) = load_plan(&args.plan.pipeline, args.plan.filter.as_deref())?;
-    let store = Store::open(cache_dir)?;
+pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<u8, Failure> {
+    let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
+    let store = Store::open(&env.cache_dir)?;
     if let Some(id) = &args.explain {
         let cell = plan
             .cells

@@ -2,7 +2,9 @@
 //! built-in agents; [`Registry`] exposes them to the spec and exec layers.
 
 pub mod bbeh;
+pub mod bbq;
 pub mod eleusis;
+pub mod metric;
 pub mod registry;
 
-pub use registry::{BENCHMARKS, Registry, transcript};
+pub use registry::{BENCHMARKS, PROVIDERS, Registry, transcript};

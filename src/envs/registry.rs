@@ -2,27 +2,49 @@
 //! [`EpisodeRunner`]. Adding a benchmark = one folder under `envs/` plus a
 //! few match arms here.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
 
+use super::bbeh::benchmark as bbeh;
 use super::eleusis::benchmark as eleusis;
-use crate::exec::{BoxFuture, EpisodeRunner, StepError, on_cpu};
+use super::metric::MetricDef;
+use crate::exec::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
 use crate::spec::resolve::BUILTIN_PROVIDER;
 use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
-/// Every benchmark evalgrid can run.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Registry;
-
 /// Names of the benchmarks, for listings.
-pub const BENCHMARKS: &[&str] = &[eleusis::NAME];
+pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME];
+
+/// Model providers a pipeline may name.
+pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini"];
+
+/// Every benchmark evalgrid can run, with where installed datasets live.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    data_dir: PathBuf,
+}
 
 impl Registry {
-    /// Metric columns of a benchmark: (column, score field).
+    /// A registry reading installed datasets from `data_dir`.
     #[must_use]
-    pub fn metric_columns(&self, benchmark: &str) -> &'static [(&'static str, &'static str)] {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self { data_dir: data_dir.into() }
+    }
+
+    /// Where datasets are installed.
+    #[must_use]
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Table columns of a benchmark.
+    #[must_use]
+    pub fn metric_defs(benchmark: &str) -> Vec<MetricDef> {
         match benchmark {
-            eleusis::NAME => eleusis::METRICS,
-            _ => &[],
+            eleusis::NAME => eleusis::metrics(),
+            bbeh::NAME => bbeh::metrics(),
+            _ => Vec::new(),
         }
     }
 }
@@ -32,17 +54,18 @@ impl Catalog for Registry {
         BENCHMARKS.to_vec()
     }
 
-    fn metrics(&self, benchmark: &str) -> Vec<&'static str> {
-        self.metric_columns(benchmark).iter().map(|(name, _)| *name).collect()
+    fn metrics(&self, benchmark: &str) -> Vec<String> {
+        Self::metric_defs(benchmark).into_iter().map(|m| m.name).collect()
     }
 
     fn providers(&self) -> Vec<&'static str> {
-        vec![BUILTIN_PROVIDER]
+        PROVIDERS.to_vec()
     }
 
     fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
         match benchmark {
             eleusis::NAME => eleusis::resolve_tasks(select, params),
+            bbeh::NAME => bbeh::resolve_tasks(&self.data_dir, select, params),
             other => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{other}`"), hint: None }]),
         }
     }
@@ -52,6 +75,7 @@ impl Catalog for Registry {
         for b in benchmarks {
             let r = match b.as_str() {
                 eleusis::NAME => eleusis::resolve_builtin(agent, params),
+                bbeh::NAME => bbeh::resolve_builtin(agent, params),
                 _ => continue,
             };
             resolved = Some(r.map_err(|mut issues| {
@@ -66,13 +90,14 @@ impl Catalog for Registry {
 }
 
 impl EpisodeRunner for Registry {
-    fn run_episode<'a>(&'a self, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
             match task.benchmark.as_str() {
                 eleusis::NAME => {
                     let (model, task) = (model.clone(), task.clone());
                     on_cpu(move || eleusis::run_episode(&model, &task, seed)).await?
                 }
+                bbeh::NAME => bbeh::run_episode(ctx, &self.data_dir, model, task, seed).await,
                 other => Err(StepError::Unsupported(format!("benchmark `{other}` has no episode runner"))),
             }
         })
@@ -81,6 +106,7 @@ impl EpisodeRunner for Registry {
     fn score(&self, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         match task.benchmark.as_str() {
             eleusis::NAME => eleusis::score(episode),
+            bbeh::NAME => bbeh::score(&self.data_dir, task, episode),
             other => Err(StepError::Unsupported(format!("benchmark `{other}` has no scorer"))),
         }
     }

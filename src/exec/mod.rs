@@ -1,8 +1,11 @@
-//! Execution: the scheduler that runs cells and lands their steps.
+//! Execution: the scheduler that runs cells and lands their steps, and the
+//! cached model-call context episodes use.
 
+pub mod calls;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
 
-pub use runner::{BoxFuture, EpisodeRunner, StepError, on_cpu};
+pub use calls::{CallContext, CallSite, call_components, provider_kind};
+pub use runner::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
 pub use scheduler::{Cancel, CellOutcome, CellState, RunOptions, RunSummary, classify, run_cells};

@@ -8,7 +8,18 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+use super::calls::CallContext;
+use crate::plan::StepKey;
 use crate::spec::{ModelConfig, TaskInstance};
+
+/// What an episode may use while it runs.
+#[derive(Clone, Copy, Debug)]
+pub struct EpisodeContext<'a> {
+    /// Key of the episode step (scope for history-dependent calls).
+    pub episode_key: StepKey,
+    /// Cached model calls.
+    pub calls: &'a CallContext,
+}
 
 /// Boxed future returned by runners (object-safe async).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -36,6 +47,7 @@ pub trait EpisodeRunner: Send + Sync {
     /// record is cached under the episode key.
     fn run_episode<'a>(
         &'a self,
+        ctx: EpisodeContext<'a>,
         model: &'a ModelConfig,
         task: &'a TaskInstance,
         seed: u64,

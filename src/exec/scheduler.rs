@@ -16,7 +16,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::progress::Progress;
-use super::runner::{EpisodeRunner, StepError};
+use super::calls::CallContext;
+use super::runner::{EpisodeContext, EpisodeRunner, StepError};
 use crate::cache::{CacheError, Entry, Failure, Head, Store};
 use crate::plan::{Cell, Plan, StepKey, StepKind, episode_components, score_components};
 use crate::spec::Pipeline;
@@ -116,6 +117,7 @@ pub async fn run_cells(
     plan: &Plan,
     store: Store,
     runner: Arc<dyn EpisodeRunner>,
+    calls: Arc<CallContext>,
     options: &RunOptions,
     cancel: Cancel,
 ) -> Result<RunSummary, CacheError> {
@@ -144,12 +146,12 @@ pub async fn run_cells(
         while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
             let Some(cell) = queue.next() else { break };
             let permit = Arc::clone(&semaphore).acquire_owned().await.expect("semaphore is never closed");
-            let (pipeline, store, runner) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner));
+            let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
             set.spawn(async move {
                 let _permit = permit;
                 let id = cell.id.clone();
-                let result = run_cell(&pipeline, &cell, &store, runner.as_ref()).await;
+                let result = run_cell(&pipeline, &cell, &store, runner.as_ref(), &calls).await;
                 (id, cell, result)
             });
         }
@@ -195,7 +197,13 @@ impl From<CacheError> for CellError {
 /// Runs one cell under its episode key's lock (the score key derives from
 /// the episode key, so one lock covers both); `Ok(true)` when this process
 /// computed a step of it, `Ok(false)` when another process already had.
-async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner) -> Result<bool, CellError> {
+async fn run_cell(
+    pipeline: &Pipeline,
+    cell: &Cell,
+    store: &Store,
+    runner: &dyn EpisodeRunner,
+    calls: &CallContext,
+) -> Result<bool, CellError> {
     let _lock = match store.try_lock(cell.episode_key)? {
         Some(lock) => lock,
         None => {
@@ -210,7 +218,8 @@ async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn 
     let episode_components = episode_components(pipeline, cell);
     let (episode, fresh_episode) = cached_or_compute(store, cell.episode_key, StepKind::Episode, &episode_components, || async {
         let started = Instant::now();
-        let output = runner.run_episode(model, task, cell.seed).await.map_err(|e| CellError::Step(StepKind::Episode, e))?;
+        let ctx = EpisodeContext { episode_key: cell.episode_key, calls };
+        let output = runner.run_episode(ctx, model, task, cell.seed).await.map_err(|e| CellError::Step(StepKind::Episode, e))?;
         Ok((output, started.elapsed()))
     })
     .await?;

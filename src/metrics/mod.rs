@@ -4,4 +4,5 @@
 
 pub mod table;
 
+pub use crate::envs::metric::{Agg, MetricDef};
 pub use table::{BenchmarkTables, CellRow, MetricColumn, MetricsError, TableRow, aggregate, cells_parquet};

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::envs::metric::{Agg, MetricDef};
+
 /// One finished cell's numbers.
 #[derive(Clone, Debug)]
 pub struct CellRow {
@@ -26,15 +28,6 @@ pub struct CellRow {
     pub seed: u64,
     /// Numeric score fields by name (booleans as 0/1).
     pub fields: BTreeMap<String, f64>,
-}
-
-/// A metric: the mean of one score field over the cells of a group.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct MetricColumn {
-    /// Column name in tables (`mean_score`).
-    pub name: String,
-    /// Score field averaged (`score`).
-    pub field: String,
 }
 
 /// One row of an aggregate table.
@@ -78,7 +71,7 @@ pub fn cells_frame(rows: &[&CellRow], columns: &[MetricColumn]) -> Result<DataFr
         Column::new("task_index".into(), rows.iter().map(|r| r.task_index).collect::<Vec<_>>()),
         Column::new("seed".into(), rows.iter().map(|r| r.seed).collect::<Vec<_>>()),
     ];
-    let mut fields: Vec<&str> = columns.iter().map(|c| c.field.as_str()).collect();
+    let mut fields: Vec<&str> = columns.iter().flat_map(MetricDef::fields).collect();
     fields.sort_unstable();
     fields.dedup();
     for field in fields {
@@ -88,49 +81,111 @@ pub fn cells_frame(rows: &[&CellRow], columns: &[MetricColumn]) -> Result<DataFr
     Ok(DataFrame::new_infer_height(cols)?)
 }
 
+/// A table column: its name and aggregation (see [`Agg`]).
+pub type MetricColumn = MetricDef;
+
+/// Polars expressions for one column: a mean, or the two sums a ratio-like
+/// column is derived from (named `__num_<col>` / `__den_<col>`).
+fn column_exprs(c: &MetricColumn) -> Vec<Expr> {
+    match &c.agg {
+        Agg::Mean(f) => vec![col(f.as_str()).mean().alias(c.name.as_str())],
+        Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => vec![
+            col(n.as_str()).sum().alias(format!("__num_{}", c.name).as_str()),
+            col(d.as_str()).sum().alias(format!("__den_{}", c.name).as_str()),
+        ],
+    }
+}
+
 /// Computes both tables for one benchmark.
 pub fn aggregate(benchmark: &str, rows: &[&CellRow], columns: &[MetricColumn]) -> Result<BenchmarkTables, MetricsError> {
     let frame = cells_frame(rows, columns)?;
-    let aggs = |_: ()| {
+    let aggs = || {
         let mut a = vec![len().alias("n")];
-        a.extend(columns.iter().map(|c| col(c.field.as_str()).mean().alias(c.name.as_str())));
+        a.extend(columns.iter().flat_map(column_exprs));
         a
     };
     let by_task = frame
         .clone()
         .lazy()
         .group_by([col("model_index"), col("model"), col("task_index"), col("task")])
-        .agg(aggs(()))
+        .agg(aggs())
         .sort(["model_index", "task_index"], SortMultipleOptions::default())
         .collect()?;
     let by_model = frame
         .lazy()
         .group_by([col("model_index"), col("model")])
-        .agg(aggs(()))
+        .agg(aggs())
         .sort(["model_index"], SortMultipleOptions::default())
         .collect()?;
-    Ok(BenchmarkTables {
-        benchmark: benchmark.to_owned(),
-        columns: columns.to_vec(),
-        by_task: rows_of(&by_task, columns, true)?,
-        by_model: rows_of(&by_model, columns, false)?,
-    })
+    let by_task_rows = rows_of(&by_task, columns, true)?;
+    let mut by_model_rows = rows_of(&by_model, columns, false)?;
+    harmonic_over_tasks(&by_task_rows, &mut by_model_rows, columns);
+    Ok(BenchmarkTables { benchmark: benchmark.to_owned(), columns: columns.to_vec(), by_task: by_task_rows, by_model: by_model_rows })
 }
+
+/// Fills per-model `HarmonicPercent` columns from the per-task percentages:
+/// `T / Σ_t 1/(acc_t% + 1)`, summed in task order.
+fn harmonic_over_tasks(by_task: &[TableRow], by_model: &mut [TableRow], columns: &[MetricColumn]) {
+    for (i, c) in columns.iter().enumerate() {
+        if !matches!(c.agg, Agg::HarmonicPercent(..)) {
+            continue;
+        }
+        for m in by_model.iter_mut() {
+            let accs: Vec<f64> = by_task.iter().filter(|t| t.model == m.model).filter_map(|t| t.values[i]).collect();
+            let denominator: f64 = accs.iter().map(|a| 1.0 / (a + 1.0)).sum();
+            m.values[i] = (!accs.is_empty()).then(|| accs.len() as f64 / denominator);
+        }
+    }
+}
+
+/// 95 % Wilson score interval of `k` successes in `n` trials.
+fn wilson(k: f64, n: f64) -> Option<(f64, f64)> {
+    if n <= 0.0 {
+        return None;
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
+}
+
+type ValueAt = Box<dyn Fn(usize) -> Option<f64>>;
 
 fn rows_of(df: &DataFrame, columns: &[MetricColumn], with_task: bool) -> Result<Vec<TableRow>, MetricsError> {
     let model = df.column("model")?.str()?;
     let n = df.column("n")?.cast(&DataType::UInt64)?;
     let n = n.u64()?;
     let task = if with_task { Some(df.column("task")?.str()?) } else { None };
-    let values: Vec<Column> =
-        columns.iter().map(|c| df.column(&c.name).and_then(|s| s.cast(&DataType::Float64))).collect::<Result<_, _>>()?;
-    let values: Vec<&Float64Chunked> = values.iter().map(Column::f64).collect::<Result<_, _>>()?;
+    let float = |name: &str| -> Result<Float64Chunked, MetricsError> { Ok(df.column(name)?.cast(&DataType::Float64)?.f64()?.clone()) };
+    let mut per_column: Vec<ValueAt> = Vec::new();
+    for c in columns {
+        if let Agg::Mean(_) = c.agg {
+            let v = float(&c.name)?;
+            per_column.push(Box::new(move |i| v.get(i)));
+            continue;
+        }
+        let num = float(&format!("__num_{}", c.name))?;
+        let den = float(&format!("__den_{}", c.name))?;
+        let agg = c.agg.clone();
+        per_column.push(Box::new(move |i| {
+            let (k, d) = (num.get(i)?, den.get(i)?);
+            match agg {
+                Agg::Ratio(..) => (d > 0.0).then(|| k / d),
+                Agg::HarmonicPercent(..) => (d > 0.0).then(|| 100.0 * k / d),
+                Agg::WilsonLow(..) => wilson(k, d).map(|w| w.0),
+                Agg::WilsonHigh(..) => wilson(k, d).map(|w| w.1),
+                Agg::Mean(_) => None,
+            }
+        }));
+    }
     Ok((0..df.height())
         .map(|i| TableRow {
             model: model.get(i).unwrap_or_default().to_owned(),
             task: task.and_then(|t| t.get(i)).map(str::to_owned),
             n: n.get(i).unwrap_or(0),
-            values: values.iter().map(|v| v.get(i)).collect(),
+            values: per_column.iter().map(|f| f(i)).collect(),
         })
         .collect())
 }
@@ -147,6 +202,7 @@ pub fn cells_parquet(rows: &[&CellRow], columns: &[MetricColumn]) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envs::metric::MetricDef;
 
     fn row(model: &str, mi: u32, task: &str, ti: u32, seed: u64, score: f64) -> CellRow {
         CellRow {
@@ -170,8 +226,8 @@ mod tests {
         ];
         let refs: Vec<&CellRow> = rows.iter().collect();
         let cols = vec![
-            MetricColumn { name: "mean_score".into(), field: "score".into() },
-            MetricColumn { name: "success_rate".into(), field: "success".into() },
+            MetricDef::mean("mean_score", "score"),
+            MetricDef::mean("success_rate", "success"),
         ];
         let t = aggregate("b", &refs, &cols).unwrap();
         let by_task: Vec<(String, Option<String>, u64, Vec<Option<f64>>)> =
@@ -189,5 +245,42 @@ mod tests {
         let pq = cells_parquet(&refs, &cols).unwrap();
         assert_eq!(&pq[..4], b"PAR1");
         assert_eq!(pq, cells_parquet(&refs, &cols).unwrap(), "parquet output must be deterministic");
+    }
+}
+
+#[cfg(test)]
+mod ratio_tests {
+    use super::*;
+
+    fn row(task: &str, ti: u32, correct: f64, n: f64) -> CellRow {
+        CellRow {
+            model: "m".into(),
+            model_index: 0,
+            benchmark: "b".into(),
+            task: task.into(),
+            task_index: ti,
+            seed: 0,
+            fields: [("correct".to_owned(), correct), ("n".to_owned(), n)].into(),
+        }
+    }
+
+    #[test]
+    fn micro_harmonic_and_wilson() {
+        let rows = [row("t1", 0, 50.0, 100.0), row("t2", 1, 0.0, 100.0), row("t2", 1, 0.0, 100.0)];
+        let refs: Vec<&CellRow> = rows.iter().collect();
+        let cols = vec![
+            MetricDef { name: "accuracy".into(), agg: Agg::Ratio("correct".into(), "n".into()) },
+            MetricDef { name: "hm".into(), agg: Agg::HarmonicPercent("correct".into(), "n".into()) },
+            MetricDef { name: "lo".into(), agg: Agg::WilsonLow("correct".into(), "n".into()) },
+        ];
+        let t = aggregate("b", &refs, &cols).unwrap();
+        assert_eq!(t.by_task[0].values[0], Some(0.5));
+        assert_eq!(t.by_task[0].values[1], Some(50.0));
+        // Micro: 50 / 300; harmonic: 2 / (1/51 + 1/1).
+        assert_eq!(t.by_model[0].values[0], Some(50.0 / 300.0));
+        let hm = t.by_model[0].values[1].unwrap();
+        assert!((hm - 2.0 / (1.0 / 51.0 + 1.0)).abs() < 1e-12, "{hm}");
+        // Wilson lower bound of 50/100 (textbook value 0.4038).
+        assert!((t.by_task[0].values[2].unwrap() - 0.4038).abs() < 1e-4);
     }
 }

@@ -9,9 +9,9 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 1;
+pub const METRICS_VERSION: u32 = 2;
 /// Version of the report rendering code (bump when its output changes).
-pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_VERSION: u32 = 2;
 
 /// One model × task × seed combination and the keys of its steps.
 #[derive(Clone, Debug)]
@@ -158,6 +158,7 @@ mod tests {
                 params: [("max_turns".to_owned(), json!(30))].into(),
                 episode_version: 1,
                 score_version: 1,
+                suite: "eleusis".into(),
             }],
             seeds: vec![0, 1],
             include: vec![],
@@ -183,8 +184,8 @@ mod tests {
                 "a6a15bf9c9ab3863a628eda1f82e23586162c985e3677fb7a220926e8018dfb2",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "83a31c48d2dd57aca12b77a00335b032506d2bd28bce6372c4609820517b3be1");
-        assert_eq!(p.report_key.to_hex(), "8c07d2d7b32ac64fa22ed2774d4a244c2e580205364fa1804d64ad15ca79f90c");
+        assert_eq!(p.metrics_key.to_hex(), "4abf0ba88ce3a075212ad1a356b213aa81452c5cfb32728ce3b7b34ebf2a1288");
+        assert_eq!(p.report_key.to_hex(), "b7fd305834a0bc2378b0e18c7abb27efa9b734167bbce9442c990a420642e2a0");
     }
 
     #[test]

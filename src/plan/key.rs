@@ -31,6 +31,8 @@ pub enum StepKind {
     Metrics,
     /// Rendered report files.
     Report,
+    /// One model API call (cached so a resumed episode never pays twice).
+    Call,
 }
 
 impl StepKind {
@@ -42,6 +44,7 @@ impl StepKind {
             Self::Score => "score",
             Self::Metrics => "metrics",
             Self::Report => "report",
+            Self::Call => "call",
         }
     }
 }

@@ -117,7 +117,6 @@ fn entry(key: StepKey, kind: StepKind, components: Value, output: Value) -> Entr
 }
 
 fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store) -> Result<MetricsOutput, ReportError> {
-    let registry = Registry;
     let rows: Vec<CellRow> = scored
         .iter()
         .map(|(cell, output)| {
@@ -125,7 +124,7 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
             CellRow {
                 model: pipeline.models[cell.model].id.clone(),
                 model_index: u32::try_from(cell.model).unwrap_or(u32::MAX),
-                benchmark: task.benchmark.clone(),
+                benchmark: task.suite.clone(),
                 task: task.task.clone(),
                 task_index: u32::try_from(cell.task).unwrap_or(u32::MAX),
                 seed: cell.seed,
@@ -133,26 +132,29 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
             }
         })
         .collect();
-    let mut benchmarks: Vec<&str> = Vec::new();
+    // One table per suite, in pipeline order; a suite belongs to one benchmark.
+    let mut suites: Vec<(&str, &str)> = Vec::new();
     for t in &pipeline.tasks {
-        if !benchmarks.contains(&t.benchmark.as_str()) {
-            benchmarks.push(&t.benchmark);
+        if !suites.iter().any(|(s, _)| *s == t.suite) {
+            suites.push((&t.suite, &t.benchmark));
         }
     }
     let mut tables = Vec::new();
     let mut all_columns: Vec<MetricColumn> = Vec::new();
-    for b in benchmarks {
-        let columns: Vec<MetricColumn> = registry
-            .metric_columns(b)
-            .iter()
-            .filter(|(name, _)| pipeline.metrics.select.is_empty() || pipeline.metrics.select.iter().any(|s| s == name))
-            .map(|(name, field)| MetricColumn { name: (*name).to_owned(), field: (*field).to_owned() })
+    for (suite, benchmark) in suites {
+        let columns: Vec<MetricColumn> = Registry::metric_defs(benchmark)
+            .into_iter()
+            .filter(|m| pipeline.metrics.select.is_empty() || pipeline.metrics.select.contains(&m.name))
             .collect();
-        let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == b).collect();
+        let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == suite).collect();
         if !subset.is_empty() {
-            tables.push(aggregate(b, &subset, &columns)?);
+            tables.push(aggregate(suite, &subset, &columns)?);
         }
-        all_columns.extend(columns);
+        for c in columns {
+            if !all_columns.contains(&c) {
+                all_columns.push(c);
+            }
+        }
     }
     let all: Vec<&CellRow> = rows.iter().collect();
     let parquet = cells_parquet(&all, &all_columns)?;

@@ -39,7 +39,7 @@ fn table(out: &mut String, t: &BenchmarkTables, rows: &[TableRow], with_task: bo
     if with_task {
         header.push("task");
     }
-    header.push("n");
+    header.push("cells");
     header.extend(t.columns.iter().map(|c| c.name.as_str()));
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let align: Vec<&str> = header.iter().enumerate().map(|(i, _)| if i < 1 + usize::from(with_task) { "---" } else { "---:" }).collect();
@@ -68,7 +68,7 @@ pub fn csv(tables: &[BenchmarkTables]) -> String {
             }
         }
     }
-    let mut out = format!("benchmark,model,task,n,{}\n", columns.join(","));
+    let mut out = format!("suite,model,task,cells,{}\n", columns.join(","));
     for t in tables {
         for r in t.by_model.iter().chain(&t.by_task) {
             let mut fields = vec![csv_field(&t.benchmark), csv_field(&r.model), csv_field(r.task.as_deref().unwrap_or("*")), r.n.to_string()];
@@ -103,7 +103,7 @@ mod tests {
     fn tables() -> Vec<BenchmarkTables> {
         vec![BenchmarkTables {
             benchmark: "eleusis".into(),
-            columns: vec![MetricColumn { name: "mean_score".into(), field: "score".into() }],
+            columns: vec![MetricColumn::mean("mean_score", "score")],
             by_task: vec![TableRow { model: "a|b".into(), task: Some("t,1".into()), n: 3, values: vec![Some(1.0 / 3.0)] }],
             by_model: vec![TableRow { model: "a|b".into(), task: None, n: 3, values: vec![None] }],
         }]
@@ -121,13 +121,13 @@ mod tests {
 
         ### By model
 
-        | model | n | mean_score |
+        | model | cells | mean_score |
         |---|---:|---:|
         | a\|b | 3 | – |
 
         ### By model × task
 
-        | model | task | n | mean_score |
+        | model | task | cells | mean_score |
         |---|---|---:|---:|
         | a\|b | t,1 | 3 | 0.33 |
         ");
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn csv_quotes_and_keeps_precision() {
         insta::assert_snapshot!(csv(&tables()), @r#"
-        benchmark,model,task,n,mean_score
+        suite,model,task,cells,mean_score
         eleusis,a|b,*,3,
         eleusis,a|b,"t,1",3,0.3333333333333333
         "#);

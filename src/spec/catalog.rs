@@ -43,7 +43,7 @@ pub trait Catalog {
     fn benchmarks(&self) -> Vec<&'static str>;
 
     /// Metric names a benchmark's scores support (for `metrics.select`).
-    fn metrics(&self, benchmark: &str) -> Vec<&'static str>;
+    fn metrics(&self, benchmark: &str) -> Vec<String>;
 
     /// Model providers that can appear in `models:`.
     fn providers(&self) -> Vec<&'static str>;

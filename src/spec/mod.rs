@@ -76,8 +76,8 @@ mod tests {
         fn benchmarks(&self) -> Vec<&'static str> {
             vec!["bench"]
         }
-        fn metrics(&self, _: &str) -> Vec<&'static str> {
-            vec!["mean_x"]
+        fn metrics(&self, _: &str) -> Vec<String> {
+            vec!["mean_x".to_owned()]
         }
         fn providers(&self) -> Vec<&'static str> {
             vec!["builtin", "openai"]
@@ -89,7 +89,7 @@ mod tests {
             };
             Ok(names
                 .into_iter()
-                .map(|task| TaskInstance { benchmark: benchmark.into(), task, content_hash: "h".into(), params: params.clone(), episode_version: 1, score_version: 1 })
+                .map(|task| TaskInstance { benchmark: benchmark.into(), task, content_hash: "h".into(), params: params.clone(), episode_version: 1, score_version: 1, suite: benchmark.into() })
                 .collect())
         }
         fn resolve_builtin(&self, _: &str, params: &Params, _: &[String]) -> Result<Params, Vec<CatalogIssue>> {

@@ -84,6 +84,9 @@ pub struct TaskInstance {
     pub episode_version: u32,
     /// Version of the benchmark's scorer.
     pub score_version: u32,
+    /// Which summary table the task belongs to (e.g. `bbeh` vs `bbeh-mini`):
+    /// per-model aggregates never mix suites. Not part of any key.
+    pub suite: String,
 }
 
 impl TaskInstance {

@@ -133,9 +133,10 @@ impl Resolver<'_> {
     }
 
     fn metrics(&mut self, select: Vec<Spanned<String>>, benchmarks: &[String]) -> MetricsConfig {
-        let mut known: Vec<&'static str> = benchmarks.iter().flat_map(|b| self.catalog.metrics(b)).collect();
+        let mut known: Vec<String> = benchmarks.iter().flat_map(|b| self.catalog.metrics(b)).collect();
         known.sort_unstable();
         known.dedup();
+        let known: Vec<&str> = known.iter().map(String::as_str).collect();
         let mut out = Vec::new();
         for name in select {
             if !known.contains(&name.value.as_str()) {

@@ -8,7 +8,9 @@
 
 pub mod aggregate;
 pub mod answer_space;
+pub mod benchmark;
 pub mod dataset;
+pub mod install;
 pub mod prompt;
 pub mod pystr;
 pub mod scorer;

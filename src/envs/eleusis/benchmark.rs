@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::agents::{Agent, OracleAgent, RandomAgent, play_round};
 use super::game::{GameConfig, RoundResult};
 use super::rule::SecretRule;
+use crate::envs::metric::MetricDef;
 use crate::exec::StepError;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 use crate::spec::diagnostic::suggestion;
@@ -18,8 +19,8 @@ pub const EPISODE_VERSION: u32 = 1;
 pub const SCORE_VERSION: u32 = 1;
 /// Built-in agents this benchmark can run.
 pub const BUILTIN_AGENTS: &[&str] = &["random", "oracle"];
-/// Metric columns: (column name, score field averaged).
-pub const METRICS: &[(&str, &str)] = &[
+/// Metric columns: (column name, score field averaged over rounds).
+const METRICS: &[(&str, &str)] = &[
     ("mean_score", "score"),
     ("mean_floored_score", "floored_score"),
     ("success_rate", "success"),
@@ -27,6 +28,12 @@ pub const METRICS: &[(&str, &str)] = &[
     ("mean_no_stakes_score", "no_stakes_score"),
     ("mean_turns", "turns_played"),
 ];
+
+/// Table columns offered by Eleusis.
+#[must_use]
+pub fn metrics() -> Vec<MetricDef> {
+    METRICS.iter().map(|(name, field)| MetricDef::mean(name, field)).collect()
+}
 
 const TASK_PARAMS: &[&str] = &["max_turns", "hand_size", "wrong_guess_penalty"];
 
@@ -70,6 +77,7 @@ pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInst
             params: params.clone(),
             episode_version: EPISODE_VERSION,
             score_version: SCORE_VERSION,
+            suite: NAME.to_owned(),
         })
         .collect())
 }

@@ -3,6 +3,7 @@
 //! round setup, the rule-equivalence judge, the turn state machine and built-in agents.
 
 pub mod agents;
+pub mod analysis;
 pub mod benchmark;
 pub mod board;
 pub mod card;
@@ -10,6 +11,8 @@ pub mod deck;
 pub mod equivalence;
 pub mod game;
 pub mod pyrandom;
+pub mod replay;
+pub mod results;
 pub mod rule;
 pub mod setup;
 #[cfg(test)]

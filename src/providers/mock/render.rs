@@ -7,7 +7,7 @@
 //! the socket mid-body.
 
 use axum::body::{Body, Bytes};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
@@ -180,15 +180,20 @@ pub(super) async fn fault_response(
                 .to_string()
                 .into_bytes();
             let half = Bytes::copy_from_slice(&full[..full.len() / 2]);
-            let mut response = Response::new(Body::from(half));
+            let body = if fault == Fault::Disconnect {
+                // Half a body, then the stream fails: hyper aborts the
+                // connection mid-body, which the client sees as a reset.
+                // (A lying Content-Length would trip hyper's debug assertions.)
+                let chunks: Vec<Result<Bytes, std::io::Error>> =
+                    vec![Ok(half), Err(std::io::Error::other("mock disconnect"))];
+                Body::from_stream(futures::stream::iter(chunks))
+            } else {
+                Body::from(half)
+            };
+            let mut response = Response::new(body);
             response
                 .headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            if fault == Fault::Disconnect {
-                response
-                    .headers_mut()
-                    .insert(CONTENT_LENGTH, HeaderValue::from(full.len()));
-            }
             response
         }
     }

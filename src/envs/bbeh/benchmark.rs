@@ -1,0 +1,229 @@
+//! BBEH as an evalgrid benchmark: one cell = one model × BBEH task × seed;
+//! the episode asks every item once (each call cached separately, so an
+//! interrupted task resumes item by item) and the score step applies the
+//! official scorer.
+
+use std::path::Path;
+
+use futures::future::join_all;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::answer_space::random_answer;
+use super::dataset::{Item, TASKS, load_task, mini_indices};
+use super::prompt::{SUFFIX, SUFFIX_VERSION, build_prompt};
+use super::scorer::{SCORER_VERSION, score as score_item};
+use crate::envs::metric::{Agg, MetricDef};
+use crate::exec::{CallSite, EpisodeContext, StepError};
+use crate::providers::{ChatRequest, Message};
+use crate::spec::diagnostic::suggestion;
+use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
+
+/// Benchmark name in pipelines.
+pub const NAME: &str = "bbeh";
+/// Bump when the episode (prompting, item selection) changes.
+pub const EPISODE_VERSION: u32 = 1;
+/// Bump when the score record changes.
+pub const SCORE_VERSION: u32 = 1;
+/// Built-in agents.
+pub const BUILTIN_AGENTS: &[&str] = &["random"];
+/// Suffix of task ids that run the BBEH Mini subset.
+const MINI_SUFFIX: &str = "/mini";
+
+/// Table columns offered by BBEH.
+#[must_use]
+pub fn metrics() -> Vec<MetricDef> {
+    let ratio = |name: &str, agg: fn(String, String) -> Agg, num: &str| MetricDef { name: name.into(), agg: agg(num.into(), "n".into()) };
+    vec![
+        ratio("accuracy", Agg::Ratio, "correct"),
+        ratio("ci_low", Agg::WilsonLow, "correct"),
+        ratio("ci_high", Agg::WilsonHigh, "correct"),
+        ratio("harmonic_mean", Agg::HarmonicPercent, "correct"),
+        ratio("extraction_failure_rate", Agg::Ratio, "extraction_failures"),
+    ]
+}
+
+/// Where installed BBEH data lives under the data directory.
+#[must_use]
+pub fn data_path(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join(NAME)
+}
+
+fn not_installed(data_dir: &Path) -> CatalogIssue {
+    CatalogIssue {
+        site: IssueSite::Entry,
+        message: format!("the BBEH dataset is not installed under `{}`", data_path(data_dir).display()),
+        hint: Some("run `evalgrid datasets fetch bbeh` (or `--from <dir>` with a local copy)".into()),
+    }
+}
+
+/// Resolves `select:` (task directory names or `all`) and `params: {subset: full|mini}`.
+pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+    let mut issues = Vec::new();
+    for name in params.keys().filter(|k| *k != "subset") {
+        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("unknown BBEH task parameter `{name}`"), hint: suggestion(name, &["subset"]) });
+    }
+    let mini = match params.get("subset").map(|v| v.as_str()) {
+        None | Some(Some("full")) => false,
+        Some(Some("mini")) => true,
+        Some(_) => {
+            issues.push(CatalogIssue { site: IssueSite::Param("subset".into()), message: "`subset` must be `full` or `mini`".into(), hint: None });
+            false
+        }
+    };
+    let names: Vec<&str> = match select {
+        Selection::All => TASKS.to_vec(),
+        Selection::Names(names) => names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match TASKS.iter().find(|t| **t == n || t.strip_prefix("bbeh_") == Some(n.as_str())) {
+                Some(t) => Some(*t),
+                None => {
+                    issues.push(CatalogIssue { site: IssueSite::Selected(i), message: format!("unknown BBEH task `{n}`"), hint: suggestion(n, &TASKS) });
+                    None
+                }
+            })
+            .collect(),
+    };
+    if !issues.is_empty() {
+        return Err(issues);
+    }
+    let dir = data_path(data_dir);
+    let mut out = Vec::new();
+    for task in names {
+        let items = load_task(&dir, task).map_err(|_| vec![not_installed(data_dir)])?;
+        let selected = select_items(&items, task, mini);
+        let mut hasher = blake3::Hasher::new_derive_key("evalgrid bbeh task-content v1");
+        hasher.update(SUFFIX.as_bytes());
+        for item in &selected {
+            hasher.update(&(item.index as u64).to_le_bytes());
+            hasher.update(&(item.input.len() as u64).to_le_bytes());
+            hasher.update(item.input.as_bytes());
+            hasher.update(&(item.target.len() as u64).to_le_bytes());
+            hasher.update(item.target.as_bytes());
+        }
+        out.push(TaskInstance {
+            benchmark: NAME.into(),
+            task: if mini { format!("{task}{MINI_SUFFIX}") } else { task.to_owned() },
+            content_hash: hasher.finalize().to_hex().to_string(),
+            params: [("subset".to_owned(), json!(if mini { "mini" } else { "full" })), ("suffix_version".to_owned(), json!(SUFFIX_VERSION))].into(),
+            episode_version: EPISODE_VERSION,
+            score_version: SCORE_VERSION,
+            suite: if mini { format!("{NAME}-mini") } else { NAME.to_owned() },
+        });
+    }
+    Ok(out)
+}
+
+fn select_items<'a>(items: &'a [Item], task: &str, mini: bool) -> Vec<&'a Item> {
+    if mini {
+        mini_indices(task, items.len()).into_iter().filter_map(|i| items.get(i)).collect()
+    } else {
+        items.iter().collect()
+    }
+}
+
+fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, StepError> {
+    let (name, mini) = match task.task.strip_suffix(MINI_SUFFIX) {
+        Some(name) => (name, true),
+        None => (task.task.as_str(), false),
+    };
+    let items = load_task(&data_path(data_dir), name).map_err(|e| StepError::Episode(e.to_string()))?;
+    Ok(select_items(&items, name, mini).into_iter().cloned().collect())
+}
+
+/// Validates a built-in agent's parameters.
+pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
+    if agent != "random" {
+        return Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("built-in agent `{agent}` cannot answer BBEH"), hint: Some("BBEH has the built-in agent `random`".into()) }]);
+    }
+    let mut issues = Vec::new();
+    for name in params.keys().filter(|k| *k != "salt") {
+        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("built-in agent `random` has no parameter `{name}`"), hint: suggestion(name, &["salt"]) });
+    }
+    let salt = params.get("salt").map_or(Some(0), Value::as_u64);
+    match salt {
+        Some(salt) if issues.is_empty() => Ok([("salt".to_owned(), json!(salt))].into()),
+        None => {
+            issues.push(CatalogIssue { site: IssueSite::Param("salt".into()), message: "`salt` must be a non-negative integer".into(), hint: None });
+            Err(issues)
+        }
+        Some(_) => Err(issues),
+    }
+}
+
+/// One answered item of an episode record.
+#[derive(Debug, Serialize, Deserialize)]
+struct Answer {
+    index: usize,
+    response: String,
+}
+
+/// Asks every item of the task once and records the responses.
+pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
+    let items = load_selected(data_dir, task)?;
+    let answers: Vec<Result<Answer, StepError>> = if model.provider == "builtin" {
+        let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
+        items
+            .iter()
+            .map(|item| Ok(Answer { index: item.index, response: random_answer(item, random_seed(salt, seed, item)).map(|a| format!("The answer is: {a}")).unwrap_or_default() }))
+            .collect()
+    } else {
+        let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
+        join_all(items.iter().map(|item| {
+            let request = ChatRequest { messages: vec![Message::user(build_prompt(&item.input))], params: params.clone(), ..ChatRequest::default() };
+            async move {
+                let site = CallSite { scope: None, position: String::new(), sample: seed };
+                let response = ctx.calls.chat(model, &request, &site).await?;
+                Ok(Answer { index: item.index, response: response.text })
+            }
+        }))
+        .await
+    };
+    let total = answers.len();
+    let mut ok = Vec::with_capacity(total);
+    let mut errors = Vec::new();
+    for a in answers {
+        match a {
+            Ok(a) => ok.push(a),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if let Some(first) = errors.first() {
+        return Err(StepError::Episode(format!("{} of {total} items failed (answered items are cached); first: {first}", errors.len())));
+    }
+    Ok(json!({"task": task.task, "answers": ok}))
+}
+
+fn random_seed(salt: u64, seed: u64, item: &Item) -> u64 {
+    let mut h = blake3::Hasher::new_derive_key("evalgrid bbeh random-agent v1");
+    h.update(&salt.to_le_bytes());
+    h.update(&seed.to_le_bytes());
+    h.update(item.task.as_bytes());
+    h.update(&(item.index as u64).to_le_bytes());
+    u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().expect("blake3 output has 32 bytes"))
+}
+
+/// Scores an episode record with the official scorer.
+pub fn score(data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
+    let items = load_selected(data_dir, task).map_err(|e| StepError::Score(e.to_string()))?;
+    let answers: Vec<Answer> = serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null))
+        .map_err(|e| StepError::Score(format!("not a BBEH episode record: {e}")))?;
+    let mut rows = Vec::with_capacity(answers.len());
+    let (mut correct, mut failures) = (0u64, 0u64);
+    for a in &answers {
+        let item = items.iter().find(|i| i.index == a.index).ok_or_else(|| StepError::Score(format!("item {} is not in task `{}`", a.index, task.task)))?;
+        let detail = score_item(&a.response, &item.target);
+        correct += u64::from(detail.correct);
+        failures += u64::from(!detail.extraction_found_prefix);
+        rows.push(json!({"index": a.index, "extracted": detail.prediction_after_preprocess, "correct": detail.correct, "answer_found": detail.extraction_found_prefix}));
+    }
+    Ok(json!({
+        "n": answers.len(),
+        "correct": correct,
+        "accuracy": if answers.is_empty() { Value::Null } else { json!(correct as f64 / answers.len() as f64) },
+        "extraction_failures": failures,
+        "scorer": SCORER_VERSION,
+        "items": rows,
+    }))
+}

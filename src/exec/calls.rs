@@ -1,0 +1,171 @@
+//! Cached model calls: every call an episode makes is a step of its own.
+//!
+//! The key covers the provider, exact model id, base URL and the exact
+//! request body (via [`request_fingerprint`]), the sample index, and the
+//! call's position in its episode, so k samples are k entries and a resumed
+//! episode replays finished calls for free. Errors, refusals and empty
+//! outputs are never stored; answers from a model other than the one asked
+//! for are returned but not cached (a substituting gateway must not poison
+//! the cache). API keys are read from the environment at call time and never
+//! enter a key, an entry, a log line or an error message.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::runner::StepError;
+use crate::cache::{Entry, Store};
+use crate::plan::key::key_components;
+use crate::plan::{StepKey, StepKind};
+use crate::providers::{
+    CallError, ChatRequest, ChatResponse, Endpoint, ProviderClient, ProviderKind, Secret, request_fingerprint,
+};
+use crate::spec::ModelConfig;
+
+/// Version of the call-step record; bump when `ChatResponse`'s stored shape changes.
+pub const CALL_VERSION: u32 = 1;
+
+/// Where a call sits, so repeated identical prompts in different places stay
+/// distinct when they must (multi-turn games) and shared when they may.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CallSite {
+    /// Episode the call belongs to, for calls whose answer depends on the
+    /// episode's history; `None` for independent single-shot questions.
+    pub scope: Option<StepKey>,
+    /// Position inside the episode, e.g. `turn 3 attempt 1`.
+    pub position: String,
+    /// Sample (seed / epoch) index: k samples are k cache entries.
+    pub sample: u64,
+}
+
+/// Token and call counters for progress and reports.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Calls answered from the cache.
+    pub cached_calls: AtomicU64,
+    /// Calls sent over HTTP (successful).
+    pub live_calls: AtomicU64,
+    /// HTTP attempts including retries.
+    pub attempts: AtomicU64,
+    /// Failed calls.
+    pub failed_calls: AtomicU64,
+    /// Input tokens of live calls.
+    pub input_tokens: AtomicU64,
+    /// Output tokens of live calls.
+    pub output_tokens: AtomicU64,
+}
+
+/// Shared state for making model calls during a run.
+#[derive(Debug)]
+pub struct CallContext {
+    store: Store,
+    client: Arc<ProviderClient>,
+    offline: bool,
+    /// Counters.
+    pub usage: Usage,
+}
+
+impl CallContext {
+    /// Creates the context; `offline` serves only from the cache.
+    #[must_use]
+    pub fn new(store: Store, client: Arc<ProviderClient>, offline: bool) -> Self {
+        Self { store, client, offline, usage: Usage::default() }
+    }
+
+    /// Sends (or replays) one chat call for `model` at `site`.
+    pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
+        let endpoint = endpoint(model)?;
+        let components = call_components(&endpoint, request, site);
+        let key = StepKey::compute(&components);
+        if let Some(entry) = self.store.get(key).map_err(|e| StepError::Episode(e.to_string()))? {
+            if let Ok(response) = serde_json::from_value::<ChatResponse>(entry.output) {
+                self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
+                return Ok(response);
+            }
+        }
+        if self.offline {
+            return Err(StepError::Episode(format!(
+                "--offline: call {} to `{}` is not in the cache",
+                key.short(),
+                model.model
+            )));
+        }
+        let endpoint = with_key(endpoint, model)?;
+        let record = self.client.call_recorded(&endpoint, request).await;
+        self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
+        let response = match record.result {
+            Ok(response) => response,
+            Err(error) => {
+                self.usage.failed_calls.fetch_add(1, Ordering::Relaxed);
+                return Err(StepError::Episode(describe(&error, record.attempts)));
+            }
+        };
+        self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
+        self.usage.input_tokens.fetch_add(response.usage.input, Ordering::Relaxed);
+        self.usage.output_tokens.fetch_add(response.usage.output, Ordering::Relaxed);
+        if same_model(&model.model, &response.answered_model) {
+            let output = serde_json::to_value(&response).map_err(|e| StepError::Episode(e.to_string()))?;
+            let entry = Entry {
+                key,
+                kind: StepKind::Call,
+                components,
+                output,
+                duration_ms: response.latency_ms,
+                writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
+            };
+            self.store.put(&entry).map_err(|e| StepError::Episode(e.to_string()))?;
+        } else {
+            tracing::warn!(requested = %model.model, answered = %response.answered_model, "server answered with another model; not caching");
+        }
+        Ok(response)
+    }
+}
+
+/// Key components of a call: model identity and exact body, site, versions.
+#[must_use]
+pub fn call_components(endpoint: &Endpoint, request: &ChatRequest, site: &CallSite) -> Value {
+    let mut fields = Map::new();
+    fields.insert("request".into(), request_fingerprint(endpoint, request));
+    fields.insert("site".into(), json!(site));
+    key_components(StepKind::Call, "providers", CALL_VERSION, fields)
+}
+
+/// Provider kind of a pipeline model, or `None` for built-in agents.
+#[must_use]
+pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
+    match provider {
+        "openai" => Some(ProviderKind::OpenAi),
+        "anthropic" => Some(ProviderKind::Anthropic),
+        "gemini" => Some(ProviderKind::Gemini),
+        _ => None,
+    }
+}
+
+fn endpoint(model: &ModelConfig) -> Result<Endpoint, StepError> {
+    let kind = provider_kind(&model.provider)
+        .ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
+    let mut endpoint = Endpoint::new(kind, model.model.clone());
+    if let Some(url) = &model.base_url {
+        endpoint = endpoint.with_base_url(url.clone());
+    }
+    Ok(endpoint)
+}
+
+fn with_key(endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
+    let Some(var) = &model.api_key_env else { return Ok(endpoint) };
+    match std::env::var(var) {
+        Ok(key) if !key.is_empty() => Ok(endpoint.with_api_key(Secret::new(key))),
+        _ => Err(StepError::Episode(format!("environment variable `{var}` (api_key_env of model `{}`) is not set", model.id))),
+    }
+}
+
+fn same_model(requested: &str, answered: &str) -> bool {
+    let strip = |m: &str| m.strip_prefix("models/").unwrap_or(m).to_owned();
+    strip(requested) == strip(answered)
+}
+
+fn describe(error: &CallError, attempts: u32) -> String {
+    format!("{} error after {attempts} attempt(s): {error}", error.class())
+}
