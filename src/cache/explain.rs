@@ -48,10 +48,17 @@ fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<Chan
 }
 
 fn render(v: &Value) -> String {
-    match v {
+    let text = match v {
         Value::String(s) if s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit()) => s[..12].to_owned(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    };
+    // Long values (prompt templates) are shortened to keep one line per change.
+    if text.chars().count() > 60 {
+        let head: String = text.chars().take(57).collect();
+        format!("{}…", head.replace('\n', "⏎"))
+    } else {
+        text.replace('\n', "⏎")
     }
 }
 

@@ -1,11 +1,14 @@
 //! `evalgrid run` and `evalgrid report`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use evalgrid::cache::Store;
+use evalgrid::exec::calls::Usage;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
 use evalgrid::plan::plan;
-use evalgrid::providers::{ClientConfig, ProviderClient, install_crypto_provider};
+use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, ProviderClient, RetryPolicy, install_crypto_provider};
+use evalgrid::spec::TransportConfig;
 use evalgrid::report::{ReportOutcome, build};
 use serde_json::json;
 
@@ -25,7 +28,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
-    let client = ProviderClient::new(ClientConfig::default()).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+    let client = ProviderClient::new(client_config(&pipeline.transport)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
     let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline));
     let cancel = Cancel::default();
     let pipeline = Arc::new(pipeline);
@@ -48,7 +51,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     } else {
         Some(build(&pipeline, &plan, &store, &args.reports_dir)?)
     };
-    print_summary(&summary, report.as_ref(), args.json);
+    print_summary(&summary, report.as_ref(), &calls.usage, args.json);
     Ok(if summary.interrupted {
         EXIT_INTERRUPTED
     } else if summary.cells_failed > 0 {
@@ -56,6 +59,30 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     } else {
         0
     })
+}
+
+/// Transport settings from the pipeline (none of them are keyed).
+fn client_config(t: &TransportConfig) -> ClientConfig {
+    let concurrency = match t.max_concurrency {
+        Some(max_concurrency) => ConcurrencyMode::Static { max_concurrency },
+        None => {
+            let cap = t.concurrency_cap;
+            let defaults = AimdConfig::default();
+            ConcurrencyMode::Adaptive(AimdConfig { cap, initial: defaults.initial.min(cap), floor: defaults.floor.min(cap), ..defaults })
+        }
+    };
+    ClientConfig {
+        connect_timeout: Duration::from_secs(t.connect_timeout_s),
+        request_timeout: Duration::from_secs(t.request_timeout_s),
+        concurrency,
+        retry: RetryPolicy {
+            max_attempts: t.max_attempts,
+            base_delay: Duration::from_millis(t.retry_base_ms),
+            max_delay: Duration::from_millis(t.retry_max_ms),
+            total_timeout: Duration::from_secs(t.call_timeout_s),
+        },
+        ..ClientConfig::default()
+    }
 }
 
 fn dry_run(store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<u8, Failure> {
@@ -84,7 +111,14 @@ fn dry_run(store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors:
     Ok(0)
 }
 
-fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, json: bool) {
+fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool) {
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let other_model = get(&usage.other_model);
+    if other_model > 0 {
+        output::note(&format!(
+            "warning: {other_model} call(s) were answered by a different model than requested; their answers were used but not cached"
+        ));
+    }
     if json {
         output::json(&json!({
             "cells_total": summary.cells_total,
@@ -95,8 +129,18 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, json: boo
             "interrupted": summary.interrupted,
             "report_dir": report.map(|r| r.dir.display().to_string()),
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
+            "calls": {
+                "live": get(&usage.live_calls), "cached": get(&usage.cached_calls), "failed": get(&usage.failed_calls),
+                "http_attempts": get(&usage.attempts), "input_tokens": get(&usage.input_tokens),
+                "output_tokens": get(&usage.output_tokens), "cost_usd": get(&usage.cost_micro_usd) as f64 / 1e6,
+                "answered_by_other_model": other_model,
+            },
         }));
         return;
+    }
+    let calls = usage.summary();
+    if !calls.is_empty() {
+        output::line(&calls);
     }
     output::line(&format!(
         "{} cells: {} run, {} cached, {} failed{}",

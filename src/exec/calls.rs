@@ -55,6 +55,29 @@ pub struct Usage {
     pub input_tokens: AtomicU64,
     /// Output tokens of live calls.
     pub output_tokens: AtomicU64,
+    /// Cost of live calls in micro-dollars, for models with a `price`.
+    pub cost_micro_usd: AtomicU64,
+    /// Answers from a model other than the one requested (not cached).
+    pub other_model: AtomicU64,
+}
+
+impl Usage {
+    /// One-line summary for progress bars and run summaries.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let live = get(&self.live_calls);
+        let cached = get(&self.cached_calls);
+        if live + cached + get(&self.failed_calls) == 0 {
+            return String::new();
+        }
+        format!(
+            "calls {live} live + {cached} cached · tokens {} in / {} out · ${:.4}",
+            get(&self.input_tokens),
+            get(&self.output_tokens),
+            get(&self.cost_micro_usd) as f64 / 1e6
+        )
+    }
 }
 
 /// Shared state for making model calls during a run.
@@ -105,6 +128,11 @@ impl CallContext {
         self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
         self.usage.input_tokens.fetch_add(response.usage.input, Ordering::Relaxed);
         self.usage.output_tokens.fetch_add(response.usage.output, Ordering::Relaxed);
+        if let Some(price) = model.price {
+            let usd = response.usage.input as f64 * price.input_per_mtok / 1e6 + response.usage.output as f64 * price.output_per_mtok / 1e6;
+            #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "cost is small and non-negative")]
+            self.usage.cost_micro_usd.fetch_add((usd * 1e6).round() as u64, Ordering::Relaxed);
+        }
         if same_model(&model.model, &response.answered_model) {
             let output = serde_json::to_value(&response).map_err(|e| StepError::Episode(e.to_string()))?;
             let entry = Entry {
@@ -117,7 +145,7 @@ impl CallContext {
             };
             self.store.put(&entry).map_err(|e| StepError::Episode(e.to_string()))?;
         } else {
-            tracing::warn!(requested = %model.model, answered = %response.answered_model, "server answered with another model; not caching");
+            self.usage.other_model.fetch_add(1, Ordering::Relaxed);
         }
         Ok(response)
     }

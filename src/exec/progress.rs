@@ -19,7 +19,7 @@ impl Progress {
         let target = if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
         let bar = ProgressBar::with_draw_target(Some(total), target);
         let style = ProgressStyle::with_template(
-            "{spinner} [{bar:30}] {pos}/{len} cells  {msg}  {per_sec}  ETA {eta}",
+            "{spinner} [{bar:30}] {pos}/{len} cells  {msg}  {per_sec}  ETA {eta}  {prefix}",
         )
         .map(|s| s.progress_chars("=> "))
         .unwrap_or_else(|_| ProgressStyle::default_bar());
@@ -34,6 +34,11 @@ impl Progress {
     /// Refreshes the counters text.
     pub fn update(&self, run: u64, cached: u64, failed: u64) {
         self.bar.set_message(format!("run {run} · cached {cached} · failed {failed}"));
+    }
+
+    /// Appends call/token/cost counters to the bar's prefix line.
+    pub fn set_extra(&self, text: &str) {
+        self.bar.set_prefix(text.to_owned());
     }
 
     /// One more cell finished (successfully or not).

@@ -176,6 +176,7 @@ pub async fn run_cells(
         }
         progress.inc();
         progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+        progress.set_extra(&calls.usage.summary());
     }
     progress.finish();
     summary.cells_skipped += total_pending - launched;

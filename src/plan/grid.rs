@@ -9,9 +9,9 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 2;
+pub const METRICS_VERSION: u32 = 3;
 /// Version of the report rendering code (bump when its output changes).
-pub const REPORT_VERSION: u32 = 2;
+pub const REPORT_VERSION: u32 = 3;
 
 /// One model × task × seed combination and the keys of its steps.
 #[derive(Clone, Debug)]
@@ -129,6 +129,9 @@ pub fn report_components(pipeline: &Pipeline, metrics_key: StepKey) -> Value {
     let mut fields = Map::new();
     fields.insert("config".into(), json!(pipeline.report));
     fields.insert("pipeline".into(), Value::from(pipeline.name.clone()));
+    let prices: Map<String, Value> =
+        pipeline.models.iter().filter_map(|m| m.price.map(|p| (m.id.clone(), json!(p)))).collect();
+    fields.insert("prices".into(), Value::Object(prices));
     fields.insert("inputs".into(), json!({"metrics": metrics_key}));
     key_components(StepKind::Report, "report", REPORT_VERSION, fields)
 }
@@ -150,6 +153,7 @@ mod tests {
                 base_url: None,
                 api_key_env: Some("IGNORED_KEY_VAR".into()),
                 params: [("salt".to_owned(), json!(0))].into(),
+                price: None,
             }],
             tasks: vec![TaskInstance {
                 benchmark: "eleusis".into(),
@@ -165,6 +169,7 @@ mod tests {
             exclude: vec![],
             metrics: MetricsConfig::default(),
             report: ReportConfig { title: "t".into(), decimals: 3 },
+            transport: crate::spec::TransportConfig::default(),
         }
     }
 
@@ -184,8 +189,8 @@ mod tests {
                 "a6a15bf9c9ab3863a628eda1f82e23586162c985e3677fb7a220926e8018dfb2",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "4abf0ba88ce3a075212ad1a356b213aa81452c5cfb32728ce3b7b34ebf2a1288");
-        assert_eq!(p.report_key.to_hex(), "b7fd305834a0bc2378b0e18c7abb27efa9b734167bbce9442c990a420642e2a0");
+        assert_eq!(p.metrics_key.to_hex(), "fa33f1582f29bb4cba7c656b1d23d812e7ae1c5b7af3a617982ff8cd46f3f99a");
+        assert_eq!(p.report_key.to_hex(), "498dd077234574998cc18a2785ad99bd0bb9f1ebd79b24faaf033a4368d5252f");
     }
 
     #[test]
@@ -197,6 +202,8 @@ mod tests {
         p.source_path = "elsewhere.yaml".into();
         p.source_hash = "different".into();
         p.report.decimals = 5;
+        p.transport.max_attempts = 1;
+        p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0 });
         let other = plan(&p, None);
         assert_eq!(base.cells[0].episode_key, other.cells[0].episode_key);
         assert_eq!(base.cells[0].score_key, other.cells[0].score_key);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::render::{RunFacts, csv, markdown};
+use super::render::{ModelUsage, RunFacts, csv, markdown};
 use crate::cache::{CacheError, Entry, Store};
 use crate::envs::Registry;
 use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, aggregate, cells_parquet};
@@ -49,6 +49,8 @@ struct MetricsOutput {
     tables: Vec<BenchmarkTables>,
     cells_scored: usize,
     cells_parquet: String,
+    /// Per model (pipeline order): Σ input tokens, Σ output tokens.
+    tokens: Vec<(String, u64, u64)>,
 }
 
 /// What the report step stores: file name → blob hash.
@@ -96,7 +98,17 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     let (report, report_cached) = match store.get(report_key)? {
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
-            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored };
+            let usage = metrics
+                .tokens
+                .iter()
+                .filter(|(_, i, o)| i + o > 0)
+                .map(|(model, input_tokens, output_tokens)| {
+                    let price = pipeline.models.iter().find(|m| &m.id == model).and_then(|m| m.price);
+                    let cost_usd = price.map(|p| *input_tokens as f64 * p.input_per_mtok / 1e6 + *output_tokens as f64 * p.output_per_mtok / 1e6);
+                    ModelUsage { model: model.clone(), input_tokens: *input_tokens, output_tokens: *output_tokens, cost_usd }
+                })
+                .collect();
+            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage };
             let mut files = BTreeMap::new();
             files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &facts).as_bytes())?);
             files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
@@ -158,7 +170,18 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
     }
     let all: Vec<&CellRow> = rows.iter().collect();
     let parquet = cells_parquet(&all, &all_columns)?;
-    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)? })
+    let tokens = pipeline
+        .models
+        .iter()
+        .map(|m| {
+            let sum = |field: &str| -> u64 {
+                #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "token counts are non-negative integers")]
+                rows.iter().filter(|r| r.model == m.id).filter_map(|r| r.fields.get(field)).map(|v| *v as u64).sum()
+            };
+            (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
+        })
+        .collect();
+    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens })
 }
 
 /// Numbers and booleans at the top level of a score record, as f64.

@@ -4,4 +4,4 @@ pub mod build;
 pub mod render;
 
 pub use build::{ReportError, ReportOutcome, build};
-pub use render::{RunFacts, csv, markdown};
+pub use render::{ModelUsage, RunFacts, csv, markdown};

@@ -15,6 +15,21 @@ pub struct RunFacts {
     pub cells_total: usize,
     /// Cells with a score (aggregated).
     pub cells_scored: usize,
+    /// Per-model token totals and cost (empty when no model was called).
+    pub usage: Vec<ModelUsage>,
+}
+
+/// Token totals of one model over its scored cells.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelUsage {
+    /// Model id.
+    pub model: String,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens (reasoning included).
+    pub output_tokens: u64,
+    /// Cost in US dollars when the model has a price.
+    pub cost_usd: Option<f64>,
 }
 
 /// Markdown summary, one section per benchmark.
@@ -23,6 +38,14 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], facts: &RunFa
     let mut out = String::new();
     let _ = writeln!(out, "# {}\n", escape_md(&config.title));
     let _ = writeln!(out, "{} of {} cells scored.\n", facts.cells_scored, facts.cells_total);
+    if !facts.usage.is_empty() {
+        let _ = writeln!(out, "## Tokens and cost\n\n| model | input tokens | output tokens | cost (USD) |\n|---|---:|---:|---:|");
+        for u in &facts.usage {
+            let cost = u.cost_usd.map_or_else(|| "–".to_owned(), |c| format!("{c:.4}"));
+            let _ = writeln!(out, "| {} | {} | {} | {cost} |", escape_md(&u.model), u.input_tokens, u.output_tokens);
+        }
+        out.push('\n');
+    }
     for t in tables {
         let _ = writeln!(out, "## {}\n", escape_md(&t.benchmark));
         let _ = writeln!(out, "### By model\n");
@@ -112,7 +135,7 @@ mod tests {
     #[test]
     fn markdown_snapshot() {
         let cfg = ReportConfig { title: "demo".into(), decimals: 2 };
-        insta::assert_snapshot!(markdown(&cfg, &tables(), &RunFacts { cells_total: 4, cells_scored: 3 }), @r"
+        insta::assert_snapshot!(markdown(&cfg, &tables(), &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new() }), @r"
         # demo
 
         3 of 4 cells scored.

@@ -35,6 +35,54 @@ pub struct Pipeline {
     pub metrics: MetricsConfig,
     /// Report options.
     pub report: ReportConfig,
+    /// How model calls are made (never part of a key).
+    pub transport: TransportConfig,
+}
+
+/// Retry, timeout and concurrency settings: transport knobs that can never
+/// change an answer, so they stay out of every cache key (lessons §2).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TransportConfig {
+    /// HTTP attempts per call, the first included.
+    pub max_attempts: u32,
+    /// First backoff (ms); doubles with jitter.
+    pub retry_base_ms: u64,
+    /// Largest single backoff (ms).
+    pub retry_max_ms: u64,
+    /// Budget for one call including retries (s).
+    pub call_timeout_s: u64,
+    /// Timeout of one HTTP attempt (s).
+    pub request_timeout_s: u64,
+    /// TCP/TLS connect timeout (s).
+    pub connect_timeout_s: u64,
+    /// Fixed concurrency per provider and base URL; `None` = adaptive (AIMD).
+    pub max_concurrency: Option<usize>,
+    /// Ceiling of the adaptive concurrency.
+    pub concurrency_cap: usize,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 6,
+            retry_base_ms: 1000,
+            retry_max_ms: 60_000,
+            call_timeout_s: 900,
+            request_timeout_s: 600,
+            connect_timeout_s: 10,
+            max_concurrency: None,
+            concurrency_cap: 100,
+        }
+    }
+}
+
+/// Prices for cost accounting, US dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Price {
+    /// Input (prompt) tokens.
+    pub input_per_mtok: f64,
+    /// Output tokens, reasoning included.
+    pub output_per_mtok: f64,
 }
 
 /// One model entry: who answers, and with which settings.
@@ -53,6 +101,8 @@ pub struct ModelConfig {
     pub api_key_env: Option<String>,
     /// Generation or agent parameters, defaults applied.
     pub params: Params,
+    /// Optional prices for the cost table (not part of any key).
+    pub price: Option<Price>,
 }
 
 impl ModelConfig {

@@ -29,6 +29,38 @@ pub struct RawPipeline {
     pub metrics: Option<RawMetrics>,
     #[serde(default)]
     pub report: Option<RawReport>,
+    #[serde(default)]
+    pub transport: Option<RawTransport>,
+}
+
+/// `transport:` section: how calls are made, never what they answer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTransport {
+    #[serde(default)]
+    pub max_attempts: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub retry_base_ms: Option<u64>,
+    #[serde(default)]
+    pub retry_max_ms: Option<u64>,
+    #[serde(default)]
+    pub call_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub request_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub connect_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub max_concurrency: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub concurrency_cap: Option<Spanned<usize>>,
+}
+
+/// Per-model prices in US dollars per million tokens (for cost columns).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
 }
 
 /// One entry of `models:`.
@@ -44,6 +76,8 @@ pub struct RawModel {
     pub api_key_env: Option<Spanned<String>>,
     #[serde(default)]
     pub params: BTreeMap<String, Spanned<serde_json::Value>>,
+    #[serde(default)]
+    pub price: Option<RawPrice>,
 }
 
 /// One entry of `tasks:`.

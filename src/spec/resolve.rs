@@ -7,7 +7,7 @@ use serde_saphyr::Spanned;
 use super::catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 use super::diagnostic::{Diagnostic, Position, suggestion};
 use super::pipeline::{
-    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, ReportConfig, TaskInstance,
+    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, TaskInstance, TransportConfig,
 };
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
@@ -53,6 +53,7 @@ pub fn resolve(
             }),
         },
     );
+    let transport = r.transport(raw.transport.unwrap_or_default());
     if r.diagnostics.is_empty() {
         let cells = count_cells(&models, &tasks, &seeds, &include, &exclude);
         if cells == 0 {
@@ -75,6 +76,7 @@ pub fn resolve(
             exclude,
             metrics,
             report,
+            transport,
         })
     } else {
         r.diagnostics.sort_by_key(|d| d.position);
@@ -130,6 +132,33 @@ impl Resolver<'_> {
             );
         }
         name.value.clone()
+    }
+
+    fn transport(&mut self, raw: super::raw::RawTransport) -> TransportConfig {
+        let d = TransportConfig::default();
+        let positive = |r: &mut Self, v: Option<Spanned<usize>>, name: &str| -> Option<usize> {
+            let v = v?;
+            if v.value == 0 {
+                r.push(position_of(&v), format!("`transport.{name}` must be at least 1"), None);
+            }
+            Some(v.value.max(1))
+        };
+        let max_attempts = raw.max_attempts.map_or(d.max_attempts, |a| {
+            if a.value == 0 {
+                self.push(position_of(&a), "`transport.max_attempts` must be at least 1", None);
+            }
+            a.value.max(1)
+        });
+        TransportConfig {
+            max_attempts,
+            retry_base_ms: raw.retry_base_ms.unwrap_or(d.retry_base_ms),
+            retry_max_ms: raw.retry_max_ms.unwrap_or(d.retry_max_ms),
+            call_timeout_s: raw.call_timeout_s.unwrap_or(d.call_timeout_s),
+            request_timeout_s: raw.request_timeout_s.unwrap_or(d.request_timeout_s),
+            connect_timeout_s: raw.connect_timeout_s.unwrap_or(d.connect_timeout_s),
+            max_concurrency: positive(self, raw.max_concurrency, "max_concurrency"),
+            concurrency_cap: positive(self, raw.concurrency_cap, "concurrency_cap").unwrap_or(d.concurrency_cap),
+        }
     }
 
     fn metrics(&mut self, select: Vec<Spanned<String>>, benchmarks: &[String]) -> MetricsConfig {
@@ -268,6 +297,7 @@ impl Resolver<'_> {
                 base_url: m.base_url.as_ref().map(|b| b.value.trim_end_matches('/').to_owned()),
                 api_key_env: m.api_key_env.as_ref().map(|k| k.value.clone()),
                 params,
+                price: m.price.as_ref().map(|p| Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok }),
             });
         }
         out

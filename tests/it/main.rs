@@ -10,3 +10,7 @@ mod crash;
 mod spec_errors;
 // Cache maintenance commands.
 mod cache_cmd;
+// Model providers against the mock server: faults, kills, keys.
+mod providers;
+// BBEH: dataset pins, random baseline, rescoring.
+mod bbeh;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::answer_space::random_answer;
 use super::dataset::{Item, TASKS, load_task, mini_indices};
-use super::prompt::{SUFFIX, SUFFIX_VERSION, build_prompt};
+use super::prompt::{SUFFIX, SUFFIX_VERSION, build_prompt_with};
 use super::scorer::{SCORER_VERSION, score as score_item};
 use crate::envs::metric::{Agg, MetricDef};
 use crate::exec::{CallSite, EpisodeContext, StepError};
@@ -60,9 +60,18 @@ fn not_installed(data_dir: &Path) -> CatalogIssue {
 /// Resolves `select:` (task directory names or `all`) and `params: {subset: full|mini}`.
 pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
     let mut issues = Vec::new();
-    for name in params.keys().filter(|k| *k != "subset") {
-        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("unknown BBEH task parameter `{name}`"), hint: suggestion(name, &["subset"]) });
+    const PARAMS: &[&str] = &["subset", "suffix"];
+    for name in params.keys().filter(|k| !PARAMS.contains(&k.as_str())) {
+        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("unknown BBEH task parameter `{name}`"), hint: suggestion(name, PARAMS) });
     }
+    let suffix = match params.get("suffix") {
+        None => SUFFIX.to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => {
+            issues.push(CatalogIssue { site: IssueSite::Param("suffix".into()), message: "`suffix` must be a string".into(), hint: None });
+            String::new()
+        }
+    };
     let mini = match params.get("subset").map(|v| v.as_str()) {
         None | Some(Some("full")) => false,
         Some(Some("mini")) => true,
@@ -94,7 +103,8 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
         let items = load_task(&dir, task).map_err(|_| vec![not_installed(data_dir)])?;
         let selected = select_items(&items, task, mini);
         let mut hasher = blake3::Hasher::new_derive_key("evalgrid bbeh task-content v1");
-        hasher.update(SUFFIX.as_bytes());
+        hasher.update(&(suffix.len() as u64).to_le_bytes());
+        hasher.update(suffix.as_bytes());
         for item in &selected {
             hasher.update(&(item.index as u64).to_le_bytes());
             hasher.update(&(item.input.len() as u64).to_le_bytes());
@@ -106,7 +116,12 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
             benchmark: NAME.into(),
             task: if mini { format!("{task}{MINI_SUFFIX}") } else { task.to_owned() },
             content_hash: hasher.finalize().to_hex().to_string(),
-            params: [("subset".to_owned(), json!(if mini { "mini" } else { "full" })), ("suffix_version".to_owned(), json!(SUFFIX_VERSION))].into(),
+            params: [
+                ("subset".to_owned(), json!(if mini { "mini" } else { "full" })),
+                ("suffix".to_owned(), json!(suffix)),
+                ("suffix_version".to_owned(), json!(SUFFIX_VERSION)),
+            ]
+            .into(),
             episode_version: EPISODE_VERSION,
             score_version: SCORE_VERSION,
             suite: if mini { format!("{NAME}-mini") } else { NAME.to_owned() },
@@ -157,6 +172,10 @@ pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<Catal
 struct Answer {
     index: usize,
     response: String,
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
 }
 
 /// Asks every item of the task once and records the responses.
@@ -166,16 +185,20 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
         let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
         items
             .iter()
-            .map(|item| Ok(Answer { index: item.index, response: random_answer(item, random_seed(salt, seed, item)).map(|a| format!("The answer is: {a}")).unwrap_or_default() }))
+            .map(|item| {
+                let response = random_answer(item, random_seed(salt, seed, item)).map(|a| format!("The answer is: {a}")).unwrap_or_default();
+                Ok(Answer { index: item.index, response, input_tokens: 0, output_tokens: 0 })
+            })
             .collect()
     } else {
         let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
+        let suffix = task.params.get("suffix").and_then(Value::as_str).unwrap_or(SUFFIX);
         join_all(items.iter().map(|item| {
-            let request = ChatRequest { messages: vec![Message::user(build_prompt(&item.input))], params: params.clone(), ..ChatRequest::default() };
+            let request = ChatRequest { messages: vec![Message::user(build_prompt_with(&item.input, suffix))], params: params.clone(), ..ChatRequest::default() };
             async move {
                 let site = CallSite { scope: None, position: String::new(), sample: seed };
                 let response = ctx.calls.chat(model, &request, &site).await?;
-                Ok(Answer { index: item.index, response: response.text })
+                Ok(Answer { index: item.index, response: response.text, input_tokens: response.usage.input, output_tokens: response.usage.output })
             }
         }))
         .await
@@ -210,8 +233,10 @@ pub fn score(data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Va
     let answers: Vec<Answer> = serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null))
         .map_err(|e| StepError::Score(format!("not a BBEH episode record: {e}")))?;
     let mut rows = Vec::with_capacity(answers.len());
-    let (mut correct, mut failures) = (0u64, 0u64);
+    let (mut correct, mut failures, mut tokens_in, mut tokens_out) = (0u64, 0u64, 0u64, 0u64);
     for a in &answers {
+        tokens_in += a.input_tokens;
+        tokens_out += a.output_tokens;
         let item = items.iter().find(|i| i.index == a.index).ok_or_else(|| StepError::Score(format!("item {} is not in task `{}`", a.index, task.task)))?;
         let detail = score_item(&a.response, &item.target);
         correct += u64::from(detail.correct);
@@ -223,6 +248,8 @@ pub fn score(data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Va
         "correct": correct,
         "accuracy": if answers.is_empty() { Value::Null } else { json!(correct as f64 / answers.len() as f64) },
         "extraction_failures": failures,
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
         "scorer": SCORER_VERSION,
         "items": rows,
     }))

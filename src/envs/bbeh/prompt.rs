@@ -21,10 +21,16 @@ pub const SEPARATOR: &str = "\n\n";
 /// Builds the single user message: `input + SEPARATOR + SUFFIX`, input kept verbatim
 /// (including any trailing newline) so the prompt hash is a pure function of the data file.
 pub fn build_prompt(input: &str) -> String {
-    let mut s = String::with_capacity(input.len() + SEPARATOR.len() + SUFFIX.len());
+    build_prompt_with(input, SUFFIX)
+}
+
+/// Like [`build_prompt`] with another suffix (a pipeline's `params.suffix`).
+#[must_use]
+pub fn build_prompt_with(input: &str, suffix: &str) -> String {
+    let mut s = String::with_capacity(input.len() + SEPARATOR.len() + suffix.len());
     s.push_str(input);
     s.push_str(SEPARATOR);
-    s.push_str(SUFFIX);
+    s.push_str(suffix);
     s
 }
 

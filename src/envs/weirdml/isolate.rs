@@ -1,0 +1,295 @@
+//! Building blocks of the sandbox: the embedded launcher and its JSON plan, bubblewrap
+//! arguments, per-run unprivileged uids, the data copy, hostile-proof reading of the
+//! predictions file, and limit-hit inference.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::process::list_processes;
+use super::provenance::PythonInfo;
+use super::sandbox::{ExitInfo, LimitKind, Predictions};
+
+/// The launcher run as `python -I -S -c LAUNCHER <json>` right before the submission.
+pub(super) const LAUNCHER: &str = include_str!("py/launcher.py");
+
+/// Where things live inside the bubblewrap sandbox.
+pub(super) const SANDBOX_WORK: &str = "/workspace";
+pub(super) const SANDBOX_CODE: &str = "/code";
+
+/// What the launcher does before `execve`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct LaunchPlan {
+    /// Leave the caller's session (rlimits-only; bwrap has `--new-session`).
+    pub setsid: bool,
+    /// `(RLIMIT_NAME, soft, hard)`, -1 = infinity.
+    pub rlimits: Vec<(String, i64, i64)>,
+    /// Set PR_SET_NO_NEW_PRIVS (setuid binaries cannot regain privileges).
+    pub no_new_privs: bool,
+    /// Drop to this uid (= gid) when running as root.
+    pub drop: Option<DropTo>,
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Complete environment of the program.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Target ids of a privilege drop.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(super) struct DropTo {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl LaunchPlan {
+    /// The `-I -S -c LAUNCHER json` tail for `python`.
+    pub fn command_tail(&self, python: &str) -> Vec<String> {
+        let json = serde_json::to_string(self).unwrap_or_default();
+        vec![python.into(), "-I".into(), "-S".into(), "-c".into(), LAUNCHER.into(), json]
+    }
+}
+
+static NEXT_UID: AtomicU32 = AtomicU32::new(0);
+
+/// A uid no live process uses, from a per-evalgrid-process block above `base`, so that
+/// RLIMIT_NPROC is counted per submission and the reaper can kill by uid.
+pub(super) fn allocate_uid(base: u32) -> u32 {
+    let block = (std::process::id() % 1024) * 4096;
+    let procs = list_processes();
+    let mut uid = base;
+    for _ in 0..4096 {
+        let n = NEXT_UID.fetch_add(1, Ordering::Relaxed) % 4096;
+        uid = base.saturating_add(block + n);
+        if !procs.iter().any(|p| p.uids.contains(&uid)) {
+            break;
+        }
+    }
+    uid
+}
+
+/// Directories the interpreter needs (prefixes, `sys.path`), minimal and outside `/usr`.
+pub(super) fn python_bind_paths(py: &PythonInfo) -> Vec<PathBuf> {
+    let mut cands: Vec<PathBuf> = [&py.prefix, &py.base_prefix, &py.exec_prefix]
+        .into_iter()
+        .chain(py.paths.iter())
+        .chain(py.user_site.iter())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .collect();
+    for exe in [&py.executable, &py.real_executable] {
+        if let Some(dir) = Path::new(exe).parent() {
+            cands.push(dir.to_path_buf());
+        }
+    }
+    let mut all = Vec::new();
+    for p in cands {
+        if let Ok(c) = p.canonicalize() {
+            if c != p {
+                all.push(c);
+            }
+        }
+        all.push(p);
+    }
+    all.sort();
+    all.dedup();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in all {
+        if p.starts_with("/usr") || p == Path::new("/") || out.iter().any(|q| p.starts_with(q)) {
+            continue;
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Inputs of [`bwrap_args`].
+pub(super) struct BwrapLayout<'a> {
+    pub python: &'a PythonInfo,
+    pub code_dir: &'a Path,
+    pub work_dir: &'a Path,
+    pub data_dir: &'a Path,
+    pub tmpfs_bytes: u64,
+    pub gpu: bool,
+    /// Caller is not root: bwrap needs its own user namespace.
+    pub unprivileged: bool,
+    /// Keep CAP_SETUID/CAP_SETGID for the launcher's privilege drop.
+    pub drop: bool,
+    pub marker: (&'a str, &'a str),
+}
+
+fn push(args: &mut Vec<OsString>, items: &[&str]) {
+    args.extend(items.iter().map(OsString::from));
+}
+
+fn push_bind(args: &mut Vec<OsString>, flag: &str, src: &Path, dst: &Path) {
+    args.push(flag.into());
+    args.push(src.into());
+    args.push(dst.into());
+}
+
+/// bubblewrap arguments up to (not including) the command: fresh pid/net/ipc/uts
+/// namespaces, read-only system and interpreter directories, private /proc, /dev and a
+/// size-capped /tmp, writable `/workspace` only, read-only `/workspace/data` and `/code`.
+pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    push(&mut a, &["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
+    if l.unprivileged {
+        push(&mut a, &["--unshare-user"]);
+    }
+    push(&mut a, &["--die-with-parent", "--new-session", "--hostname", "evalgrid-sandbox"]);
+    push_bind(&mut a, "--ro-bind", Path::new("/usr"), Path::new("/usr"));
+    for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        let p = Path::new(d);
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(p) {
+                    push_bind(&mut a, "--symlink", &target, p);
+                }
+            }
+            Ok(m) if m.is_dir() => push_bind(&mut a, "--ro-bind", p, p),
+            _ => {}
+        }
+    }
+    let mut etc: Vec<String> = [
+        "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
+        "nsswitch.conf", "hosts",
+    ]
+    .iter()
+    .map(|s| format!("/etc/{s}"))
+    .collect();
+    if let Ok(rd) = std::fs::read_dir("/etc") {
+        etc.extend(rd.filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.starts_with("python").then(|| format!("/etc/{name}"))
+        }));
+    }
+    for e in etc {
+        push_bind(&mut a, "--ro-bind-try", Path::new(&e), Path::new(&e));
+    }
+    let mut made: Vec<PathBuf> = Vec::new();
+    for p in python_bind_paths(l.python) {
+        let mut ancestors: Vec<&Path> = p.ancestors().skip(1).filter(|x| x.parent().is_some()).collect();
+        ancestors.reverse();
+        for anc in ancestors {
+            if !made.iter().any(|m| m == anc) {
+                push(&mut a, &["--perms", "0755", "--dir"]);
+                a.push(anc.into());
+                made.push(anc.to_path_buf());
+            }
+        }
+        push_bind(&mut a, "--ro-bind", &p, &p);
+    }
+    push(&mut a, &["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size"]);
+    a.push(l.tmpfs_bytes.max(1 << 20).to_string().into());
+    push(&mut a, &["--tmpfs", "/tmp"]);
+    if l.gpu {
+        if let Ok(rd) = std::fs::read_dir("/dev") {
+            let mut devs: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvidia")))
+                .collect();
+            devs.sort();
+            for d in devs {
+                push_bind(&mut a, "--dev-bind", &d, &d);
+            }
+        }
+        push_bind(&mut a, "--ro-bind-try", Path::new("/sys"), Path::new("/sys"));
+    }
+    push_bind(&mut a, "--ro-bind", l.code_dir, Path::new(SANDBOX_CODE));
+    push_bind(&mut a, "--bind", l.work_dir, Path::new(SANDBOX_WORK));
+    push_bind(&mut a, "--ro-bind", l.data_dir, &Path::new(SANDBOX_WORK).join("data"));
+    push(&mut a, &["--chdir", SANDBOX_WORK, "--clearenv", "--setenv", l.marker.0, l.marker.1]);
+    if l.drop {
+        push(&mut a, &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]);
+    }
+    a.push("--".into());
+    a
+}
+
+/// Copies a data directory (following symlinks) as dirs 0755 / files 0644 owned by us.
+pub(super) fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dst)?;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755))?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let from = entry.path();
+        let to = dst.join(entry.file_name());
+        let meta = std::fs::metadata(&from)?;
+        if meta.is_dir() {
+            copy_dir(&from, &to)?;
+        } else if meta.is_file() {
+            std::fs::copy(&from, &to)?;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads `work/rel` without following symlinks in any component, only as a regular file of
+/// at most `cap` bytes; the submission is dead by now, so there is no race with it.
+pub(super) fn read_predictions(work: &Path, rel: &str, cap: u64) -> Predictions {
+    let mut path = work.to_path_buf();
+    let comps: Vec<Component<'_>> = Path::new(rel).components().collect();
+    for (i, c) in comps.iter().enumerate() {
+        let Component::Normal(name) = c else {
+            return Predictions::Invalid(format!("bad predictions path {rel:?}"));
+        };
+        path.push(name);
+        let last = i + 1 == comps.len();
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Predictions::Missing,
+            Err(e) => return Predictions::Invalid(format!("cannot stat {rel}: {e}")),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Predictions::Invalid(format!("{} is a symlink", path.strip_prefix(work).unwrap_or(&path).display()));
+            }
+            Ok(m) if last && !m.is_file() => return Predictions::Invalid(format!("{rel} is not a regular file")),
+            Ok(m) if !last && !m.is_dir() => return Predictions::Missing,
+            Ok(_) => {}
+        }
+    }
+    let mut file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) => return Predictions::Invalid(format!("cannot open {rel}: {e}")),
+    };
+    match file.metadata() {
+        Ok(m) if !m.is_file() => return Predictions::Invalid(format!("{rel} is not a regular file")),
+        Ok(m) if m.len() > cap => return Predictions::Invalid(format!("{rel} is larger than {cap} bytes")),
+        Err(e) => return Predictions::Invalid(format!("cannot stat {rel}: {e}")),
+        Ok(_) => {}
+    }
+    let mut bytes = Vec::new();
+    match (&mut file).take(cap + 1).read_to_end(&mut bytes) {
+        Ok(_) if bytes.len() as u64 > cap => Predictions::Invalid(format!("{rel} is larger than {cap} bytes")),
+        Ok(_) => Predictions::Present(bytes),
+        Err(e) => Predictions::Invalid(format!("cannot read {rel}: {e}")),
+    }
+}
+
+const SIGXCPU: i32 = 24;
+const SIGXFSZ: i32 = 25;
+
+/// Which limit most likely ended the run: signals for CPU time / file size, Python's error
+/// text for memory, file size and processes
+/// (Python turns those failures into exceptions; a heuristic, documented as such).
+pub(super) fn infer_limit(exit: &ExitInfo, timed_out: bool, tail: &str) -> Option<LimitKind> {
+    if timed_out || exit.success() {
+        return None;
+    }
+    match exit.signal {
+        Some(SIGXCPU) => return Some(LimitKind::CpuTime),
+        Some(SIGXFSZ) => return Some(LimitKind::FileSize),
+        _ => {}
+    }
+    if tail.contains("MemoryError") || tail.contains("Cannot allocate memory") {
+        Some(LimitKind::AddressSpace)
+    } else if tail.contains("File too large") {
+        Some(LimitKind::FileSize)
+    } else if tail.contains("Resource temporarily unavailable") {
+        Some(LimitKind::Processes)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,48 @@
+//! WeirdML code-run executor core (spec `shared/specs/weirdml.md`): task manifests, the
+//! deterministic CPU stand-in task "mini-shapes", a sandboxed Python runner (bubblewrap or
+//! rlimits-only), a GPU/CPU slot pool, the model-independent 5-submission episode state
+//! machine with its scorer and feedback text, plain-Rust metrics (incl. unbiased max@k) and a
+//! scripted offline agent.
+
+pub mod codeblock;
+pub mod episode;
+pub mod gpu;
+pub mod metrics;
+pub mod minishapes;
+pub mod npy;
+pub mod output;
+pub mod process;
+pub mod provenance;
+pub mod pyfmt;
+pub mod sandbox;
+pub mod scorer;
+pub mod scripted;
+pub mod task;
+
+#[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod sandbox_tests;
+#[cfg(test)]
+mod test_support;
+
+pub use codeblock::{CodeBlock, extract_code, fenced_blocks};
+pub use episode::{
+    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind, SandboxRunner,
+    Step, SubmissionRecord, classify, feedback_text,
+};
+pub use gpu::{GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, parse_gpu_csv};
+pub use metrics::{
+    ModelAverage, accuracy_after_k, best_so_far, failure_rate, max_at_k, max_at_k_weights,
+    model_average, pass_at_k, per_run_failure_rate, run_accuracy, standard_error, task_score,
+};
+pub use minishapes::{SplitMix64, Split, MiniShapes, Sample};
+pub use output::{CapturedOutput, OutputCapture, truncate_view};
+pub use provenance::{Provenance, PythonInfo};
+pub use pyfmt::{py_float_repr, seconds_text};
+pub use sandbox::{
+    Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits,
+    OutputLimits, Predictions, PrivilegeDrop, RunResult, Sandbox, SandboxConfig, SandboxError,
+};
+pub use scorer::{Labels, ScoreError, ScoreOutcome, score_predictions};
+pub use scripted::{Agent, ScriptedAgent, play};
+pub use task::{TaskError, TaskManifest};

@@ -1,0 +1,45 @@
+# evalgrid weirdml launcher: the last step before a submission runs. It applies the
+# resource limits, optionally leaves the caller's session, sets no_new_privs, drops root
+# to the per-run sandbox uid and execs the real command. Config: one JSON argument.
+import json
+import os
+import resource
+import sys
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    if cfg.get("setsid"):
+        try:
+            os.setsid()
+        except OSError:
+            pass
+    inf = resource.RLIM_INFINITY
+    for name, soft, hard in cfg["rlimits"]:
+        lim = (inf if soft < 0 else soft, inf if hard < 0 else hard)
+        resource.setrlimit(getattr(resource, name), lim)
+    if cfg.get("no_new_privs"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        except Exception:
+            pass
+    drop = cfg.get("drop")
+    if drop:
+        uid, gid = drop["uid"], drop["gid"]
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+            raise SystemExit("privilege drop did not take effect")
+    argv = cfg["argv"]
+    os.execve(argv[0], argv, cfg["env"])
+
+
+try:
+    main()
+except BaseException as e:  # noqa: BLE001 - report anything, then fail distinctly
+    sys.stderr.write("evalgrid-launcher: %r\n" % (e,))
+    sys.stderr.flush()
+    os._exit(125)

@@ -1,0 +1,105 @@
+//! BBEH from a fresh workspace: install with pins, random baseline, cached
+//! reruns, suffix edits, metric-only edits, and rescoring foreign outputs.
+
+use serde_json::Value;
+
+use crate::support::{Workspace, repo};
+
+fn shared() -> std::path::PathBuf {
+    repo().join("../shared/data/bbeh")
+}
+
+#[test]
+fn fetch_refuses_a_corrupted_file_and_installs_nothing() {
+    let ws = Workspace::new();
+    // A copy of the data with one byte changed in one task file.
+    let copy = ws.path("copy");
+    let out = std::process::Command::new("cp").arg("-r").arg(shared()).arg(&copy).output().unwrap();
+    assert!(out.status.success());
+    let victim = copy.join("benchmark_tasks/bbeh_nycc/task.json");
+    let mut perms = std::fs::metadata(&victim).unwrap().permissions();
+    #[expect(clippy::permissions_set_readonly_false, reason = "the shared copy is read-only")]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&victim, perms).unwrap();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[1000] ^= 0x01;
+    std::fs::write(&victim, bytes).unwrap();
+    let out = ws.run(&["datasets", "fetch", "bbeh", "--from", "copy"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bbeh_nycc/task.json"), "{err}");
+    assert!(err.contains("a2b7") || err.matches(|c: char| c.is_ascii_hexdigit()).count() >= 128, "both hashes shown: {err}");
+    assert!(!ws.path("data/bbeh").exists(), "nothing may be installed");
+}
+
+#[test]
+fn random_baseline_report_rerun_suffix_and_metric_edits() {
+    let ws = Workspace::new();
+    let out = ws.cmd().args(["datasets", "fetch", "bbeh", "--from"]).arg(shared()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(repo().join("pipelines/bbeh-random.yaml")).unwrap();
+    ws.write("bbeh-random.yaml", &text);
+    let (code, v) = ws.run_json(&["run", "bbeh-random.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cells_run"], 46);
+    let csv = std::fs::read_to_string(ws.path("reports/bbeh-random/summary.csv")).unwrap();
+    let full_rows = csv.lines().filter(|l| l.starts_with("bbeh,random,bbeh_")).count();
+    assert_eq!(full_rows, 23, "{csv}");
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let model_row: Vec<&str> = csv.lines().find(|l| l.starts_with("bbeh,random,*,")).unwrap().split(',').collect();
+    let micro: f64 = model_row[header.iter().position(|h| *h == "accuracy").unwrap()].parse().unwrap();
+    let hm: f64 = model_row[header.iter().position(|h| *h == "harmonic_mean").unwrap()].parse().unwrap();
+    assert!(micro > 0.03 && micro < 0.2, "random micro accuracy {micro}");
+    assert!(hm > 0.0 && hm < 20.0, "random harmonic mean {hm}");
+    assert!(csv.lines().any(|l| l.starts_with("bbeh-mini,random,*,")), "mini has its own summary row");
+
+    let (_, v) = ws.run_json(&["run", "bbeh-random.yaml", "--json"]);
+    assert_eq!(v["cells_run"], 0);
+    assert_eq!(v["cells_cached"], 46);
+
+    // Metric-only edit: no episode runs, the report changes.
+    let edited = text.replace("seeds: [0]", "seeds: [0]\nmetrics: {select: [accuracy, harmonic_mean]}");
+    ws.write("bbeh-random.yaml", &edited);
+    let (_, v) = ws.run_json(&["run", "bbeh-random.yaml", "--json"]);
+    assert_eq!(v["cells_run"], 0);
+    let csv = std::fs::read_to_string(ws.path("reports/bbeh-random/summary.csv")).unwrap();
+    assert!(csv.starts_with("suite,model,task,cells,accuracy,harmonic_mean\n"), "{csv}");
+
+    // Suffix edit: every cell is stale, and status names the field.
+    let edited = edited.replace("    select: all\n  - benchmark", "    select: all\n    params: {suffix: \"Answer briefly.\"}\n  - benchmark");
+    ws.write("bbeh-random.yaml", &edited);
+    let (_, s) = ws.run_json(&["status", "bbeh-random.yaml", "--json"]);
+    assert_eq!(s["cells_stale"], 23, "{}", s["cells_stale"]);
+    let stale: Vec<&Value> = s["cells"].as_array().unwrap().iter().filter(|c| c["state"] == "stale").collect();
+    assert!(stale.iter().all(|c| c["reason"].as_str().unwrap().contains("task.params.suffix")), "{:?}", stale[0]);
+}
+
+#[test]
+fn rescoring_foreign_responses() {
+    let ws = Workspace::new();
+    let out = ws.cmd().args(["datasets", "fetch", "bbeh", "--from"]).arg(shared()).output().unwrap();
+    assert!(out.status.success());
+    ws.write(
+        "r.jsonl",
+        concat!(
+            "{\"task\": \"bbeh_boardgame_qa\", \"index\": 0, \"response\": \"The answer is: unknown\"}\n",
+            "{\"task\": \"boardgame_qa\", \"index\": 1, \"response\": \"I think it is proved\"}\n",
+            "{\"task\": \"bbeh_linguini\", \"index\": 2, \"response\": \"The answer is: He really cried.\"}\n",
+        ),
+    );
+    let out = ws.run(&["bbeh", "score", "r.jsonl", "--out", "rescored"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let items = std::fs::read_to_string(ws.path("rescored/items.csv")).unwrap();
+    assert!(items.starts_with("task,index,extracted,correct"), "{items}");
+    assert_eq!(items.lines().count(), 4);
+    // Linguini 2 ends with "." and the official scorer strips it from the
+    // prediction only: a correct answer is scored wrong (spec quirk 2).
+    assert!(items.lines().any(|l| l.starts_with("bbeh_linguini,2,") && l.contains(",false,")), "{items}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(ws.path("rescored/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["n"], 3);
+    assert!(summary["harmonic_mean"].is_number());
+    let bad = ws.write("bad.jsonl", "{\"task\": \"nope\", \"index\": 0, \"response\": \"x\"}\n");
+    let out = ws.run(&["bbeh", "score", bad.to_str().unwrap(), "--out", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:1: unknown task `nope`"));
+}

@@ -1,0 +1,230 @@
+//! Model providers end to end: BBEH pipelines against the mock server on
+//! 127.0.0.1, with injected faults, kills, offline replay and secret keys.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use evalgrid::providers::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
+use serde_json::Value;
+
+use crate::support::{Workspace, repo};
+
+/// BBEH data installed once for the whole test binary.
+fn data_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let shared = repo().join("../shared/data/bbeh");
+        let out = assert_cmd::Command::cargo_bin("evalgrid")
+            .unwrap()
+            .args(["--data-dir"])
+            .arg(dir.path())
+            .args(["datasets", "fetch", "bbeh", "--from"])
+            .arg(&shared)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+    .path()
+}
+
+struct Mock {
+    runtime: tokio::runtime::Runtime,
+    server: Option<MockServer>,
+}
+
+impl Mock {
+    fn start(config: MockConfig) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let server = runtime.block_on(MockServer::start(config)).unwrap();
+        Self { runtime, server: Some(server) }
+    }
+    fn server(&self) -> &MockServer {
+        self.server.as_ref().unwrap()
+    }
+    fn url(&self) -> String {
+        format!("{}/v1", self.server().base_url().trim_end_matches('/'))
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            self.runtime.block_on(s.shutdown());
+        }
+    }
+}
+
+/// Three BBEH Mini tasks (60 items) per model; fast retries for tests.
+fn pipeline(models: &str) -> String {
+    format!(
+        "name: bbeh-mock\nmodels:\n{models}tasks:\n  - benchmark: bbeh\n    select: [boardgame_qa, dyck_languages, web_of_lies]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_attempts: 4, retry_base_ms: 5, retry_max_ms: 20, request_timeout_s: 2, max_concurrency: 16}}\n"
+    )
+}
+
+fn model(id: &str, model: &str, url: &str) -> String {
+    format!("  - {{id: {id}, provider: openai, model: {model}, base_url: \"{url}\", params: {{temperature: 0}}}}\n")
+}
+
+fn run(ws: &Workspace, args: &[&str]) -> (i32, Value) {
+    let mut full = vec!["--data-dir", data_dir().to_str().unwrap()];
+    full.extend_from_slice(args);
+    ws.run_json(&full)
+}
+
+/// Request bodies of every cached call in a workspace's cache.
+fn cached_call_bodies(cache: &Path) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let mut stack = vec![cache.join("v1/steps")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let bytes = std::fs::read(&p).unwrap();
+            let body = &bytes[bytes.iter().position(|b| *b == b'\n').unwrap() + 1..];
+            let v: Value = serde_json::from_slice(body).unwrap();
+            if v["kind"] == "call" {
+                out.insert(v["components"]["request"]["body"].to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn ten_percent_faults_then_retry_errors_finishes_and_no_error_is_cached() {
+    let mix = vec![
+        Fault::RateLimited(RetryHeader::Millis(5)),
+        Fault::ServerError,
+        Fault::Unavailable(RetryHeader::None),
+        Fault::OverloadedIn200,
+        Fault::TruncatedJson,
+        Fault::Disconnect,
+        Fault::Status { status: 400, message: "mock bad request".into() },
+    ];
+    let mock = Mock::start(MockConfig { faults: FaultPlan::rate(0.10, mix, 7), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&model("m", "mock-1", &mock.url())));
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json", "--jobs", "3"]);
+    let failed = v["cells_failed"].as_u64().unwrap();
+    let run_ok = v["cells_run"].as_u64().unwrap();
+    assert_eq!(run_ok + failed, 3, "{v}");
+    // Non-retryable 400s make some items fail for good in this run.
+    assert!(failed >= 1, "expected a failed cell from injected 400s: {v}");
+    assert_eq!(code, 1);
+    for f in v["failures"].as_array().unwrap() {
+        let e = f["error"].as_str().unwrap();
+        assert!(e.contains("bad_request") || e.contains("error after"), "cause is recorded: {e}");
+    }
+    // Errors are never cached as answers.
+    let cache = ws.path("cache");
+    let stdout = String::from_utf8(ws.cmd().args(["cache", "stats", "--json"]).output().unwrap().stdout).unwrap();
+    assert!(stdout.contains("\"call\""), "{stdout}");
+    for body in cached_call_bodies(&cache) {
+        assert!(!body.contains("mock bad request"));
+    }
+    let grep = std::process::Command::new("grep").args(["-rl", "mock bad request"]).arg(cache.join("v1/steps")).output().unwrap();
+    assert!(grep.stdout.is_empty(), "error text found in cached entries: {}", String::from_utf8_lossy(&grep.stdout));
+
+    // Faults stop; only failed cells are retried, finished calls are replayed.
+    mock.server().set_faults(FaultPlan::default());
+    let before = mock.server().calls();
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json", "--retry-errors"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cells_failed"], 0);
+    assert_eq!(v["cells_run"].as_u64().unwrap(), failed);
+    assert!(v["calls"]["cached"].as_u64().unwrap() > 0, "answered items are replayed: {v}");
+    assert!(mock.server().calls() - before < 60, "only the missing items are asked again");
+    let (_, v) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(v["cells_cached"], 3);
+}
+
+#[test]
+fn kill_9_then_rerun_never_requests_a_finished_call_again() {
+    let mock = Mock::start(MockConfig { latency: Duration::from_millis(80), ..MockConfig::default() });
+    let ws = Workspace::new();
+    let yaml = pipeline(&model("m", "mock-1", &mock.url())).replace("max_concurrency: 16", "max_concurrency: 2");
+    ws.write("p.yaml", &yaml);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // 60 calls, 2 at a time, 80 ms each: ~2.4 s; kill in the middle.
+    std::thread::sleep(Duration::from_millis(1000));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let finished = cached_call_bodies(&ws.path("cache"));
+    assert!(!finished.is_empty() && finished.len() < 60, "kill should land mid-run: {} cached", finished.len());
+    let seen_before = mock.server().request_log().len();
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let log = mock.server().request_log();
+    for req in &log[seen_before..] {
+        assert!(!finished.contains(&req.body.to_string()), "a finished call was requested again");
+    }
+    assert_eq!(log.len() - seen_before + finished.len(), 60, "every other call made exactly once");
+}
+
+#[test]
+fn different_model_or_base_url_never_share_cache_entries() {
+    let mock = Mock::start(MockConfig::default());
+    let ws = Workspace::new();
+    let url = mock.url();
+    let other_url = url.replace("127.0.0.1", "localhost");
+    let models = format!("{}{}{}", model("a", "mock-1", &url), model("b", "mock-2", &url), model("c", "mock-1", &other_url));
+    ws.write("p.yaml", &pipeline(&models));
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(mock.server().calls(), 180, "each model asked every item itself");
+    assert_eq!(v["calls"]["cached"], 0);
+    // Offline replay: everything from the cache, nothing over HTTP.
+    std::fs::remove_dir_all(ws.path("cache/v1/steps")).ok();
+    let (code, _) = run(&ws, &["run", "p.yaml", "--json", "--offline"]);
+    assert_eq!(code, 1, "an empty cache cannot serve --offline");
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let calls = mock.server().calls();
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json", "--offline"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(mock.server().calls(), calls);
+}
+
+#[test]
+fn api_key_never_reaches_cache_reports_or_output() {
+    const KEY: &str = "sk-evalgrid-TEST-7c1f9e0d4b";
+    let mock = Mock::start(MockConfig { require_api_key: Some(KEY.into()), ..MockConfig::default() });
+    let ws = Workspace::new();
+    let m = format!("  - {{id: m, provider: openai, model: mock-1, base_url: \"{}\", api_key_env: EVALGRID_TEST_KEY}}\n", mock.url());
+    ws.write("p.yaml", &pipeline(&m));
+    let mut outputs = Vec::new();
+    for key in [KEY, "sk-wrong-key-0000"] {
+        let out = ws
+            .cmd()
+            .env("EVALGRID_TEST_KEY", key)
+            .args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
+            .output()
+            .unwrap();
+        outputs.push(out);
+    }
+    assert!(outputs[0].status.success(), "{}", String::from_utf8_lossy(&outputs[0].stdout));
+    for out in &outputs {
+        for stream in [&out.stdout, &out.stderr] {
+            let text = String::from_utf8_lossy(stream);
+            assert!(!text.contains(KEY) && !text.contains("sk-wrong-key-0000"), "key printed: {text}");
+        }
+    }
+    let grep = std::process::Command::new("grep").args(["-rlF", KEY]).arg(ws.dir.path()).output().unwrap();
+    assert!(grep.stdout.is_empty(), "key found in {}", String::from_utf8_lossy(&grep.stdout));
+    let grep = std::process::Command::new("grep").args(["-rlF", "EVALGRID_TEST_KEY"]).arg(ws.path("cache")).output().unwrap();
+    assert!(grep.stdout.is_empty(), "even the variable name stays out of the cache");
+}
