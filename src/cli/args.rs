@@ -47,6 +47,12 @@ pub(crate) enum Command {
     /// BBEH tools: rescore responses produced elsewhere.
     #[command(subcommand)]
     Bbeh(BbehCommand),
+    /// BBQ-Bench tools: call a hidden function as the model would.
+    #[command(subcommand)]
+    Bbq(BbqCommand),
+    /// Eleusis tools: import published results and compute every metric.
+    #[command(subcommand)]
+    Eleusis(EleusisCommand),
     /// Fixed-workload benchmarks of evalgrid itself (numbers for BENCHMARKS.md).
     #[command(after_help = "Example:\n  evalgrid bench status --cells 100000")]
     Bench(BenchArgs),
@@ -182,6 +188,32 @@ pub(crate) enum BbehCommand {
         /// Responses, one JSON object per line.
         responses: PathBuf,
         /// Output folder for items.csv, per_task.csv and summary.json.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BbqCommand {
+    /// Print a function's output for one input exactly as the model sees it.
+    #[command(after_help = "Example:\n  evalgrid bbq call is_prime 97\n  evalgrid bbq call caesar_cipher hello")]
+    Call {
+        /// Function id, e.g. `is_prime`.
+        task: String,
+        /// Input in the form the model would send.
+        input: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum EleusisCommand {
+    /// Import published `results.json` files, compute every metric, replay every round.
+    #[command(after_help = "Example:\n  evalgrid eleusis import ../shared/data/eleusis/results/*.gz --out imported/")]
+    Import {
+        /// Result files (`.json` or `.json.gz`).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output folder for `metrics.csv` and `replay.txt`.
         #[arg(long)]
         out: PathBuf,
     },

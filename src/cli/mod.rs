@@ -4,9 +4,11 @@
 
 mod args;
 mod bbeh;
+mod bbq;
 mod bench;
 mod cache_cmd;
 mod datasets;
+mod eleusis;
 mod output;
 mod run;
 mod show;
@@ -64,6 +66,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Cache(c) => cache_cmd::cache(&env, c),
         Command::Datasets(c) => datasets::datasets(&env, &c),
         Command::Bbeh(c) => bbeh::bbeh(&env, &c),
+        Command::Bbq(c) => bbq::bbq(&c),
+        Command::Eleusis(c) => eleusis::eleusis(&c),
         Command::Bench(a) => bench::bench(&env, &a),
     };
     match result {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::bbeh::benchmark as bbeh;
+use super::bbq::benchmark as bbq;
 use super::eleusis::benchmark as eleusis;
 use super::metric::MetricDef;
 use crate::exec::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
@@ -14,7 +15,7 @@ use crate::spec::resolve::BUILTIN_PROVIDER;
 use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
 /// Names of the benchmarks, for listings.
-pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME];
+pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME, bbq::NAME];
 
 /// Model providers a pipeline may name.
 pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini"];
@@ -44,6 +45,7 @@ impl Registry {
         match benchmark {
             eleusis::NAME => eleusis::metrics(),
             bbeh::NAME => bbeh::metrics(),
+            bbq::NAME => bbq::metrics(),
             _ => Vec::new(),
         }
     }
@@ -66,6 +68,7 @@ impl Catalog for Registry {
         match benchmark {
             eleusis::NAME => eleusis::resolve_tasks(select, params),
             bbeh::NAME => bbeh::resolve_tasks(&self.data_dir, select, params),
+            bbq::NAME => bbq::resolve_tasks(select, params),
             other => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{other}`"), hint: None }]),
         }
     }
@@ -76,6 +79,7 @@ impl Catalog for Registry {
             let r = match b.as_str() {
                 eleusis::NAME => eleusis::resolve_builtin(agent, params),
                 bbeh::NAME => bbeh::resolve_builtin(agent, params),
+                bbq::NAME => bbq::resolve_builtin(agent, params),
                 _ => continue,
             };
             resolved = Some(r.map_err(|mut issues| {
@@ -98,6 +102,10 @@ impl EpisodeRunner for Registry {
                     on_cpu(move || eleusis::run_episode(&model, &task, seed)).await?
                 }
                 bbeh::NAME => bbeh::run_episode(ctx, &self.data_dir, model, task, seed).await,
+                bbq::NAME => {
+                    let (model, task) = (model.clone(), task.clone());
+                    on_cpu(move || bbq::run_episode(&model, &task, seed)).await?
+                }
                 other => Err(StepError::Unsupported(format!("benchmark `{other}` has no episode runner"))),
             }
         })
@@ -107,6 +115,7 @@ impl EpisodeRunner for Registry {
         match task.benchmark.as_str() {
             eleusis::NAME => eleusis::score(episode),
             bbeh::NAME => bbeh::score(&self.data_dir, task, episode),
+            bbq::NAME => bbq::score(episode),
             other => Err(StepError::Unsupported(format!("benchmark `{other}` has no scorer"))),
         }
     }

@@ -14,3 +14,5 @@ mod cache_cmd;
 mod providers;
 // BBEH: dataset pins, random baseline, rescoring.
 mod bbeh;
+// Benchmark tools: Eleusis import, BBQ-Bench calls and baselines.
+mod tools;

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod alternatives;
+pub mod benchmark;
 pub mod episode;
 pub mod function;
 pub mod generator;

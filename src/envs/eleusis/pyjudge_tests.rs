@@ -266,7 +266,7 @@ fn hostile_guess_code_is_contained() {
     let cases: &[(&str, &str)] = &[
         ("infinite loop", "while True:\n    pass"),
         ("loop swallowing exceptions", "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"),
-        ("uninterruptible C loop", "x = 7 ** (10 ** 9)\nreturn True"),
+        ("uninterruptible C loop", "return sum(range(10 ** 12)) > 0"),
         ("10 GB allocation", "x = 'a' * (10 * 1024 ** 3)\nreturn True"),
         ("import os", "import os\nreturn os.system('true') == 0"),
         ("open", "return len(open('/etc/passwd').read()) > 0"),

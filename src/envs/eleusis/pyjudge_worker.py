@@ -184,6 +184,8 @@ def op_eval(req):
     errors = []
     aborted = False
     signal.setitimer(signal.ITIMER_PROF, TICK_S, TICK_S)
+    # Guarding covers the whole batch: the loop below triggers no audited event itself.
+    S.guarding = True
     try:
         for st in req["states"]:
             mainline = [cards[i] for i in st["m"]]
@@ -191,7 +193,7 @@ def op_eval(req):
             out = []
             stop = False
             exc = False
-            for i in range(52):
+            for i, card in enumerate(cards):
                 a = None
                 if actual is not None:
                     a = actual[i]
@@ -199,35 +201,18 @@ def op_eval(req):
                         out.append("S")
                         exc = True
                         continue
-                card = cards[i]
                 S.call_seq += 1
                 try:
-                    S.guarding = True
-                    g = bool(fn(card, mainline.copy()))
-                    S.guarding = False
+                    g = True if fn(card, mainline.copy()) else False
                 except _Deadline:
-                    S.guarding = False
                     raise
-                except _CallTimeout:
-                    S.guarding = False
-                    out.append("T")
+                except BaseException as e:  # includes _CallTimeout and MemoryError
+                    code = "T" if isinstance(e, _CallTimeout) else "M" if isinstance(e, MemoryError) else "E"
+                    out.append(code)
                     exc = True
                     if len(errors) < MAX_ERRORS:
-                        errors.append([len(results), i, "timeout: per-call CPU limit exceeded"])
-                    continue
-                except MemoryError as e:
-                    S.guarding = False
-                    out.append("M")
-                    exc = True
-                    if len(errors) < MAX_ERRORS:
-                        errors.append([len(results), i, _describe(e)])
-                    continue
-                except BaseException as e:
-                    S.guarding = False
-                    out.append("E")
-                    exc = True
-                    if len(errors) < MAX_ERRORS:
-                        errors.append([len(results), i, _describe(e)])
+                        what = "timeout: per-call CPU limit exceeded" if code == "T" else _describe(e)
+                        errors.append([len(results), i, what])
                     continue
                 out.append("1" if g else "0")
                 if a is not None and g != (a == "1"):

@@ -23,29 +23,29 @@ pub(super) const SANDBOX_CODE: &str = "/code";
 #[derive(Debug, Clone, serde::Serialize)]
 pub(super) struct LaunchPlan {
     /// Leave the caller's session (rlimits-only; bwrap has `--new-session`).
-    pub setsid: bool,
+    pub(super) setsid: bool,
     /// `(RLIMIT_NAME, soft, hard)`, -1 = infinity.
-    pub rlimits: Vec<(String, i64, i64)>,
+    pub(super) rlimits: Vec<(String, i64, i64)>,
     /// Set PR_SET_NO_NEW_PRIVS (setuid binaries cannot regain privileges).
-    pub no_new_privs: bool,
+    pub(super) no_new_privs: bool,
     /// Drop to this uid (= gid) when running as root.
-    pub drop: Option<DropTo>,
+    pub(super) drop: Option<DropTo>,
     /// Program and arguments.
-    pub argv: Vec<String>,
+    pub(super) argv: Vec<String>,
     /// Complete environment of the program.
-    pub env: BTreeMap<String, String>,
+    pub(super) env: BTreeMap<String, String>,
 }
 
 /// Target ids of a privilege drop.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub(super) struct DropTo {
-    pub uid: u32,
-    pub gid: u32,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
 }
 
 impl LaunchPlan {
     /// The `-I -S -c LAUNCHER json` tail for `python`.
-    pub fn command_tail(&self, python: &str) -> Vec<String> {
+    pub(super) fn command_tail(&self, python: &str) -> Vec<String> {
         let json = serde_json::to_string(self).unwrap_or_default();
         vec![python.into(), "-I".into(), "-S".into(), "-c".into(), LAUNCHER.into(), json]
     }
@@ -106,17 +106,17 @@ pub(super) fn python_bind_paths(py: &PythonInfo) -> Vec<PathBuf> {
 
 /// Inputs of [`bwrap_args`].
 pub(super) struct BwrapLayout<'a> {
-    pub python: &'a PythonInfo,
-    pub code_dir: &'a Path,
-    pub work_dir: &'a Path,
-    pub data_dir: &'a Path,
-    pub tmpfs_bytes: u64,
-    pub gpu: bool,
+    pub(super) python: &'a PythonInfo,
+    pub(super) code_dir: &'a Path,
+    pub(super) work_dir: &'a Path,
+    pub(super) data_dir: &'a Path,
+    pub(super) tmpfs_bytes: u64,
+    pub(super) gpu: bool,
     /// Caller is not root: bwrap needs its own user namespace.
-    pub unprivileged: bool,
+    pub(super) unprivileged: bool,
     /// Keep CAP_SETUID/CAP_SETGID for the launcher's privilege drop.
-    pub drop: bool,
-    pub marker: (&'a str, &'a str),
+    pub(super) drop: bool,
+    pub(super) marker: (&'a str, &'a str),
 }
 
 fn push(args: &mut Vec<OsString>, items: &[&str]) {

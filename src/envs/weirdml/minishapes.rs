@@ -217,7 +217,7 @@ impl MiniShapes {
         })
     }
 
-    /// Writes `dir/data/*.npy`, the hidden `dir/hidden/test_labels.npy` and
+    /// Writes `dir/data/*.npy`, the hidden `dir/hidden/test_labels.npy` (directory mode 0700) and
     /// `dir/task.json`, returning the manifest (paths absolute).
     pub fn write(&self, dir: &Path) -> Result<TaskManifest, MiniShapesError> {
         let files = self.files()?;
@@ -235,6 +235,13 @@ impl MiniShapes {
         ];
         for (path, bytes) in writes {
             std::fs::write(&path, bytes).map_err(|source| MiniShapesError::Io { path, source })?;
+        }
+        // Hidden labels: owner-only, so a submission under another uid cannot read them even
+        // without filesystem isolation (rlimits-only with a per-run uid).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700))
+                .map_err(|source| MiniShapesError::Io { path: hidden.clone(), source })?;
         }
         let manifest = TaskManifest {
             id: format!("mini_shapes_seed{}", self.seed),

@@ -7,6 +7,7 @@
 pub mod codeblock;
 pub mod episode;
 pub mod gpu;
+mod isolate;
 pub mod metrics;
 pub mod minishapes;
 pub mod npy;
@@ -27,22 +28,23 @@ mod test_support;
 
 pub use codeblock::{CodeBlock, extract_code, fenced_blocks};
 pub use episode::{
-    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind, SandboxRunner,
-    Step, SubmissionRecord, classify, feedback_text,
+    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind, NO_CODE_FEEDBACK,
+    SandboxRunner, Step, SubmissionRecord, classify, feedback_text,
 };
-pub use gpu::{GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, parse_gpu_csv};
+pub use gpu::{GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, discover, parse_gpu_csv};
 pub use metrics::{
     ModelAverage, accuracy_after_k, best_so_far, failure_rate, max_at_k, max_at_k_weights,
     model_average, pass_at_k, per_run_failure_rate, run_accuracy, standard_error, task_score,
 };
-pub use minishapes::{SplitMix64, Split, MiniShapes, Sample};
+pub use minishapes::{MiniShapes, MiniShapesError, Sample, Solution, Split, SplitMix64, TaskFiles};
 pub use output::{CapturedOutput, OutputCapture, truncate_view};
-pub use provenance::{Provenance, PythonInfo};
+pub use provenance::{Provenance, PythonInfo, probe_python};
 pub use pyfmt::{py_float_repr, seconds_text};
 pub use sandbox::{
     Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits,
-    OutputLimits, Predictions, PrivilegeDrop, RunResult, Sandbox, SandboxConfig, SandboxError,
+    OutputLimits, Predictions, PrivilegeDrop, RunResult, RunSpec, Sandbox, SandboxConfig,
+    SandboxError,
 };
-pub use scorer::{Labels, ScoreError, ScoreOutcome, score_predictions};
+pub use scorer::{Labels, ScoreError, ScoreOutcome, parse_predictions, score_predictions};
 pub use scripted::{Agent, ScriptedAgent, play};
 pub use task::{TaskError, TaskManifest};

@@ -114,7 +114,7 @@ pub fn read_int(bytes: &[u8]) -> Result<IntArray, NpyError> {
         return Err(NpyError::BadMagic);
     }
     let (hlen, hstart) = match bytes[6] {
-        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10usize),
         2 | 3 => {
             if bytes.len() < 12 {
                 return Err(NpyError::Truncated);

@@ -1,0 +1,22 @@
+//! `evalgrid bbq call <task> '<input>'`.
+
+use evalgrid::envs::bbq::{InputError, call};
+
+use super::args::BbqCommand;
+use super::{Failure, output};
+
+pub(crate) fn bbq(command: &BbqCommand) -> Result<u8, Failure> {
+    let BbqCommand::Call { task, input } = command;
+    match call(task, input) {
+        Ok(out) => {
+            output::line(&out);
+            Ok(0)
+        }
+        Err(e @ InputError::UnknownTask(_)) => Err(Failure::invalid(e)),
+        Err(e) => {
+            // What the model would be told; not a failure of the command.
+            output::line(&format!("error: {e}"));
+            Ok(1)
+        }
+    }
+}
