@@ -77,6 +77,7 @@ fn run(ws: &Workspace, args: &[&str]) -> (i32, Value) {
 
 /// Request bodies of every cached call in a workspace's cache.
 fn cached_call_bodies(cache: &Path) -> HashSet<String> {
+    // Entries are renamed into place whole, so every file read is complete.
     let mut out = HashSet::new();
     let mut stack = vec![cache.join("v1/steps")];
     while let Some(d) = stack.pop() {
@@ -86,9 +87,9 @@ fn cached_call_bodies(cache: &Path) -> HashSet<String> {
                 stack.push(p);
                 continue;
             }
-            let bytes = std::fs::read(&p).unwrap();
-            let body = &bytes[bytes.iter().position(|b| *b == b'\n').unwrap() + 1..];
-            let v: Value = serde_json::from_slice(body).unwrap();
+            let Ok(bytes) = std::fs::read(&p) else { continue };
+            let Some(newline) = bytes.iter().position(|b| *b == b'\n') else { continue };
+            let Ok(v) = serde_json::from_slice::<Value>(&bytes[newline + 1..]) else { continue };
             if v["kind"] == "call" {
                 out.insert(v["components"]["request"]["body"].to_string());
             }
@@ -147,7 +148,7 @@ fn ten_percent_faults_then_retry_errors_finishes_and_no_error_is_cached() {
 
 #[test]
 fn kill_9_then_rerun_never_requests_a_finished_call_again() {
-    let mock = Mock::start(MockConfig { latency: Duration::from_millis(80), ..MockConfig::default() });
+    let mock = Mock::start(MockConfig { latency: Duration::from_millis(150), ..MockConfig::default() });
     let ws = Workspace::new();
     let yaml = pipeline(&model("m", "mock-1", &mock.url())).replace("max_concurrency: 16", "max_concurrency: 2");
     ws.write("p.yaml", &yaml);
@@ -159,8 +160,12 @@ fn kill_9_then_rerun_never_requests_a_finished_call_again() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // 60 calls, 2 at a time, 80 ms each: ~2.4 s; kill in the middle.
-    std::thread::sleep(Duration::from_millis(1000));
+    // 60 calls, 2 at a time, 150 ms each: ~4.5 s. Kill once a few calls
+    // have landed, whatever the machine's load.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while cached_call_bodies(&ws.path("cache")).len() < 6 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let finished = cached_call_bodies(&ws.path("cache"));

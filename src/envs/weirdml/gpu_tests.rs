@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::*;
 use super::super::sandbox::{BackendChoice, RunSpec};
-use super::super::test_support::{sandbox, minishapes_task};
+use super::super::test_support::{minishapes_fixture, sandbox};
 
 fn fake_smi(dir: &Path, body: &str) -> OsString {
     let p = dir.join("nvidia-smi");
@@ -73,7 +73,8 @@ fn six_jobs_on_two_fake_gpus_never_overlap() {
     let pool = GpuPool::new(&PoolConfig { path_var: Some(path), ..PoolConfig::default() }).expect("pool");
     assert_eq!(pool.gpus().len(), 2);
     let sb = sandbox(BackendChoice::Bwrap).or_else(|| sandbox(BackendChoice::RlimitsOnly));
-    let task = minishapes_task();
+    let fx = minishapes_fixture();
+    let task = &fx.task;
     let t0 = Instant::now();
     let code = "import os, time\nprint('CVD=' + os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUDA_DEVICE_ORDER'])\ntime.sleep(0.3)\n";
     let spans: Vec<(u32, f64, f64)> = std::thread::scope(|s| {

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use super::sandbox::{BackendChoice, Isolation, LimitKind, Predictions, Sandbox};
-use super::test_support::{backends, minishapes_task, run, small_config};
+use super::test_support::{backends, minishapes_fixture, run, run_on, small_config};
 
 fn tag() -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -71,12 +71,13 @@ sys.stdout.write(''.join(chr(97 + i % 26) for i in range(20000)))\n";
 
 #[test]
 fn hidden_labels_are_not_visible() {
-    let labels = minishapes_task().labels_path.display().to_string();
+    let fx = minishapes_fixture();
+    let labels = fx.task.labels_path.display().to_string();
     let code = format!(
         "try:\n    open({labels:?}, 'rb').read()\n    print('READABLE')\nexcept OSError as e:\n    print('DENIED', type(e).__name__)\n"
     );
     for sb in backends() {
-        let r = run(sb, &code, Duration::from_secs(20));
+        let r = run_on(sb, &fx.task, &code, Duration::from_secs(20));
         if sb.report().filesystem_isolated || sb.report().per_run_uid {
             // bwrap: not mounted; rlimits-only with a per-run uid: the 0700 hidden directory.
             assert!(r.output_view.starts_with("DENIED"), "{}: {}", name(sb), r.output_view);

@@ -3,13 +3,13 @@
 
 use super::super::episode::{FailureKind, SandboxRunner};
 use super::super::gpu::{GpuPool, Slot};
-use super::super::test_support::{backends, minishapes_task, skip_without_numpy};
+use super::super::test_support::{Fixture, backends, minishapes_fixture, skip_without_numpy};
 use super::*;
 
-fn task_with_limit(limit_s: f64) -> super::super::task::TaskManifest {
-    let mut t = minishapes_task().clone();
-    t.time_limit_s = limit_s;
-    t
+fn task_with_limit(limit_s: f64) -> Fixture {
+    let mut fx = minishapes_fixture();
+    fx.task.time_limit_s = limit_s;
+    fx
 }
 
 #[test]
@@ -17,12 +17,13 @@ fn spec_episode_yields_stated_accuracy_and_failure_rate() {
     if skip_without_numpy("spec_episode_yields_stated_accuracy_and_failure_rate") {
         return;
     }
-    let task = task_with_limit(2.0);
+    let fx = task_with_limit(2.0);
+    let task = &fx.task;
     let pool = GpuPool::from_slots(vec![Slot::Cpu { id: 0, threads: 1 }]);
     for sb in backends() {
-        let mut episode = Episode::from_task(&task).expect("labels");
+        let mut episode = Episode::from_task(task).expect("labels");
         let mut agent = ScriptedAgent::spec_episode();
-        let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task: &task };
+        let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task };
         let rec = play(&mut episode, &mut agent, &mut runner).expect("episode");
         let kinds: Vec<Option<FailureKind>> = rec.submissions.iter().map(|s| s.failure_kind).collect();
         assert_eq!(
@@ -60,12 +61,13 @@ fn reference_episode_reaches_0_995() {
     if skip_without_numpy("reference_episode_reaches_0_995") {
         return;
     }
-    let task = task_with_limit(60.0);
+    let fx = task_with_limit(60.0);
+    let task = &fx.task;
     let pool = GpuPool::from_slots(vec![Slot::Cpu { id: 0, threads: 1 }]);
     let Some(sb) = backends().into_iter().next() else { return };
-    let mut episode = Episode::from_task(&task).expect("labels");
+    let mut episode = Episode::from_task(task).expect("labels");
     let mut agent = ScriptedAgent::reference_episode();
-    let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task: &task };
+    let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task };
     let rec = play(&mut episode, &mut agent, &mut runner).expect("episode");
     let accs: Vec<f64> = rec.submissions.iter().map(|s| s.accuracy).collect();
     assert_eq!(accs, vec![0.0, 0.335, 0.8725, 0.985, 0.995], "{:#?}", rec.submissions);
@@ -75,12 +77,13 @@ fn reference_episode_reaches_0_995() {
 
 #[test]
 fn agent_may_stop_early() {
-    let task = task_with_limit(2.0);
+    let fx = task_with_limit(2.0);
+    let task = &fx.task;
     let pool = GpuPool::from_slots(vec![Slot::Cpu { id: 0, threads: 1 }]);
     let Some(sb) = backends().into_iter().next() else { return };
-    let mut episode = Episode::from_task(&task).expect("labels");
+    let mut episode = Episode::from_task(task).expect("labels");
     let mut agent = ScriptedAgent::new(vec!["no code".into()]);
-    let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task: &task };
+    let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task };
     let rec = play(&mut episode, &mut agent, &mut runner).expect("episode");
     assert_eq!((rec.submissions.len(), rec.run_accuracy, rec.failure_rate), (1, 0.0, 1.0));
 }

@@ -87,40 +87,27 @@ pub(crate) fn backends() -> Vec<&'static Sandbox> {
     [BackendChoice::Bwrap, BackendChoice::RlimitsOnly].into_iter().filter_map(sandbox).collect()
 }
 
-/// The seed-42 mini-shapes task in the temp dir, written once per process (directories of
-/// dead test processes are swept).
-pub(crate) fn minishapes_task() -> &'static TaskManifest {
-    static TASK: OnceLock<TaskManifest> = OnceLock::new();
-    TASK.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("weirdml-testdata-{}", std::process::id()));
-        let task = MiniShapes::default().write(&dir).expect("writing mini-shapes test data");
-        TestDirGuard::register(dir);
-        task
-    })
+/// A freshly written seed-42 mini-shapes task, removed when dropped.
+pub(crate) struct Fixture {
+    _dir: tempfile::TempDir,
+    /// The task (absolute paths into the temp dir).
+    pub(crate) task: TaskManifest,
 }
 
-/// Statics are never dropped, so per-process test data cannot be removed at exit; instead
-/// the directories of dead test processes are swept when a new one registers.
-struct TestDirGuard;
-
-impl TestDirGuard {
-    fn register(dir: PathBuf) {
-        let Some(parent) = dir.parent() else { return };
-        let Ok(rd) = std::fs::read_dir(parent) else { return };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix("weirdml-testdata-") else { continue };
-            let alive = std::path::Path::new("/proc").join(pid).exists();
-            if !alive {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
+/// Writes the seed-42 mini-shapes task into a new temp dir (a few milliseconds).
+pub(crate) fn minishapes_fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir for mini-shapes");
+    let task = MiniShapes::default().write(dir.path()).expect("writing mini-shapes test data");
+    Fixture { _dir: dir, task }
 }
 
-/// Runs `code` on the mini-shapes data in a CPU slot.
+/// Runs `code` on fresh mini-shapes data in a CPU slot.
 pub(crate) fn run(sb: &Sandbox, code: &str, limit: Duration) -> RunResult {
-    let task = minishapes_task();
+    run_on(sb, &minishapes_fixture().task, code, limit)
+}
+
+/// Runs `code` on `task`'s data in a CPU slot.
+pub(crate) fn run_on(sb: &Sandbox, task: &TaskManifest, code: &str, limit: Duration) -> RunResult {
     let slot = Slot::Cpu { id: 0, threads: 1 };
     let spec = RunSpec {
         code,
