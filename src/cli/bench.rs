@@ -7,7 +7,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use std::time::Duration;
+
 use evalgrid::cache::{Entry, Store};
+use evalgrid::envs::bbeh::benchmark::data_path;
+use evalgrid::envs::bbeh::{evaluate_correctness, load_all};
+use evalgrid::providers::mock::{MockConfig, MockServer};
+use evalgrid::providers::{bench_throughput, install_crypto_provider};
 use evalgrid::envs::eleusis::{RoundSetup, SecretRule, SimulationParams, check};
 use evalgrid::plan::StepKind;
 use serde_json::json;
@@ -20,7 +26,12 @@ pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<u8, Failure> {
         "status" => status(env, args.cells),
         "equivalence" => equivalence(),
         "quickstart" => quickstart(),
-        other => Err(Failure::invalid(anyhow::anyhow!("unknown workload `{other}` (expected `status`, `equivalence` or `quickstart`)"))),
+        "providers" => providers(args.cells.min(20_000)),
+        "bbeh-score" => bbeh_score(env),
+        "bbeh-run" => bbeh_run(env),
+        other => Err(Failure::invalid(anyhow::anyhow!(
+            "unknown workload `{other}` (expected status, equivalence, quickstart, providers, bbeh-score or bbeh-run)"
+        ))),
     }
 }
 
@@ -142,6 +153,85 @@ fn quickstart() -> Result<u8, Failure> {
         times[0],
         times[1],
         100.0 * times[1] / times[0]
+    ));
+    Ok(0)
+}
+
+/// 20,000 calls through the real client against the mock at 50 ms latency
+/// with 256 in flight: throughput as a fraction of 256 / 0.05 s.
+fn providers(calls: usize) -> Result<u8, Failure> {
+    install_crypto_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let r = runtime.block_on(bench_throughput(calls, 256, Duration::from_millis(50)));
+    output::line(&format!(
+        "providers: {calls} calls, 256 concurrent, 50 ms latency: {:.0} calls/s = {:.1}% of ideal {:.0}/s; {} CPU s per 1,000 calls; {} errors; {:.2} s wall",
+        r.calls_per_sec,
+        100.0 * r.fraction,
+        r.ideal_calls_per_sec,
+        r.cpu_seconds_per_1000.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.3}")),
+        r.errors,
+        r.elapsed.as_secs_f64()
+    ));
+    Ok(u8::from(r.errors > 0))
+}
+
+/// Scoring all 4,520 BBEH items (gold answers as responses) with the
+/// official scorer, best of 5.
+fn bbeh_score(env: &Env) -> Result<u8, Failure> {
+    let items = load_all(&data_path(env.registry.data_dir())).map_err(|e| anyhow::anyhow!("{e} (run `evalgrid datasets fetch bbeh` first)"))?;
+    let responses: Vec<String> = items.iter().map(|i| format!("Let me think. The answer is: {}", i.target)).collect();
+    let mut best = f64::MAX;
+    let mut correct = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        correct = items.iter().zip(&responses).filter(|(i, r)| evaluate_correctness(r, &i.target)).count();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    output::line(&format!(
+        "bbeh scoring: {} responses in {:.1} ms (best of 5; goal 50 ms → {:.2}× of goal); {correct} correct",
+        items.len(),
+        best * 1e3,
+        best / 0.05
+    ));
+    Ok(0)
+}
+
+/// The full 4,520-item BBEH run through the binary against the mock at
+/// 50 ms latency with 100 calls in flight: wall time against the ideal
+/// 4,520 × 0.05 s / 100.
+fn bbeh_run(env: &Env) -> Result<u8, Failure> {
+    let dir = tempfile::tempdir()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let config = MockConfig { latency: Duration::from_millis(50), record_log: false, ..MockConfig::default() };
+    let server = runtime.block_on(MockServer::start(config))?;
+    let concurrency = 100;
+    let yaml = format!(
+        "name: bench-bbeh\nmodels:\n  - {{id: mock, provider: openai, model: mock-1, base_url: \"{}/v1\"}}\ntasks:\n  - {{benchmark: bbeh}}\nseeds: [0]\ntransport: {{max_concurrency: {concurrency}}}\n",
+        server.base_url().trim_end_matches('/')
+    );
+    let pipeline = dir.path().join("bench.yaml");
+    fs_err::write(&pipeline, yaml)?;
+    let exe = std::env::current_exe()?;
+    let t = Instant::now();
+    let out = Command::new(&exe)
+        .arg("--data-dir")
+        .arg(env.registry.data_dir())
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .args(["run", "--json", "--jobs", "23", "--reports-dir"])
+        .arg(dir.path().join("reports"))
+        .arg(&pipeline)
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .output()?;
+    let wall = t.elapsed().as_secs_f64();
+    runtime.block_on(server.shutdown());
+    if !out.status.success() {
+        return Err(anyhow::anyhow!("bbeh run failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).into());
+    }
+    let ideal = 4520.0 * 0.05 / f64::from(concurrency);
+    output::line(&format!(
+        "bbeh full run against the mock (4,520 calls, 50 ms, {concurrency} in flight): {wall:.2} s wall, ideal {ideal:.2} s → {:.1}% of the concurrency limit",
+        100.0 * ideal / wall
     ));
     Ok(0)
 }

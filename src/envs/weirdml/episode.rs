@@ -11,7 +11,9 @@ use thiserror::Error;
 use super::codeblock::extract_code;
 use super::gpu::GpuPool;
 use super::pyfmt::{py_float_repr, seconds_text};
-use super::sandbox::{Isolation, LimitKind, Predictions, RunResult, RunSpec, Sandbox, SandboxError};
+use super::sandbox::{
+    Isolation, LimitKind, Predictions, RunResult, RunSpec, Sandbox, SandboxError,
+};
 use super::scorer::{Labels, ScoreError, ScoreOutcome, score_predictions};
 use super::task::TaskManifest;
 
@@ -150,16 +152,25 @@ fn accuracy_line(outcome: &ScoreOutcome) -> String {
     match outcome {
         ScoreOutcome::Scored { accuracy, .. } => format!("Accuracy: {}", py_float_repr(*accuracy)),
         ScoreOutcome::NoResultsFile => "Accuracy: 0.0, Results file not found".into(),
-        ScoreOutcome::BadFormat { reason } => format!("Accuracy: 0.0, Could not parse results file: {reason}"),
+        ScoreOutcome::BadFormat { reason } => {
+            format!("Accuracy: 0.0, Could not parse results file: {reason}")
+        }
     }
 }
 
 /// Classifies a finished run: (failure kind, accuracy, accuracy line). Precedence: timeout;
 /// positive accuracy = success whatever the exit status; non-zero exit = exception;
 /// otherwise the scorer's verdict (no file, bad format, zero accuracy).
-pub fn classify(run: &RunResult, outcome: &ScoreOutcome, time_limit_s: f64) -> (Option<FailureKind>, f64, String) {
+pub fn classify(
+    run: &RunResult,
+    outcome: &ScoreOutcome,
+    time_limit_s: f64,
+) -> (Option<FailureKind>, f64, String) {
     if run.timed_out {
-        let line = format!("Accuracy: 0.0, Timeout after {} s", seconds_text(time_limit_s));
+        let line = format!(
+            "Accuracy: 0.0, Timeout after {} s",
+            seconds_text(time_limit_s)
+        );
         return (Some(FailureKind::Timeout), 0.0, line);
     }
     let acc = outcome.accuracy();
@@ -235,7 +246,11 @@ impl Episode {
     }
 
     /// Processes one model response.
-    pub fn step(&mut self, response: &str, runner: &mut dyn CodeRunner) -> Result<Step, EpisodeError> {
+    pub fn step(
+        &mut self,
+        response: &str,
+        runner: &mut dyn CodeRunner,
+    ) -> Result<Step, EpisodeError> {
         if self.is_done() {
             return Err(EpisodeError::Finished(self.max_submissions));
         }
@@ -267,7 +282,9 @@ impl Episode {
                 let run = runner.run_code(&block.content)?;
                 let outcome = match &run.predictions {
                     Predictions::Missing => ScoreOutcome::NoResultsFile,
-                    Predictions::Invalid(reason) => ScoreOutcome::BadFormat { reason: reason.clone() },
+                    Predictions::Invalid(reason) => ScoreOutcome::BadFormat {
+                        reason: reason.clone(),
+                    },
                     Predictions::Present(bytes) => score_predictions(Some(bytes), &self.labels),
                 };
                 let (kind, accuracy, line) = classify(&run, &outcome, self.time_limit_s);
@@ -313,7 +330,11 @@ impl Episode {
             run_accuracy: best_so_far.last().copied().unwrap_or(0.0),
             best_so_far,
             failures,
-            failure_rate: if n == 0 { 0.0 } else { f64::from(failures) / n as f64 },
+            failure_rate: if n == 0 {
+                0.0
+            } else {
+                f64::from(failures) / n as f64
+            },
         }
     }
 }

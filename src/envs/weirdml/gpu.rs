@@ -56,8 +56,14 @@ pub fn parse_gpu_csv(text: &str) -> Result<Vec<GpuInfo>, GpuError> {
         let [index, name, driver] = fields.as_slice() else {
             return Err(GpuError::Parse(line.to_string()));
         };
-        let index = index.parse().map_err(|_| GpuError::Parse(line.to_string()))?;
-        out.push(GpuInfo { index, name: (*name).to_string(), driver_version: (*driver).to_string() });
+        let index = index
+            .parse()
+            .map_err(|_| GpuError::Parse(line.to_string()))?;
+        out.push(GpuInfo {
+            index,
+            name: (*name).to_string(),
+            driver_version: (*driver).to_string(),
+        });
     }
     Ok(out)
 }
@@ -113,16 +119,27 @@ pub fn discover(cfg: &PoolConfig) -> Result<Vec<GpuInfo>, GpuError> {
         return Ok(Vec::new());
     };
     let mut cmd = Command::new(smi);
-    cmd.args(["--query-gpu=index,name,driver_version", "--format=csv,noheader"]);
+    cmd.args([
+        "--query-gpu=index,name,driver_version",
+        "--format=csv,noheader",
+    ]);
     if let Some(p) = &cfg.path_var {
         cmd.env("PATH", p);
     }
-    let timeout = Duration::try_from_secs_f64(cfg.discover_timeout_s).unwrap_or(Duration::from_secs(20));
+    let timeout =
+        Duration::try_from_secs_f64(cfg.discover_timeout_s).unwrap_or(Duration::from_secs(20));
     let killer = Killer::new("kill".as_ref(), cfg.path_var.as_deref());
     let (status, text, timed_out) = run_probe(cmd, timeout, &killer)?;
     if timed_out || !status.success() {
-        let status = if timed_out { "timeout".to_string() } else { status.to_string() };
-        return Err(GpuError::NvidiaSmi { status, output: text.chars().take(2000).collect() });
+        let status = if timed_out {
+            "timeout".to_string()
+        } else {
+            status.to_string()
+        };
+        return Err(GpuError::NvidiaSmi {
+            status,
+            output: text.chars().take(2000).collect(),
+        });
     }
     parse_gpu_csv(&text)
 }
@@ -184,7 +201,9 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Vec<bool>> {
-        self.busy.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -225,7 +244,12 @@ impl GpuPool {
             }
         };
         let slots = if gpus.is_empty() {
-            (0..cfg.cpu_slots.max(1)).map(|id| Slot::Cpu { id, threads: cfg.cpu_threads.max(1) }).collect()
+            (0..cfg.cpu_slots.max(1))
+                .map(|id| Slot::Cpu {
+                    id,
+                    threads: cfg.cpu_threads.max(1),
+                })
+                .collect()
         } else {
             gpus.into_iter().map(Slot::Gpu).collect()
         };
@@ -238,7 +262,13 @@ impl GpuPool {
             slots.push(Slot::Cpu { id: 0, threads: 1 });
         }
         let busy = Mutex::new(vec![false; slots.len()]);
-        Self { inner: Arc::new(Inner { slots, busy, freed: Condvar::new() }) }
+        Self {
+            inner: Arc::new(Inner {
+                slots,
+                busy,
+                freed: Condvar::new(),
+            }),
+        }
     }
 
     /// All slots.
@@ -261,9 +291,16 @@ impl GpuPool {
         loop {
             if let Some(i) = busy.iter().position(|b| !b) {
                 busy[i] = true;
-                return Lease { inner: Arc::clone(&self.inner), index: i };
+                return Lease {
+                    inner: Arc::clone(&self.inner),
+                    index: i,
+                };
             }
-            busy = self.inner.freed.wait(busy).unwrap_or_else(std::sync::PoisonError::into_inner);
+            busy = self
+                .inner
+                .freed
+                .wait(busy)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -274,7 +311,10 @@ impl GpuPool {
         loop {
             if let Some(i) = busy.iter().position(|b| !b) {
                 busy[i] = true;
-                return Some(Lease { inner: Arc::clone(&self.inner), index: i });
+                return Some(Lease {
+                    inner: Arc::clone(&self.inner),
+                    index: i,
+                });
             }
             let left = deadline.checked_duration_since(Instant::now())?;
             busy = match self.inner.freed.wait_timeout(busy, left) {

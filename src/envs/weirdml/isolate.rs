@@ -47,7 +47,14 @@ impl LaunchPlan {
     /// The `-I -S -c LAUNCHER json` tail for `python`.
     pub(super) fn command_tail(&self, python: &str) -> Vec<String> {
         let json = serde_json::to_string(self).unwrap_or_default();
-        vec![python.into(), "-I".into(), "-S".into(), "-c".into(), LAUNCHER.into(), json]
+        vec![
+            python.into(),
+            "-I".into(),
+            "-S".into(),
+            "-c".into(),
+            LAUNCHER.into(),
+            json,
+        ]
     }
 }
 
@@ -85,10 +92,10 @@ pub(super) fn python_bind_paths(py: &PythonInfo) -> Vec<PathBuf> {
     }
     let mut all = Vec::new();
     for p in cands {
-        if let Ok(c) = p.canonicalize() {
-            if c != p {
-                all.push(c);
-            }
+        if let Ok(c) = p.canonicalize()
+            && c != p
+        {
+            all.push(c);
         }
         all.push(p);
     }
@@ -134,11 +141,28 @@ fn push_bind(args: &mut Vec<OsString>, flag: &str, src: &Path, dst: &Path) {
 /// size-capped /tmp, writable `/workspace` only, read-only `/workspace/data` and `/code`.
 pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
-    push(&mut a, &["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
+    push(
+        &mut a,
+        &[
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ],
+    );
     if l.unprivileged {
         push(&mut a, &["--unshare-user"]);
     }
-    push(&mut a, &["--die-with-parent", "--new-session", "--hostname", "evalgrid-sandbox"]);
+    push(
+        &mut a,
+        &[
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "evalgrid-sandbox",
+        ],
+    );
     push_bind(&mut a, "--ro-bind", Path::new("/usr"), Path::new("/usr"));
     for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
         let p = Path::new(d);
@@ -153,8 +177,15 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         }
     }
     let mut etc: Vec<String> = [
-        "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
-        "nsswitch.conf", "hosts",
+        "alternatives",
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "localtime",
+        "passwd",
+        "group",
+        "nsswitch.conf",
+        "hosts",
     ]
     .iter()
     .map(|s| format!("/etc/{s}"))
@@ -170,7 +201,11 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
     }
     let mut made: Vec<PathBuf> = Vec::new();
     for p in python_bind_paths(l.python) {
-        let mut ancestors: Vec<&Path> = p.ancestors().skip(1).filter(|x| x.parent().is_some()).collect();
+        let mut ancestors: Vec<&Path> = p
+            .ancestors()
+            .skip(1)
+            .filter(|x| x.parent().is_some())
+            .collect();
         ancestors.reverse();
         for anc in ancestors {
             if !made.iter().any(|m| m == anc) {
@@ -181,28 +216,60 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         }
         push_bind(&mut a, "--ro-bind", &p, &p);
     }
-    push(&mut a, &["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size"]);
+    push(
+        &mut a,
+        &[
+            "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size",
+        ],
+    );
     a.push(l.tmpfs_bytes.max(1 << 20).to_string().into());
     push(&mut a, &["--tmpfs", "/tmp"]);
     if l.gpu {
         if let Ok(rd) = std::fs::read_dir("/dev") {
             let mut devs: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvidia")))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("nvidia"))
+                })
                 .collect();
             devs.sort();
             for d in devs {
                 push_bind(&mut a, "--dev-bind", &d, &d);
             }
         }
-        push_bind(&mut a, "--ro-bind-try", Path::new("/sys"), Path::new("/sys"));
+        push_bind(
+            &mut a,
+            "--ro-bind-try",
+            Path::new("/sys"),
+            Path::new("/sys"),
+        );
     }
     push_bind(&mut a, "--ro-bind", l.code_dir, Path::new(SANDBOX_CODE));
     push_bind(&mut a, "--bind", l.work_dir, Path::new(SANDBOX_WORK));
-    push_bind(&mut a, "--ro-bind", l.data_dir, &Path::new(SANDBOX_WORK).join("data"));
-    push(&mut a, &["--chdir", SANDBOX_WORK, "--clearenv", "--setenv", l.marker.0, l.marker.1]);
+    push_bind(
+        &mut a,
+        "--ro-bind",
+        l.data_dir,
+        &Path::new(SANDBOX_WORK).join("data"),
+    );
+    push(
+        &mut a,
+        &[
+            "--chdir",
+            SANDBOX_WORK,
+            "--clearenv",
+            "--setenv",
+            l.marker.0,
+            l.marker.1,
+        ],
+    );
     if l.drop {
-        push(&mut a, &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]);
+        push(
+            &mut a,
+            &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"],
+        );
     }
     a.push("--".into());
     a
@@ -243,9 +310,14 @@ pub(super) fn read_predictions(work: &Path, rel: &str, cap: u64) -> Predictions 
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Predictions::Missing,
             Err(e) => return Predictions::Invalid(format!("cannot stat {rel}: {e}")),
             Ok(m) if m.file_type().is_symlink() => {
-                return Predictions::Invalid(format!("{} is a symlink", path.strip_prefix(work).unwrap_or(&path).display()));
+                return Predictions::Invalid(format!(
+                    "{} is a symlink",
+                    path.strip_prefix(work).unwrap_or(&path).display()
+                ));
             }
-            Ok(m) if last && !m.is_file() => return Predictions::Invalid(format!("{rel} is not a regular file")),
+            Ok(m) if last && !m.is_file() => {
+                return Predictions::Invalid(format!("{rel} is not a regular file"));
+            }
             Ok(m) if !last && !m.is_dir() => return Predictions::Missing,
             Ok(_) => {}
         }
@@ -255,14 +327,20 @@ pub(super) fn read_predictions(work: &Path, rel: &str, cap: u64) -> Predictions 
         Err(e) => return Predictions::Invalid(format!("cannot open {rel}: {e}")),
     };
     match file.metadata() {
-        Ok(m) if !m.is_file() => return Predictions::Invalid(format!("{rel} is not a regular file")),
-        Ok(m) if m.len() > cap => return Predictions::Invalid(format!("{rel} is larger than {cap} bytes")),
+        Ok(m) if !m.is_file() => {
+            return Predictions::Invalid(format!("{rel} is not a regular file"));
+        }
+        Ok(m) if m.len() > cap => {
+            return Predictions::Invalid(format!("{rel} is larger than {cap} bytes"));
+        }
         Err(e) => return Predictions::Invalid(format!("cannot stat {rel}: {e}")),
         Ok(_) => {}
     }
     let mut bytes = Vec::new();
     match (&mut file).take(cap + 1).read_to_end(&mut bytes) {
-        Ok(_) if bytes.len() as u64 > cap => Predictions::Invalid(format!("{rel} is larger than {cap} bytes")),
+        Ok(_) if bytes.len() as u64 > cap => {
+            Predictions::Invalid(format!("{rel} is larger than {cap} bytes"))
+        }
         Ok(_) => Predictions::Present(bytes),
         Err(e) => Predictions::Invalid(format!("cannot read {rel}: {e}")),
     }

@@ -79,7 +79,10 @@ pub fn failure_rate(runs: &[Vec<bool>]) -> Option<f64> {
 /// Fraction of runs whose run accuracy is 0 (a different, smaller quantity).
 pub fn per_run_failure_rate(runs: &[Vec<f64>]) -> Option<f64> {
     let n = runs.len();
-    let zero = runs.iter().filter(|r| run_accuracy(r).unwrap_or(0.0) == 0.0).count();
+    let zero = runs
+        .iter()
+        .filter(|r| run_accuracy(r).unwrap_or(0.0) == 0.0)
+        .count();
     (n > 0).then(|| zero as f64 / n as f64)
 }
 

@@ -17,7 +17,10 @@ fn brute_force(xs: &[f64], k: usize) -> f64 {
         if mask.count_ones() as usize != k {
             continue;
         }
-        let m = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| xs[i]).fold(f64::NEG_INFINITY, f64::max);
+        let m = (0..n)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| xs[i])
+            .fold(f64::NEG_INFINITY, f64::max);
         sum += m;
         count += 1;
     }
@@ -29,7 +32,10 @@ fn plug_in(xs: &[f64], k: usize) -> f64 {
     let mut s = xs.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len() as f64;
-    s.iter().enumerate().map(|(i, x)| x * (((i + 1) as f64 / n).powi(k as i32) - (i as f64 / n).powi(k as i32))).sum()
+    s.iter()
+        .enumerate()
+        .map(|(i, x)| x * (((i + 1) as f64 / n).powi(k as i32) - (i as f64 / n).powi(k as i32)))
+        .sum()
 }
 
 #[test]
@@ -50,12 +56,18 @@ fn worked_example() {
         assert!(close(est, brute_force(&x, k)), "k={k} brute force");
         assert!(close(plug_in(&x, k), plug[k - 1]), "plug-in k={k}");
         let w = max_at_k_weights(5, k).expect("weights");
-        assert!(w.iter().zip(weights[k - 1]).all(|(a, b)| close(*a, *b)), "weights k={k}: {w:?}");
+        assert!(
+            w.iter().zip(weights[k - 1]).all(|(a, b)| close(*a, *b)),
+            "weights k={k}: {w:?}"
+        );
     }
     let passes = [0.4, 0.7, 0.9, 1.0, 1.0];
     for k in 1..=5 {
         let est = max_at_k(&[1.0, 0.0, 0.0, 1.0, 0.0], k).expect("defined");
-        assert!(close(est, passes[k - 1]) && close(est, pass_at_k(5, 2, k).expect("defined")), "k={k}");
+        assert!(
+            close(est, passes[k - 1]) && close(est, pass_at_k(5, 2, k).expect("defined")),
+            "k={k}"
+        );
     }
     assert_eq!(max_at_k(&x, 0), None);
     assert_eq!(max_at_k(&x, 6), None);
@@ -96,11 +108,20 @@ fn aggregates() {
     assert_eq!(best_so_far(&runs[0]), vec![0.0, 0.0, 0.0, 0.535, 0.535]);
     assert_eq!(task_score(&[0.535, 0.995]), Some(0.765));
     assert!(close(accuracy_after_k(&runs, 1).expect("k=1"), 0.2 / 3.0));
-    assert!(close(accuracy_after_k(&runs, 5).expect("k=5"), (0.535 + 0.2) / 3.0), "carry forward");
+    assert!(
+        close(
+            accuracy_after_k(&runs, 5).expect("k=5"),
+            (0.535 + 0.2) / 3.0
+        ),
+        "carry forward"
+    );
     let failed = vec![vec![true, true, true, false, true], vec![false, true]];
     assert_eq!(failure_rate(&failed), Some(5.0 / 7.0));
     assert_eq!(failure_rate(&[]), None);
-    assert_eq!(per_run_failure_rate(&[vec![0.0, 0.0], vec![0.3]]), Some(0.5));
+    assert_eq!(
+        per_run_failure_rate(&[vec![0.0, 0.0], vec![0.3]]),
+        Some(0.5)
+    );
     let m = model_average(&[0.5, 0.7], Some(3));
     assert_eq!((m.n_tasks, m.complete), (2, false));
     assert!(close(m.mean.expect("mean"), 0.6));

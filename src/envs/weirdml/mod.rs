@@ -28,10 +28,12 @@ mod test_support;
 
 pub use codeblock::{CodeBlock, extract_code, fenced_blocks};
 pub use episode::{
-    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind, NO_CODE_FEEDBACK,
-    SandboxRunner, Step, SubmissionRecord, classify, feedback_text,
+    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind,
+    NO_CODE_FEEDBACK, SandboxRunner, Step, SubmissionRecord, classify, feedback_text,
 };
-pub use gpu::{GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, discover, parse_gpu_csv};
+pub use gpu::{
+    GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, discover, parse_gpu_csv,
+};
 pub use metrics::{
     ModelAverage, accuracy_after_k, best_so_far, failure_rate, max_at_k, max_at_k_weights,
     model_average, pass_at_k, per_run_failure_rate, run_accuracy, standard_error, task_score,
@@ -41,9 +43,8 @@ pub use output::{CapturedOutput, OutputCapture, truncate_view};
 pub use provenance::{Provenance, PythonInfo, probe_python};
 pub use pyfmt::{py_float_repr, seconds_text};
 pub use sandbox::{
-    Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits,
-    OutputLimits, Predictions, PrivilegeDrop, RunResult, RunSpec, Sandbox, SandboxConfig,
-    SandboxError,
+    Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits, OutputLimits,
+    Predictions, PrivilegeDrop, RunResult, RunSpec, Sandbox, SandboxConfig, SandboxError,
 };
 pub use scorer::{Labels, ScoreError, ScoreOutcome, parse_predictions, score_predictions};
 pub use scripted::{Agent, ScriptedAgent, play};

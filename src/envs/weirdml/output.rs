@@ -30,7 +30,13 @@ pub struct CapturedOutput {
 impl OutputCapture {
     /// New capture keeping at most `head_cap + tail_cap` bytes.
     pub fn new(head_cap: usize, tail_cap: usize) -> Self {
-        Self { head: Vec::new(), tail: VecDeque::new(), head_cap, tail_cap, total: 0 }
+        Self {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_cap,
+            tail_cap,
+            total: 0,
+        }
     }
 
     /// Appends a chunk read from the pipe.
@@ -162,7 +168,9 @@ mod tests {
 
     #[test]
     fn view_cuts_to_head_and_tail_chars() {
-        let text: String = (0..20_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..20_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let (v, cut) = truncate_view(&text, 4000, 4000);
         assert!(cut);
         assert_eq!(v.chars().count(), 8000);

@@ -18,7 +18,9 @@ use thiserror::Error;
 use super::gpu::Slot;
 use super::isolate::{self, BwrapLayout, DropTo, LaunchPlan, SANDBOX_CODE, SANDBOX_WORK};
 use super::output::{CapturedOutput, OutputCapture};
-use super::process::{Killer, ReapTarget, effective_uid, list_processes, run_probe, run_watched, which};
+use super::process::{
+    Killer, ReapTarget, effective_uid, run_probe, run_watched, tasks_of_uid, which,
+};
 use super::provenance::{PythonInfo, probe_python};
 
 /// Which backend to use.
@@ -119,7 +121,12 @@ pub struct OutputLimits {
 
 impl Default for OutputLimits {
     fn default() -> Self {
-        Self { view_head_chars: 4000, view_tail_chars: 4000, log_head_bytes: 1 << 20, log_tail_bytes: 1 << 20 }
+        Self {
+            view_head_chars: 4000,
+            view_tail_chars: 4000,
+            log_head_bytes: 1 << 20,
+            log_tail_bytes: 1 << 20,
+        }
     }
 }
 
@@ -310,18 +317,6 @@ pub struct Sandbox {
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn tasks_of_uid(uid: u32) -> u64 {
-    let procs = list_processes().into_iter().filter(|p| p.uids[0] == uid);
-    procs
-        .map(|p| {
-            std::fs::read_to_string(format!("/proc/{}/status", p.pid))
-                .ok()
-                .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse().unwrap_or(1))))
-                .unwrap_or(1)
-        })
-        .sum()
-}
-
 #[path = "sandbox_setup.rs"]
 mod setup;
 
@@ -359,10 +354,17 @@ impl Sandbox {
     /// The rlimits for one run.
     fn rlimits(&self, time_limit: Duration, gpu: bool) -> Vec<(String, i64, i64)> {
         let l = &self.cfg.limits;
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) as f64;
-        let cpu = l.cpu_time_s.unwrap_or_else(|| (time_limit.as_secs_f64() * cores).ceil() as u64 + 5);
+        let cores =
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) as f64;
+        let cpu = l
+            .cpu_time_s
+            .unwrap_or_else(|| (time_limit.as_secs_f64() * cores).ceil() as u64 + 5);
         let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let mut out = vec![("RLIMIT_CPU".to_string(), clamp(cpu), clamp(cpu.saturating_add(5)))];
+        let mut out = vec![(
+            "RLIMIT_CPU".to_string(),
+            clamp(cpu),
+            clamp(cpu.saturating_add(5)),
+        )];
         out.push(("RLIMIT_CORE".into(), 0, 0));
         if let (Some(a), false) = (l.address_space_bytes, gpu) {
             out.push(("RLIMIT_AS".into(), clamp(a), clamp(a)));
@@ -394,27 +396,36 @@ impl Sandbox {
         }
         .map_err(io_err("creating run directory"))?;
         let root = tmp.path();
-        let set_mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        let set_mode =
+            |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
         set_mode(root, 0o711).map_err(io_err("chmod run directory"))?;
         let code_dir = root.join("code");
         let work = root.join("work");
         let bwrap = matches!(self.backend, Backend::Bwrap(_));
-        let data_copy = if bwrap { root.join("data") } else { work.join("data") };
+        let data_copy = if bwrap {
+            root.join("data")
+        } else {
+            work.join("data")
+        };
         let (home, tmpdir) = (root.join("home"), root.join("tmp"));
         for d in [&code_dir, &work, &work.join("results"), &home, &tmpdir] {
             std::fs::create_dir_all(d).map_err(io_err(format!("creating {}", d.display())))?;
         }
         set_mode(&code_dir, 0o755).map_err(io_err("chmod code dir"))?;
-        std::fs::write(code_dir.join("submission.py"), spec.code).map_err(io_err("writing submission"))?;
+        std::fs::write(code_dir.join("submission.py"), spec.code)
+            .map_err(io_err("writing submission"))?;
         set_mode(&code_dir.join("submission.py"), 0o644).map_err(io_err("chmod submission"))?;
-        isolate::copy_dir(spec.data_dir, &data_copy).map_err(io_err(format!("copying {}", spec.data_dir.display())))?;
+        isolate::copy_dir(spec.data_dir, &data_copy)
+            .map_err(io_err(format!("copying {}", spec.data_dir.display())))?;
         if bwrap {
-            std::fs::create_dir_all(work.join("data")).map_err(io_err("creating data mount point"))?;
+            std::fs::create_dir_all(work.join("data"))
+                .map_err(io_err("creating data mount point"))?;
         }
         let uid = self.drop.then(|| isolate::allocate_uid(self.cfg.uid_base));
         if let Some(u) = uid {
             for d in [&work, &work.join("results"), &home, &tmpdir] {
-                std::os::unix::fs::chown(d, Some(u), Some(u)).map_err(io_err("chown to sandbox uid"))?;
+                std::os::unix::fs::chown(d, Some(u), Some(u))
+                    .map_err(io_err("chown to sandbox uid"))?;
             }
             set_mode(&work, 0o700).map_err(io_err("chmod work dir"))?;
         }
@@ -428,15 +439,34 @@ impl Sandbox {
         let marker = format!("{marker_key}={token}");
 
         let (script, cwd, home_in, tmp_in) = if bwrap {
-            (format!("{SANDBOX_CODE}/submission.py"), PathBuf::from(SANDBOX_WORK), "/tmp".to_string(), "/tmp".to_string())
+            (
+                format!("{SANDBOX_CODE}/submission.py"),
+                PathBuf::from(SANDBOX_WORK),
+                "/tmp".to_string(),
+                "/tmp".to_string(),
+            )
         } else {
-            let s = code_dir.join("submission.py").to_string_lossy().into_owned();
-            (s, work.clone(), home.to_string_lossy().into_owned(), tmpdir.to_string_lossy().into_owned())
+            let s = code_dir
+                .join("submission.py")
+                .to_string_lossy()
+                .into_owned();
+            (
+                s,
+                work.clone(),
+                home.to_string_lossy().into_owned(),
+                tmpdir.to_string_lossy().into_owned(),
+            )
         };
         let py = self.python.executable.clone();
-        let bin_dir = Path::new(&py).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let bin_dir = Path::new(&py)
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
-        env.insert("PATH".into(), format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin"));
+        env.insert(
+            "PATH".into(),
+            format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin"),
+        );
         env.insert("HOME".into(), home_in);
         env.insert("TMPDIR".into(), tmp_in);
         env.insert("LANG".into(), "C.UTF-8".into());
@@ -474,7 +504,9 @@ impl Sandbox {
                     marker: (marker_key, &token),
                 };
                 let mut c = Command::new(path);
-                c.args(isolate::bwrap_args(&layout)).args(&tail).process_group(0);
+                c.args(isolate::bwrap_args(&layout))
+                    .args(&tail)
+                    .process_group(0);
                 c
             }
             Backend::RlimitsOnly => {
@@ -483,25 +515,38 @@ impl Sandbox {
                 c
             }
         };
-        cmd.env_clear().env(marker_key, &token).env("PATH", "/usr/bin:/bin");
+        cmd.env_clear()
+            .env(marker_key, &token)
+            .env("PATH", "/usr/bin:/bin");
 
         let grace = Duration::from_millis(self.cfg.kill_grace_ms);
         let killer = &self.killer;
         let cleanup = |pid: u32, alive: bool| {
-            let target = ReapTarget { group: Some(pid), tree_root: alive.then_some(pid), uid, marker: Some(marker.clone()) };
+            let target = ReapTarget {
+                group: Some(pid),
+                tree_root: alive.then_some(pid),
+                uid,
+                marker: Some(marker.clone()),
+            };
             target.reap(killer, grace)
         };
         let o = &self.cfg.output;
-        let capture = OutputCapture::new(o.log_head_bytes.max(4 * o.view_head_chars), o.log_tail_bytes.max(4 * o.view_tail_chars));
-        let watched = run_watched(cmd, spec.time_limit, capture, &cleanup).map_err(io_err("running submission"))?;
+        let capture = OutputCapture::new(
+            o.log_head_bytes.max(4 * o.view_head_chars),
+            o.log_tail_bytes.max(4 * o.view_tail_chars),
+        );
+        let watched = run_watched(cmd, spec.time_limit, capture, &cleanup)
+            .map_err(io_err("running submission"))?;
 
-        let mut exit = ExitInfo { code: watched.status.code(), signal: watched.status.signal() };
-        if bwrap {
-            if let Some(c @ 129..=192) = exit.code {
-                exit.signal = Some(c - 128);
-            }
+        let mut exit = ExitInfo {
+            code: watched.status.code(),
+            signal: watched.status.signal(),
+        };
+        if let (true, Some(c @ 129..=192)) = (bwrap, exit.code) {
+            exit.signal = Some(c - 128);
         }
-        let (output_view, output_truncated) = watched.output.view(o.view_head_chars, o.view_tail_chars);
+        let (output_view, output_truncated) =
+            watched.output.view(o.view_head_chars, o.view_tail_chars);
         let tail_text = String::from_utf8_lossy(if watched.output.tail.is_empty() {
             &watched.output.head
         } else {
@@ -509,7 +554,8 @@ impl Sandbox {
         })
         .into_owned();
         let killed_by_limit = isolate::infer_limit(&exit, watched.timed_out, &tail_text);
-        let predictions = isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes);
+        let predictions =
+            isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes);
         Ok(RunResult {
             exit,
             timed_out: watched.timed_out,
@@ -525,30 +571,4 @@ impl Sandbox {
             survivors: watched.survivors,
         })
     }
-
-    /// Runs a tiny program through the exact production path (used by the probes).
-    fn probe_run(&self, code: &str) -> Result<RunResult, SandboxError> {
-        let data = tempfile::tempdir().map_err(io_err("probe data dir"))?;
-        let slot = Slot::Cpu { id: 0, threads: 1 };
-        let spec = RunSpec {
-            code,
-            data_dir: data.path(),
-            predictions_file: "results/test_preds.txt",
-            time_limit: Duration::from_secs(self.cfg.probe_timeout_s.max(1)),
-            slot: &slot,
-        };
-        self.run(&spec)
-    }
-}
-
-/// Exposes helpers to `sandbox_setup.rs`.
-fn bwrap_version_of(path: &Path, killer: &Killer) -> Option<String> {
-    let mut c = Command::new(path);
-    c.arg("--version");
-    let (st, text, _) = run_probe(c, Duration::from_secs(10), killer).ok()?;
-    st.success().then(|| text.trim().to_string())
-}
-
-fn resolve(cfg: &SandboxConfig, name: &Path) -> Option<PathBuf> {
-    which(name, cfg.path_var.as_deref())
 }

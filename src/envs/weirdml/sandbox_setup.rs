@@ -2,16 +2,45 @@
 //! root privilege drop when applicable) through the real run path, fall back loudly to
 //! rlimits-only, and write down what is and is not guaranteed.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
 use super::{
-    Backend, BackendChoice, Duration, Isolation, IsolationReport, Killer, PrivilegeDrop, Sandbox,
-    SandboxConfig, SandboxError, bwrap_version_of, effective_uid, probe_python, resolve,
+    Backend, BackendChoice, Duration, Isolation, IsolationReport, Killer, PrivilegeDrop, RunResult,
+    RunSpec, Sandbox, SandboxConfig, SandboxError, Slot, effective_uid, io_err, probe_python,
+    run_probe, which,
 };
 
 const PROBE_CODE: &str = "import os\nprint('evalgrid-probe-ok', os.getuid())\n";
 
+/// Runs a tiny program through the exact production path.
+fn probe_run(sb: &Sandbox, code: &str) -> Result<RunResult, SandboxError> {
+    let data = tempfile::tempdir().map_err(io_err("probe data dir"))?;
+    let slot = Slot::Cpu { id: 0, threads: 1 };
+    let spec = RunSpec {
+        code,
+        data_dir: data.path(),
+        predictions_file: "results/test_preds.txt",
+        time_limit: Duration::from_secs(sb.cfg.probe_timeout_s.max(1)),
+        slot: &slot,
+    };
+    sb.run(&spec)
+}
+
+fn bwrap_version_of(path: &Path, killer: &Killer) -> Option<String> {
+    let mut c = Command::new(path);
+    c.arg("--version");
+    let (st, text, _) = run_probe(c, Duration::from_secs(10), killer).ok()?;
+    st.success().then(|| text.trim().to_string())
+}
+
+fn resolve(cfg: &SandboxConfig, name: &Path) -> Option<PathBuf> {
+    which(name, cfg.path_var.as_deref())
+}
+
 /// Runs the probe program; `Ok(uid)` when it printed the marker and exited 0.
 fn probe(sb: &Sandbox) -> Result<u32, String> {
-    let r = sb.probe_run(PROBE_CODE).map_err(|e| e.to_string())?;
+    let r = probe_run(sb, PROBE_CODE).map_err(|e| e.to_string())?;
     let text = r.output.log_text();
     let uid = text
         .lines()
@@ -21,7 +50,12 @@ fn probe(sb: &Sandbox) -> Result<u32, String> {
         Some(u) if r.exit.success() => Ok(u),
         _ => {
             let shown: String = text.chars().take(1500).collect();
-            Err(format!("probe exited {:?}/{:?}: {}", r.exit.code, r.exit.signal, shown.trim()))
+            Err(format!(
+                "probe exited {:?}/{:?}: {}",
+                r.exit.code,
+                r.exit.signal,
+                shown.trim()
+            ))
         }
     }
 }
@@ -30,7 +64,10 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
     let killer = Killer::new(&cfg.kill, cfg.path_var.as_deref());
     let mut notes = Vec::new();
     if !killer.available() {
-        notes.push("`kill` not found: timeouts kill only the direct child; stragglers may survive".to_string());
+        notes.push(
+            "`kill` not found: timeouts kill only the direct child; stragglers may survive"
+                .to_string(),
+        );
     }
     let timeout = Duration::from_secs(cfg.probe_timeout_s.max(1));
     let python = probe_python(&cfg.python, cfg.path_var.as_deref(), &killer, timeout)?;
@@ -86,7 +123,10 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
                         };
                         return Ok(sb);
                     }
-                    Ok(_) => bwrap_failure = Some("privilege drop inside bwrap did not take effect".into()),
+                    Ok(_) => {
+                        bwrap_failure =
+                            Some("privilege drop inside bwrap did not take effect".into())
+                    }
                     Err(reason) => bwrap_failure = Some(reason),
                 }
             }
@@ -98,7 +138,9 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
     }
     sb.backend = Backend::RlimitsOnly;
     notes.push(format!("WARNING rlimits-only: {reason}"));
-    notes.push("NO network isolation: submissions can open sockets (bwrap is required for that)".into());
+    notes.push(
+        "NO network isolation: submissions can open sockets (bwrap is required for that)".into(),
+    );
     notes.push(
         "NO filesystem isolation: submissions can read (hidden labels included) and write whatever their uid can"
             .into(),
@@ -113,7 +155,9 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
             }
             Err(reason) => {
                 sb.drop = false;
-                notes.push(format!("interpreter not usable by an unprivileged uid: {reason}"));
+                notes.push(format!(
+                    "interpreter not usable by an unprivileged uid: {reason}"
+                ));
             }
         }
     }

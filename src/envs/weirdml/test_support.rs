@@ -68,7 +68,11 @@ pub(crate) fn sandbox(backend: BackendChoice) -> Option<&'static Sandbox> {
         BackendChoice::Bwrap => &BWRAP,
         _ => &RLIMITS,
     };
-    let backend = if backend == BackendChoice::Auto { BackendChoice::RlimitsOnly } else { backend };
+    let backend = if backend == BackendChoice::Auto {
+        BackendChoice::RlimitsOnly
+    } else {
+        backend
+    };
     cell.get_or_init(|| match Sandbox::new(small_config(backend)) {
         Ok(sb) => {
             eprintln!("sandbox {backend:?}: {:?}", sb.report());
@@ -84,7 +88,10 @@ pub(crate) fn sandbox(backend: BackendChoice) -> Option<&'static Sandbox> {
 
 /// Every available backend (bwrap first).
 pub(crate) fn backends() -> Vec<&'static Sandbox> {
-    [BackendChoice::Bwrap, BackendChoice::RlimitsOnly].into_iter().filter_map(sandbox).collect()
+    [BackendChoice::Bwrap, BackendChoice::RlimitsOnly]
+        .into_iter()
+        .filter_map(sandbox)
+        .collect()
 }
 
 /// A freshly written seed-42 mini-shapes task, removed when dropped.
@@ -97,7 +104,9 @@ pub(crate) struct Fixture {
 /// Writes the seed-42 mini-shapes task into a new temp dir (a few milliseconds).
 pub(crate) fn minishapes_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir for mini-shapes");
-    let task = MiniShapes::default().write(dir.path()).expect("writing mini-shapes test data");
+    let task = MiniShapes::default()
+        .write(dir.path())
+        .expect("writing mini-shapes test data");
     Fixture { _dir: dir, task }
 }
 
