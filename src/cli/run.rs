@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use evalgrid::cache::Store;
 use evalgrid::exec::calls::Usage;
-use evalgrid::exec::{CallContext, Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
+use evalgrid::exec::{CallContext, Cancel, call_key, CellState, RunOptions, RunSummary, classify, run_cells};
 use evalgrid::plan::plan;
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, ProviderClient, RetryPolicy, install_crypto_provider};
-use evalgrid::spec::TransportConfig;
+use evalgrid::exec::EpisodeRunner as _;
+use evalgrid::spec::{Pipeline, TransportConfig};
 use evalgrid::report::{ReportOutcome, build};
 use serde_json::json;
 
@@ -22,7 +23,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
     let store = Store::open(&env.cache_dir)?;
     if args.dry_run {
-        return dry_run(&store, &plan, args.json, args.retry_errors);
+        return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors);
     }
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
@@ -85,26 +86,43 @@ fn client_config(t: &TransportConfig) -> ClientConfig {
     }
 }
 
-fn dry_run(store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<u8, Failure> {
+fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<u8, Failure> {
     let mut counts = [0usize; 4];
+    let (mut calls_known, mut calls_unknown_cells) = (0usize, 0usize);
     for cell in &plan.cells {
-        let i = match classify(store, cell) {
-            CellState::Cached => 0,
-            CellState::Stale => 1,
-            CellState::Missing => 2,
-            CellState::Failed => 3,
+        let state = classify(store, cell);
+        counts[state as usize] += 1;
+        let runs = match state {
+            CellState::Cached => false,
+            CellState::Failed => true,
+            _ => !retry_errors,
         };
-        counts[i] += 1;
+        if !runs {
+            continue;
+        }
+        let (model, task) = (&pipeline.models[cell.model], &pipeline.tasks[cell.task]);
+        match env.registry.planned_calls(model, task, cell.seed) {
+            Some(calls) => {
+                calls_known += calls.iter().filter(|(r, s)| call_key(model, r, s).is_some_and(|k| !store.contains(k))).count();
+            }
+            None => calls_unknown_cells += 1,
+        }
     }
     let would_run = if retry_errors { counts[3] } else { counts[1] + counts[2] + counts[3] };
     if json {
         output::json(&json!({
             "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_run": 0, "cells_failed": counts[3],
-            "cells_to_run": would_run, "model_calls_to_make": 0, "dry_run": true, "report_dir": null,
+            "cells_to_run": would_run, "model_calls_to_make": calls_known,
+            "cells_with_unknown_calls": calls_unknown_cells, "dry_run": true, "report_dir": null,
         }));
     } else {
+        let unknown = if calls_unknown_cells > 0 {
+            format!(", plus the calls of {calls_unknown_cells} multi-turn episode(s), which depend on the game")
+        } else {
+            String::new()
+        };
         output::line(&format!(
-            "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} (0 model API calls: built-in agents only)",
+            "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} cells and make {calls_known} model API calls{unknown}",
             plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
         ));
     }

@@ -10,7 +10,8 @@ use super::bbeh::benchmark as bbeh;
 use super::bbq::benchmark as bbq;
 use super::eleusis::benchmark as eleusis;
 use super::metric::MetricDef;
-use crate::exec::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
+use crate::exec::{BoxFuture, CallSite, EpisodeContext, EpisodeRunner, StepError, on_cpu};
+use crate::providers::ChatRequest;
 use crate::spec::resolve::BUILTIN_PROVIDER;
 use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
@@ -109,6 +110,16 @@ impl EpisodeRunner for Registry {
                 other => Err(StepError::Unsupported(format!("benchmark `{other}` has no episode runner"))),
             }
         })
+    }
+
+    fn planned_calls(&self, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
+        if model.provider == BUILTIN_PROVIDER {
+            return Some(Vec::new());
+        }
+        match task.benchmark.as_str() {
+            bbeh::NAME => bbeh::planned_calls(&self.data_dir, model, task, seed).ok(),
+            _ => None,
+        }
     }
 
     fn score(&self, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {

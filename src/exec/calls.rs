@@ -102,7 +102,13 @@ impl CallContext {
         let endpoint = endpoint(model)?;
         let components = call_components(&endpoint, request, site);
         let key = StepKey::compute(&components);
-        if let Some(entry) = self.store.get(key).map_err(|e| StepError::Episode(e.to_string()))? {
+        // File I/O (and the fsync of a put) runs off the async workers.
+        let store = self.store.clone();
+        let cached = tokio::task::spawn_blocking(move || store.get(key))
+            .await
+            .map_err(|e| StepError::Worker(e.to_string()))?
+            .map_err(|e| StepError::Episode(e.to_string()))?;
+        if let Some(entry) = cached {
             if let Ok(response) = serde_json::from_value::<ChatResponse>(entry.output) {
                 self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
                 return Ok(response);
@@ -143,12 +149,22 @@ impl CallContext {
                 duration_ms: response.latency_ms,
                 writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
             };
-            self.store.put(&entry).map_err(|e| StepError::Episode(e.to_string()))?;
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.put(&entry))
+                .await
+                .map_err(|e| StepError::Worker(e.to_string()))?
+                .map_err(|e| StepError::Episode(e.to_string()))?;
         } else {
             self.usage.other_model.fetch_add(1, Ordering::Relaxed);
         }
         Ok(response)
     }
+}
+
+/// The cache key a call would have; `None` for built-in models.
+#[must_use]
+pub fn call_key(model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Option<StepKey> {
+    endpoint(model).ok().map(|e| StepKey::compute(&call_components(&e, request, site)))
 }
 
 /// Key components of a call: model identity and exact body, site, versions.

@@ -6,6 +6,6 @@ pub mod progress;
 pub mod runner;
 pub mod scheduler;
 
-pub use calls::{CallContext, CallSite, call_components, provider_kind};
+pub use calls::{CallContext, CallSite, call_components, call_key, provider_kind};
 pub use runner::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
 pub use scheduler::{Cancel, CellOutcome, CellState, RunOptions, RunSummary, classify, run_cells};

@@ -8,7 +8,8 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use super::calls::CallContext;
+use super::calls::{CallContext, CallSite};
+use crate::providers::ChatRequest;
 use crate::plan::StepKey;
 use crate::spec::{ModelConfig, TaskInstance};
 
@@ -52,6 +53,14 @@ pub trait EpisodeRunner: Send + Sync {
         task: &'a TaskInstance,
         seed: u64,
     ) -> BoxFuture<'a, Result<Value, StepError>>;
+
+    /// The model calls an episode would make, when they can be known before
+    /// running it (single-shot benchmarks); `None` when they depend on the
+    /// episode's course (multi-turn games).
+    fn planned_calls(&self, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
+        let _ = (model, task, seed);
+        None
+    }
 
     /// Turns an episode record into the per-cell score record.
     fn score(&self, task: &TaskInstance, episode: &Value) -> Result<Value, StepError>;

@@ -112,6 +112,8 @@ fn ten_percent_faults_then_retry_errors_finishes_and_no_error_is_cached() {
     let mock = Mock::start(MockConfig { faults: FaultPlan::rate(0.10, mix, 7), ..MockConfig::default() });
     let ws = Workspace::new();
     ws.write("p.yaml", &pipeline(&model("m", "mock-1", &mock.url())));
+    let (_, dry) = run(&ws, &["run", "p.yaml", "--json", "--dry-run"]);
+    assert_eq!(dry["model_calls_to_make"], 60, "{dry}");
     let (code, v) = run(&ws, &["run", "p.yaml", "--json", "--jobs", "3"]);
     let failed = v["cells_failed"].as_u64().unwrap();
     let run_ok = v["cells_run"].as_u64().unwrap();
@@ -144,6 +146,8 @@ fn ten_percent_faults_then_retry_errors_finishes_and_no_error_is_cached() {
     assert!(mock.server().calls() - before < 60, "only the missing items are asked again");
     let (_, v) = run(&ws, &["run", "p.yaml", "--json"]);
     assert_eq!(v["cells_cached"], 3);
+    let (_, dry) = run(&ws, &["run", "p.yaml", "--json", "--dry-run"]);
+    assert_eq!(dry["model_calls_to_make"], 0, "{dry}");
 }
 
 #[test]

@@ -191,12 +191,9 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
             })
             .collect()
     } else {
-        let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
-        let suffix = task.params.get("suffix").and_then(Value::as_str).unwrap_or(SUFFIX);
         join_all(items.iter().map(|item| {
-            let request = ChatRequest { messages: vec![Message::user(build_prompt_with(&item.input, suffix))], params: params.clone(), ..ChatRequest::default() };
+            let (request, site) = item_call(model, task, item, seed);
             async move {
-                let site = CallSite { scope: None, position: String::new(), sample: seed };
                 let response = ctx.calls.chat(model, &request, &site).await?;
                 Ok(Answer { index: item.index, response: response.text, input_tokens: response.usage.input, output_tokens: response.usage.output })
             }
@@ -216,6 +213,23 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
         return Err(StepError::Episode(format!("{} of {total} items failed (answered items are cached); first: {first}", errors.len())));
     }
     Ok(json!({"task": task.task, "answers": ok}))
+}
+
+/// The request and call site for one item: single-shot, so identical
+/// prompts (BBEH has duplicate inputs) share a cache entry per sample.
+fn item_call(model: &ModelConfig, task: &TaskInstance, item: &Item, seed: u64) -> (ChatRequest, CallSite) {
+    let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
+    let suffix = task.params.get("suffix").and_then(Value::as_str).unwrap_or(SUFFIX);
+    let request = ChatRequest { messages: vec![Message::user(build_prompt_with(&item.input, suffix))], params, ..ChatRequest::default() };
+    (request, CallSite { scope: None, position: String::new(), sample: seed })
+}
+
+/// Every call an episode would make (for `run --dry-run`).
+pub fn planned_calls(data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Vec<(ChatRequest, CallSite)>, StepError> {
+    if model.provider == "builtin" {
+        return Ok(Vec::new());
+    }
+    Ok(load_selected(data_dir, task)?.iter().map(|item| item_call(model, task, item, seed)).collect())
 }
 
 fn random_seed(salt: u64, seed: u64, item: &Item) -> u64 {

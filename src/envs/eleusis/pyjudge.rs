@@ -18,7 +18,6 @@
 //! an exception for that card, §8 Q7), per-check wall-clock limit, memory limit, and worker
 //! kill + restart on hangs or crashes, all reported through [`JudgeError`].
 
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -27,15 +26,18 @@ use serde_json::{Value, json};
 
 use super::card::Card;
 use super::deck::{universe, universe_index};
-use super::equivalence::{RuleEvalError, RuleFn, SimulationParams, Verdict};
+use super::equivalence::{RuleFn, SimulationParams, Verdict};
 use super::game::JudgeRequest;
 use super::pyrandom::PyRandom;
 
 #[path = "pyjudge_process.rs"]
 mod process;
+#[path = "pyjudge_rulefn.rs"]
+mod rulefn;
 
-pub use process::{WORKER_SOURCE, WorkerFailure, WorkerInfo};
 use process::Worker;
+pub use process::{WORKER_SOURCE, WorkerFailure, WorkerInfo};
+pub use rulefn::PyGuessRule;
 
 /// Limits and batching of the Python judge; part of a verdict's provenance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -288,14 +290,11 @@ impl PyJudge {
     fn ensure_worker(&mut self) -> Result<&mut Worker, JudgeError> {
         if self.worker.is_none() {
             let startup = self.config.check_time_limit.max(Duration::from_secs(10));
-            let worker = Worker::spawn(
-                &self.config.python,
-                self.config.memory_limit_bytes,
-                startup,
-            )
-            .map_err(|e| JudgeError::Unavailable {
-                detail: e.to_string(),
-            })?;
+            let worker =
+                Worker::spawn(&self.config.python, self.config.memory_limit_bytes, startup)
+                    .map_err(|e| JudgeError::Unavailable {
+                        detail: e.to_string(),
+                    })?;
             if self.last_info.is_some() {
                 self.restarts += 1;
             }
@@ -419,6 +418,13 @@ impl PyJudge {
                 Ok(r) => r,
                 Err(e) => return self.failed(out, e),
             };
+            if reply.get("ok").and_then(Value::as_bool) != Some(true) {
+                let error = reply.get("error").and_then(Value::as_str).unwrap_or("?");
+                let e = JudgeError::WorkerFailed {
+                    detail: format!("eval request refused: {error}"),
+                };
+                return self.failed(out, e);
+            }
             if out.first_exception.is_none() {
                 out.first_exception = reply
                     .get("errors")
@@ -516,12 +522,7 @@ impl PyJudge {
         };
         self.compile(code, true)?;
         let deadline = Instant::now() + self.config.check_time_limit;
-        Ok(PyGuessRule {
-            judge: RefCell::new(self),
-            deadline,
-            cache: RefCell::new(None),
-            error: RefCell::new(None),
-        })
+        Ok(PyGuessRule::new(self, deadline))
     }
 }
 
@@ -546,109 +547,6 @@ fn with_flags(mut out: PyVerdict, timeouts: u64, memory_errors: u64) -> PyVerdic
         });
     }
     out
-}
-
-/// A compiled Python guess as a [`RuleFn`], so the unchanged [`super::equivalence::check`]
-/// can judge it: `acceptance_mask` evaluates a whole state in one round trip (all 52 cards,
-/// no early exit, so call order differs from the reference only in calls after the first
-/// mismatch); `eval` answers from that state's cached results. After a judge failure every
-/// call fails fast with [`RuleEvalError::Timeout`], so the check ends on the exception path.
-#[derive(Debug)]
-pub struct PyGuessRule<'j> {
-    judge: RefCell<&'j mut PyJudge>,
-    deadline: Instant,
-    cache: RefCell<Option<(Vec<Card>, Vec<u8>)>>,
-    error: RefCell<Option<JudgeError>>,
-}
-
-impl PyGuessRule<'_> {
-    /// The judge failure that poisoned this rule, if any (the spec's `judge_error`).
-    pub fn judge_error(&self) -> Option<JudgeError> {
-        self.error.borrow().clone()
-    }
-
-    fn state_results(&self, mainline: &[Card]) -> Option<Vec<u8>> {
-        if let Some((m, r)) = self.cache.borrow().as_ref()
-            && m == mainline
-        {
-            return Some(r.clone());
-        }
-        if self.error.borrow().is_some() {
-            return None;
-        }
-        let mut judge = self.judge.borrow_mut();
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let request = json!({
-            "op": "eval",
-            "time_limit_s": remaining.as_secs_f64(),
-            "call_cpu_s": judge.config.call_cpu_limit.as_secs_f64(),
-            "states": [{"m": indices(mainline)}],
-        });
-        let deadline = self.deadline + judge.config.kill_grace;
-        let reply = judge.call(request, deadline);
-        let limit_ms = ms(judge.config.check_time_limit);
-        let row = match reply {
-            Ok(r) if r.get("deadline").and_then(Value::as_bool) == Some(true) => {
-                Err(JudgeError::CheckTimeout { limit_ms })
-            }
-            Ok(r) => r
-                .get("results")
-                .and_then(|x| x.get(0))
-                .and_then(Value::as_str)
-                .filter(|s| s.len() == 52)
-                .map(|s| s.as_bytes().to_vec())
-                .ok_or(JudgeError::WorkerFailed {
-                    detail: "malformed eval reply".to_owned(),
-                }),
-            Err(e) => Err(e),
-        };
-        match row {
-            Ok(row) => {
-                *self.cache.borrow_mut() = Some((mainline.to_vec(), row.clone()));
-                Some(row)
-            }
-            Err(e) => {
-                *self.error.borrow_mut() = Some(e);
-                None
-            }
-        }
-    }
-
-    fn timeout(&self) -> RuleEvalError {
-        let limit_ms = ms(self.judge.borrow().config.check_time_limit);
-        RuleEvalError::Timeout { limit_ms }
-    }
-}
-
-impl RuleFn for PyGuessRule<'_> {
-    fn eval(&self, card: &Card, mainline: &[Card]) -> Result<bool, RuleEvalError> {
-        let row = self.state_results(mainline).ok_or_else(|| self.timeout())?;
-        let i = universe_index(*card).ok_or_else(|| {
-            RuleEvalError::Exception(format!("card {card} is not in the universe"))
-        })?;
-        match row[i] {
-            b'1' => Ok(true),
-            b'0' => Ok(false),
-            b'T' => Err(self.timeout()),
-            other => Err(RuleEvalError::Exception(format!(
-                "guess raised (worker code {})",
-                char::from(other)
-            ))),
-        }
-    }
-
-    fn acceptance_mask(&self, mainline: &[Card]) -> Option<u64> {
-        let row = self.state_results(mainline)?;
-        let mut mask = 0u64;
-        for (i, b) in row.iter().enumerate() {
-            match b {
-                b'1' => mask |= 1u64 << i,
-                b'0' => {}
-                _ => return None,
-            }
-        }
-        Some(mask)
-    }
 }
 
 #[cfg(test)]

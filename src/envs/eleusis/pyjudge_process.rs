@@ -133,8 +133,8 @@ fn reader_thread(stdout: impl Read + Send + 'static, tx: Sender<Result<String, S
                     return;
                 }
                 Ok(_) => {
-                    let line = String::from_utf8(buf)
-                        .map_err(|_| "reply line is not UTF-8".to_owned());
+                    let line =
+                        String::from_utf8(buf).map_err(|_| "reply line is not UTF-8".to_owned());
                     if tx.send(line).is_err() {
                         return;
                     }
@@ -280,7 +280,10 @@ impl Worker {
         let mut line = serde_json::to_vec(&request)
             .map_err(|e| WorkerFailure::Protocol(format!("cannot encode request: {e}")))?;
         line.push(b'\n');
-        let sent = self.to_worker.as_ref().is_some_and(|tx| tx.send(line).is_ok());
+        let sent = self
+            .to_worker
+            .as_ref()
+            .is_some_and(|tx| tx.send(line).is_ok());
         if !sent {
             return Err(self.crashed());
         }

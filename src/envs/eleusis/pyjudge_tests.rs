@@ -103,6 +103,9 @@ fn sim_vectors() -> Vec<SimVector> {
 #[test]
 fn simulation_vectors_reproduce_byte_for_byte() {
     let Some(mut judge) = judge() else { return };
+    let info = judge.worker_info().expect("worker info");
+    assert!(info.hash_seed_fixed, "PYTHONHASHSEED=0 must take effect");
+    assert!(info.python_version.starts_with('3'), "{info:?}");
     let vectors = sim_vectors();
     assert_eq!(vectors.len(), 13);
     let mut files: HashMap<String, ResultsFile> = HashMap::new();
@@ -111,7 +114,14 @@ fn simulation_vectors_reproduce_byte_for_byte() {
         let turn = &run.rounds[v.round - 1].turns[v.turn - 1];
         let attempt = turn.guess_attempt.as_ref().expect("guess attempt");
         let code = attempt.guessed_code.as_deref().expect("code");
-        assert_eq!(sha256_hex(code), v.code_sha256, "{} r{} t{}", v.kind, v.round, v.turn);
+        assert_eq!(
+            sha256_hex(code),
+            v.code_sha256,
+            "{} r{} t{}",
+            v.kind,
+            v.round,
+            v.turn
+        );
         // The mainline derivation used by the full replay test agrees with the vector.
         let action = turn.action_result.as_ref().expect("action");
         let derived = mainline_after(
@@ -122,8 +132,16 @@ fn simulation_vectors_reproduce_byte_for_byte() {
         assert_eq!(derived, v.mainline);
 
         let got = judge.check(&v.rule, Some(code), &v.mainline, &params());
-        assert_eq!(got.verdict.equivalent, v.correct, "{}: {}", v.kind, got.verdict.message);
-        assert_eq!(got.verdict.message, v.reasoning, "{} r{} t{}", v.kind, v.round, v.turn);
+        assert_eq!(
+            got.verdict.equivalent, v.correct,
+            "{}: {}",
+            v.kind, got.verdict.message
+        );
+        assert_eq!(
+            got.verdict.message, v.reasoning,
+            "{} r{} t{}",
+            v.kind, v.round, v.turn
+        );
         assert_eq!(got.judge_error, None);
         if v.kind == "exception_path" {
             let first = got.first_exception.as_deref().unwrap_or("");
@@ -157,8 +175,12 @@ fn every_recorded_check_reproduces() {
         for round in &run.rounds {
             let rule = SecretRule::from_name(&round.rule_name).expect("rule");
             for turn in &round.turns {
-                let Some(attempt) = &turn.guess_attempt else { continue };
-                let Some(code) = attempt.guessed_code.as_deref() else { continue };
+                let Some(attempt) = &turn.guess_attempt else {
+                    continue;
+                };
+                let Some(code) = attempt.guessed_code.as_deref() else {
+                    continue;
+                };
                 let action = turn.action_result.as_ref().expect("action");
                 let mainline = mainline_after(
                     turn.mainline_state.as_deref().expect("board"),
@@ -168,8 +190,7 @@ fn every_recorded_check_reproduces() {
                 total += 1;
                 let got = judge.check(&rule, Some(code), &mainline, &params());
                 let want = attempt.reasoning.as_deref().unwrap_or("");
-                if got.verdict.equivalent == attempt.is_correct() && got.verdict.message == want
-                {
+                if got.verdict.equivalent == attempt.is_correct() && got.verdict.message == want {
                     matched += 1;
                 } else if failures.len() < 20 {
                     failures.push(format!(
@@ -207,9 +228,18 @@ fn no_code_and_syntax_errors_use_reference_messages() {
     assert!(!v.verdict.equivalent);
     // Whitespace-only code is not "empty": the wrapper has no body.
     let v = judge.check(&rule, Some("  \n"), &start, &params());
-    assert!(v.verdict.message.starts_with("Guessed rule code has syntax errors: expected an indented block"), "{}", v.verdict.message);
+    assert!(
+        v.verdict
+            .message
+            .starts_with("Guessed rule code has syntax errors: expected an indented block"),
+        "{}",
+        v.verdict.message
+    );
     assert_eq!(judge.validate("return True"), Ok(()));
-    assert!(matches!(judge.validate("return ("), Err(GuessLoadError::Syntax(_))));
+    assert!(matches!(
+        judge.validate("return ("),
+        Err(GuessLoadError::Syntax(_))
+    ));
     assert_eq!(judge.validate(""), Err(GuessLoadError::NoCode));
 }
 
@@ -223,27 +253,65 @@ fn python_semantics_of_guess_code() {
     assert!(v.verdict.equivalent, "{}", v.verdict.message);
     // Enum members never equal strings (§1.1): rejects everything.
     let spades = SecretRule::SpadesOnly;
-    let v = judge.check(&spades, Some("return card.suit == 'spades'"), &start, &params());
-    assert_eq!(v.verdict.message, "Mismatch at sim 1, turn 1: card=A♠, actual=True, guessed=False");
+    let v = judge.check(
+        &spades,
+        Some("return card.suit == 'spades'"),
+        &start,
+        &params(),
+    );
+    assert_eq!(
+        v.verdict.message,
+        "Mismatch at sim 1, turn 1: card=A♠, actual=True, guessed=False"
+    );
     let code = "return card.suit.suit_name == 'spades' and card.suit.name == 'SPADES' \
                 and card.suit.value == ('spades', '♠', 'black') and str(card)[-1] == '♠' \
                 and card.rank_name == str(card)[:-1] and card.suit.symbol == '♠' \
                 and card.color == card.suit.color == 'black' and Card(card.rank, card.suit) == card \
                 and len({card, Card(card.rank, card.suit)}) == 1";
     let v = judge.check(&spades, Some(code), &start, &params());
-    assert!(v.verdict.equivalent, "{} {:?}", v.verdict.message, v.first_exception);
+    assert!(
+        v.verdict.equivalent,
+        "{} {:?}",
+        v.verdict.message, v.first_exception
+    );
     // Cards have no ordering: `<` raises, every card takes the exception path.
     let v = judge.check(&even, Some("return card < mainline[-1]"), &start, &params());
-    assert_eq!(v.verdict.message, "Rules differ: 52/52 comparisons mismatched. Stopped at simulation 1, turn 1.");
-    assert!(v.first_exception.as_deref().unwrap_or("").starts_with("TypeError"));
+    assert_eq!(
+        v.verdict.message,
+        "Rules differ: 52/52 comparisons mismatched. Stopped at simulation 1, turn 1."
+    );
+    assert!(
+        v.first_exception
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("TypeError")
+    );
     // `isinstance` is not whitelisted (NameError), `round`/`divmod`/`dict` are.
-    let v = judge.check(&even, Some("return isinstance(card, Card)"), &start, &params());
+    let v = judge.check(
+        &even,
+        Some("return isinstance(card, Card)"),
+        &start,
+        &params(),
+    );
     assert!(v.verdict.message.starts_with("Rules differ: 52/52"));
     let code = "q, r = divmod(card.rank, 2)\nreturn dict(a=r)['a'] == round(0.4)";
-    assert!(judge.check(&even, Some(code), &start, &params()).verdict.equivalent);
+    assert!(
+        judge
+            .check(&even, Some(code), &start, &params())
+            .verdict
+            .equivalent
+    );
     // A body starting with `def` defines a nested function; the wrapper returns None.
-    let v = judge.check(&even, Some("def f(card, mainline):\n    return True"), &start, &params());
-    assert_eq!(v.verdict.message, "Mismatch at sim 1, turn 1: card=2♥, actual=True, guessed=False");
+    let v = judge.check(
+        &even,
+        Some("def f(card, mainline):\n    return True"),
+        &start,
+        &params(),
+    );
+    assert_eq!(
+        v.verdict.message,
+        "Mismatch at sim 1, turn 1: card=2♥, actual=True, guessed=False"
+    );
 }
 
 fn hostile_config() -> PyJudgeConfig {
@@ -259,25 +327,45 @@ fn hostile_config() -> PyJudgeConfig {
 /// working afterwards (a normal equivalent check succeeds).
 #[test]
 fn hostile_guess_code_is_contained() {
-    let Some(mut judge) = judge_with(hostile_config()) else { return };
+    let Some(mut judge) = judge_with(hostile_config()) else {
+        return;
+    };
     let alternating = SecretRule::AlternatingColors;
     let start = cards("7♥");
     let good = "if not mainline:\n    return True\nreturn card.color != mainline[-1].color";
     let cases: &[(&str, &str)] = &[
         ("infinite loop", "while True:\n    pass"),
-        ("loop swallowing exceptions", "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"),
+        (
+            "loop swallowing exceptions",
+            "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+        ),
         ("uninterruptible C loop", "return sum(range(10 ** 12)) > 0"),
-        ("10 GB allocation", "x = 'a' * (10 * 1024 ** 3)\nreturn True"),
+        (
+            "10 GB allocation",
+            "x = 'a' * (10 * 1024 ** 3)\nreturn True",
+        ),
         ("import os", "import os\nreturn os.system('true') == 0"),
         ("open", "return len(open('/etc/passwd').read()) > 0"),
         ("__import__", "return __import__('os') is not None"),
-        ("escape via subclasses", "for c in ().__class__.__base__.__subclasses__():\n    if c.__name__ == '_wrap_close':\n        c.__init__.__globals__['system']('touch pwned')\nreturn True"),
-        ("mutating mainline", "mainline.clear()\nmainline.append(card)\nreturn card.color == 'red'"),
+        (
+            "escape via subclasses",
+            "for c in ().__class__.__base__.__subclasses__():\n    if c.__name__ == '_wrap_close':\n        c.__init__.__globals__['system']('touch pwned')\nreturn True",
+        ),
+        (
+            "mutating mainline",
+            "mainline.clear()\nmainline.append(card)\nreturn card.color == 'red'",
+        ),
         ("raise", "raise ValueError('boom')"),
         ("bare raise", "raise"),
         ("non-bool return", "return 'yes'"),
-        ("deep recursion", "def f(n):\n    return f(n + 1)\nreturn f(0)"),
-        ("loop on some cards", "while card.rank == 7:\n    pass\nif not mainline:\n    return True\nreturn card.color != mainline[-1].color"),
+        (
+            "deep recursion",
+            "def f(n):\n    return f(n + 1)\nreturn f(0)",
+        ),
+        (
+            "loop on some cards",
+            "while card.rank == 7:\n    pass\nif not mainline:\n    return True\nreturn card.color != mainline[-1].color",
+        ),
     ];
     for (name, code) in cases {
         let began = Instant::now();
@@ -294,7 +382,11 @@ fn hostile_guess_code_is_contained() {
             v.first_exception
         );
         let after = judge.check(&alternating, Some(good), &start, &params());
-        assert!(after.verdict.equivalent, "after {name}: {}", after.verdict.message);
+        assert!(
+            after.verdict.equivalent,
+            "after {name}: {}",
+            after.verdict.message
+        );
     }
     assert!(!std::path::Path::new("pwned").exists());
     // The C-level loop can only be stopped by killing the worker.
@@ -308,17 +400,37 @@ fn mutation_is_isolated_by_copies() {
     // (the reference's live list would corrupt the walk, §8 Q8).
     let code = "if not mainline:\n    return True\nr = card.color != mainline[-1].color\n\
                 mainline.clear()\nmainline.extend([card] * 5)\nreturn r";
-    let v = judge.check(&SecretRule::AlternatingColors, Some(code), &cards("9♠"), &params());
+    let v = judge.check(
+        &SecretRule::AlternatingColors,
+        Some(code),
+        &cards("9♠"),
+        &params(),
+    );
     assert!(v.verdict.equivalent, "{}", v.verdict.message);
     assert_eq!(v.verdict.comparisons, 208_000);
 }
 
 #[test]
 fn per_call_timeouts_take_the_exception_path() {
-    let Some(mut judge) = judge_with(hostile_config()) else { return };
+    // Generous wall budget: 4 × 100 ms of CPU must fit even on a loaded machine.
+    let config = PyJudgeConfig {
+        check_time_limit: Duration::from_secs(15),
+        ..hostile_config()
+    };
+    let Some(mut judge) = judge_with(config) else {
+        return;
+    };
     let code = "while card.rank == 2:\n    pass\nreturn card.rank % 2 == 0";
-    let v = judge.check(&SecretRule::EvenRanksOnly, Some(code), &cards("4♠"), &params());
-    assert_eq!(v.verdict.message, "Rules differ: 4/52 comparisons mismatched. Stopped at simulation 1, turn 1.");
+    let v = judge.check(
+        &SecretRule::EvenRanksOnly,
+        Some(code),
+        &cards("4♠"),
+        &params(),
+    );
+    assert_eq!(
+        v.verdict.message,
+        "Rules differ: 4/52 comparisons mismatched. Stopped at simulation 1, turn 1."
+    );
     assert_eq!(v.judge_error, Some(JudgeError::CallTimeouts { count: 4 }));
     // Through the adapter and the unchanged checker: same exception-path verdict.
     let rule = judge.guess_rule(Some(code)).expect("load");
@@ -344,13 +456,23 @@ fn timing_full_equivalent_check() {
     let code = "if not mainline:\n    return True\nreturn card.color != mainline[-1].color";
     let start = cards("7♥");
     let native = Instant::now();
-    let reference = native_check(&SecretRule::AlternatingColors, &SecretRule::AlternatingColors, &start, &params());
+    let reference = native_check(
+        &SecretRule::AlternatingColors,
+        &SecretRule::AlternatingColors,
+        &start,
+        &params(),
+    );
     let native = native.elapsed();
     assert!(reference.equivalent);
     for batch in [256usize, 1] {
         judge.config.max_batch_states = batch;
         let t = Instant::now();
-        let v = judge.check(&SecretRule::AlternatingColors, Some(code), &start, &params());
+        let v = judge.check(
+            &SecretRule::AlternatingColors,
+            Some(code),
+            &start,
+            &params(),
+        );
         let took = t.elapsed();
         assert!(v.verdict.equivalent, "{}", v.verdict.message);
         assert_eq!(v.verdict.comparisons, 208_000);
@@ -364,6 +486,9 @@ fn timing_full_equivalent_check() {
     let rule = judge.guess_rule(Some(code)).expect("load");
     let t = Instant::now();
     let via = native_check(&SecretRule::AlternatingColors, &rule, &start, &params());
-    eprintln!("TIMING RuleFn adapter (1 round trip per step): {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    eprintln!(
+        "TIMING RuleFn adapter (1 round trip per step): {:.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     assert!(via.equivalent);
 }

@@ -92,10 +92,7 @@ fn fenced(text: &str, start: usize) -> &str {
     match text[start..].find("```") {
         Some(j) => &text[start..start + j],
         None => {
-            let end = text
-                .char_indices()
-                .next_back()
-                .map_or(0, |(i, _)| i);
+            let end = text.char_indices().next_back().map_or(0, |(i, _)| i);
             if end > start { &text[start..end] } else { "" }
         }
     }
@@ -342,7 +339,11 @@ pub fn parse_action(
     };
     match parse_card_choice(&card_text, hand) {
         Ok(card) => Ok((parsed, card)),
-        Err(e) => Err(fail(FailureCause::CardParseError, e.to_string(), Some(parsed))),
+        Err(e) => Err(fail(
+            FailureCause::CardParseError,
+            e.to_string(),
+            Some(parsed),
+        )),
     }
 }
 
@@ -550,7 +551,11 @@ impl AttemptLoop {
             retry_count: self.failures.last().map_or(0, |f| f.attempt),
             failures: self.failures.clone(),
             response,
-            last_parsed: if fallback { self.last_parsed.clone() } else { None },
+            last_parsed: if fallback {
+                self.last_parsed.clone()
+            } else {
+                None
+            },
             tokens_parsed: self.tokens_parsed,
             tokens_all: self.tokens_all,
         };

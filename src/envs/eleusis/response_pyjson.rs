@@ -16,10 +16,10 @@ const MAX_DEPTH: usize = 900;
 const DECIMAL_ZEROS: [u32; 66] = [
     0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
     0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
-    0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0,
-    0xFF10, 0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0,
-    0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0,
-    0x16B50, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
+    0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
+    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
+    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
+    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
 ];
 
 /// Python's `str.isspace()` (Unicode 14): Rust's White_Space plus U+001C–U+001F.
@@ -246,12 +246,14 @@ impl PyValue {
             PyValue::Bool(b) => Value::Bool(*b),
             PyValue::Int(PyInt::Small(v)) => Value::from(*v),
             PyValue::Int(big) => Value::from(big.to_f64()),
-            PyValue::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+            PyValue::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
+            }
             PyValue::Str(s) => Value::String(s.clone()),
             PyValue::List(l) => Value::Array(l.iter().map(PyValue::to_json).collect()),
-            PyValue::Dict(d) => Value::Object(
-                d.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
-            ),
+            PyValue::Dict(d) => {
+                Value::Object(d.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+            }
         }
     }
 }
@@ -308,7 +310,11 @@ pub fn float_repr(f: f64) -> String {
 
 /// Python's `repr(str)`: single quotes unless the text has `'` and no `"`.
 pub fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -388,7 +394,8 @@ impl Parser<'_> {
 
     fn literal(&mut self, word: &str) -> bool {
         let n = word.chars().count();
-        let matches = self.s.len() >= self.i + n && word.chars().eq(self.s[self.i..self.i + n].iter().copied());
+        let matches = self.s.len() >= self.i + n
+            && word.chars().eq(self.s[self.i..self.i + n].iter().copied());
         if matches {
             self.i += n;
         }
@@ -460,7 +467,9 @@ impl Parser<'_> {
         let text: String = self.s[start..self.i].iter().collect();
         if is_float {
             // Rust's parser is correctly rounded like CPython's; overflow gives ±inf.
-            let f = text.parse::<f64>().map_err(|_| self.err("Expecting value"))?;
+            let f = text
+                .parse::<f64>()
+                .map_err(|_| self.err("Expecting value"))?;
             return Ok(PyValue::Float(f));
         }
         let (negative, digits) = match text.strip_prefix('-') {

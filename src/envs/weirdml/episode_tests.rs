@@ -201,3 +201,18 @@ fn fractional_limits_and_python_float_repr_in_feedback() {
     assert!(r.feedback.ends_with("Accuracy: 0.0, Timeout after 0.5 s"));
     assert_eq!(r.score, None);
 }
+
+#[test]
+fn the_longest_block_is_the_one_that_runs() {
+    let mut ep = episode(5, 600.0);
+    let mut fake = Fake {
+        results: vec![result(0, false, present("0\n1\n2\n1\n"), "")],
+        codes: Vec::new(),
+    };
+    let response = "Setup:\n```bash\npip list\n```\nSolution:\n```python\nimport numpy as np\nprint(np.zeros(3))\n```\nDone.";
+    ep.step(response, &mut fake).expect("step");
+    assert_eq!(
+        fake.codes,
+        vec!["import numpy as np\nprint(np.zeros(3))".to_string()]
+    );
+}

@@ -28,6 +28,8 @@ pub(super) struct LaunchPlan {
     pub(super) rlimits: Vec<(String, i64, i64)>,
     /// Set PR_SET_NO_NEW_PRIVS (setuid binaries cannot regain privileges).
     pub(super) no_new_privs: bool,
+    /// Empty the capability bounding set before exec (rlimits-only: root keeps no caps).
+    pub(super) clear_bounding_set: bool,
     /// Drop to this uid (= gid) when running as root.
     pub(super) drop: Option<DropTo>,
     /// Program and arguments.
@@ -121,7 +123,7 @@ pub(super) struct BwrapLayout<'a> {
     pub(super) gpu: bool,
     /// Caller is not root: bwrap needs its own user namespace.
     pub(super) unprivileged: bool,
-    /// Keep CAP_SETUID/CAP_SETGID for the launcher's privilege drop.
+    /// Keep CAP_SETUID/CAP_SETGID (all others dropped) for the launcher's privilege drop.
     pub(super) drop: bool,
     pub(super) marker: (&'a str, &'a str),
 }
@@ -265,11 +267,15 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
             l.marker.1,
         ],
     );
-    if l.drop {
-        push(
-            &mut a,
-            &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"],
-        );
+    if !l.unprivileged {
+        // bwrap run by real root keeps every capability unless told otherwise.
+        push(&mut a, &["--cap-drop", "ALL"]);
+        if l.drop {
+            push(
+                &mut a,
+                &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"],
+            );
+        }
     }
     a.push("--".into());
     a

@@ -485,6 +485,7 @@ impl Sandbox {
             setsid: !bwrap,
             rlimits: self.rlimits(spec.time_limit, spec.slot.is_gpu()),
             no_new_privs: true,
+            clear_bounding_set: !bwrap,
             drop: uid.map(|u| DropTo { uid: u, gid: u }),
             argv: vec![py.clone(), "-u".into(), "-B".into(), script],
             env,

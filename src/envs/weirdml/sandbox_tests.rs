@@ -326,33 +326,32 @@ fn symlink_and_fifo_predictions_are_rejected() {
 
 #[test]
 fn cpu_and_file_size_limits_are_classified() {
-    let mut cfg = small_config(BackendChoice::RlimitsOnly);
-    cfg.limits.cpu_time_s = Some(1);
-    cfg.limits.file_size_bytes = Some(1 << 20);
-    let sb = match Sandbox::new(cfg) {
-        Ok(sb) => sb,
-        Err(e) => {
-            eprintln!("SKIP cpu_and_file_size_limits_are_classified: {e}");
-            return;
-        }
-    };
-    let r = run(&sb, "while True:\n    pass\n", Duration::from_secs(10));
-    assert!(!r.timed_out && r.wall_s < 8.0, "{r:?}");
-    assert_eq!(
-        (r.exit.signal, r.killed_by_limit),
-        (Some(24), Some(LimitKind::CpuTime))
-    );
-    let r = run(
-        &sb,
-        "open('results/big', 'wb').write(b'x' * (2 << 20))\n",
-        Duration::from_secs(10),
-    );
-    assert!(
-        r.output_view.contains("File too large"),
-        "{}",
-        r.output_view
-    );
-    assert_eq!(r.killed_by_limit, Some(LimitKind::FileSize));
+    for backend in [BackendChoice::Bwrap, BackendChoice::RlimitsOnly] {
+        let mut cfg = small_config(backend);
+        cfg.limits.cpu_time_s = Some(1);
+        cfg.limits.file_size_bytes = Some(1 << 20);
+        let sb = match Sandbox::new(cfg) {
+            Ok(sb) => sb,
+            Err(e) => {
+                eprintln!("SKIP cpu_and_file_size_limits_are_classified on {backend:?}: {e}");
+                continue;
+            }
+        };
+        let r = run(&sb, "while True:\n    pass\n", Duration::from_secs(10));
+        assert!(!r.timed_out && r.wall_s < 8.0, "{r:?}");
+        assert_eq!(
+            (r.exit.signal, r.killed_by_limit),
+            (Some(24), Some(LimitKind::CpuTime))
+        );
+        let code = "open('results/big', 'wb').write(b'x' * (2 << 20))\n";
+        let r = run(&sb, code, Duration::from_secs(10));
+        assert!(
+            r.output_view.contains("File too large"),
+            "{}",
+            r.output_view
+        );
+        assert_eq!(r.killed_by_limit, Some(LimitKind::FileSize));
+    }
 }
 
 #[test]
@@ -430,4 +429,31 @@ else echo '0, NVIDIA Fake A, 550.54.15'; fi\n";
         json.contains(r#""isolation":"bwrap""#) || json.contains(r#""isolation":"rlimits-only""#),
         "{json}"
     );
+}
+
+#[test]
+fn submissions_hold_no_capabilities() {
+    let code = "import os\nst = open('/proc/self/status').read().splitlines()\n\
+print('uid', os.getuid())\nprint(*[l for l in st if l.startswith(('CapEff', 'CapPrm', 'NoNewPrivs'))], sep='\\n')\n";
+    let mut never = small_config(BackendChoice::Bwrap);
+    never.privilege_drop = super::sandbox::PrivilegeDrop::Never;
+    let never = Sandbox::new(never).ok();
+    for sb in backends().into_iter().chain(never.as_ref()) {
+        let r = run(sb, code, Duration::from_secs(20));
+        let out = &r.output_view;
+        let zero =
+            out.contains("CapEff:\t0000000000000000") && out.contains("CapPrm:\t0000000000000000");
+        // bwrap: --cap-drop ALL / uid drop; rlimits-only: uid drop or empty bounding set.
+        assert!(
+            zero && out.contains("NoNewPrivs:\t1"),
+            "{}: {out}",
+            name(sb)
+        );
+        if !sb.report().per_run_uid && out.contains("uid 0") {
+            assert!(
+                !sb.report().nproc_enforced,
+                "uid 0 is exempt from RLIMIT_NPROC"
+            );
+        }
+    }
 }

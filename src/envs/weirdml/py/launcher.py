@@ -1,6 +1,7 @@
 # evalgrid weirdml launcher: the last step before a submission runs. It applies the
 # resource limits, optionally leaves the caller's session, sets no_new_privs, drops root
-# to the per-run sandbox uid and execs the real command. Config: one JSON argument.
+# to the per-run sandbox uid (or empties the capability bounding set) and execs the real
+# command. Config: one JSON argument.
 import json
 import os
 import resource
@@ -18,11 +19,18 @@ def main():
     for name, soft, hard in cfg["rlimits"]:
         lim = (inf if soft < 0 else soft, inf if hard < 0 else hard)
         resource.setrlimit(getattr(resource, name), lim)
-    if cfg.get("no_new_privs"):
+    if cfg.get("no_new_privs") or cfg.get("clear_bounding_set"):
         try:
             import ctypes
 
-            ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            libc = ctypes.CDLL(None, use_errno=True)
+            if cfg.get("clear_bounding_set"):
+                # Root without a uid drop: an empty bounding set leaves the exec'd program
+                # with no capabilities (PR_CAPBSET_DROP; EPERM for non-root is fine).
+                for cap in range(64):
+                    libc.prctl(24, cap, 0, 0, 0)
+            if cfg.get("no_new_privs"):
+                libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
         except Exception:
             pass
     drop = cfg.get("drop")
