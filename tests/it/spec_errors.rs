@@ -96,3 +96,26 @@ fn missing_file_and_bad_filter_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown filter key `rule`"));
 }
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    let ws = Workspace::new();
+    for args in [
+        &["run", "--help"][..],
+        &["status", "--help"],
+        &["report", "--help"],
+        &["show", "--help"],
+        &["validate", "--help"],
+        &["cache", "gc", "--help"],
+        &["datasets", "fetch", "--help"],
+        &["bbeh", "score", "--help"],
+        &["bbq", "call", "--help"],
+        &["eleusis", "import", "--help"],
+        &["bench", "--help"],
+    ] {
+        let out = ws.run(args);
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Example"), "{args:?} has no example:\n{text}");
+    }
+}
