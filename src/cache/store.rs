@@ -86,7 +86,7 @@ impl Store {
         let root = dir.join(BUCKET);
         for sub in ["steps", "blobs", "heads", "failures", "locks", "tmp"] {
             let p = root.join(sub);
-            fs_err::create_dir_all(&p).map_err(|e| CacheError::Io { path: p.clone(), source: e.into() })?;
+            fs_err::create_dir_all(&p).map_err(|e| CacheError::Io { path: p.clone(), source: e })?;
         }
         Ok(Self { root })
     }

@@ -108,11 +108,9 @@ impl CallContext {
             .await
             .map_err(|e| StepError::Worker(e.to_string()))?
             .map_err(|e| StepError::Episode(e.to_string()))?;
-        if let Some(entry) = cached {
-            if let Ok(response) = serde_json::from_value::<ChatResponse>(entry.output) {
-                self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
-                return Ok(response);
-            }
+        if let Some(response) = cached.and_then(|e| serde_json::from_value::<ChatResponse>(e.output).ok()) {
+            self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
+            return Ok(response);
         }
         if self.offline {
             return Err(StepError::Episode(format!(

@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn means_and_counts_in_pipeline_order() {
-        let rows = vec![
+        let rows = [
             row("z", 0, "t2", 1, 0, 4.0),
             row("z", 0, "t1", 0, 0, 1.0),
             row("z", 0, "t1", 0, 1, 3.0),
@@ -230,7 +230,8 @@ mod tests {
             MetricDef::mean("success_rate", "success"),
         ];
         let t = aggregate("b", &refs, &cols).unwrap();
-        let by_task: Vec<(String, Option<String>, u64, Vec<Option<f64>>)> =
+        type Row = (String, Option<String>, u64, Vec<Option<f64>>);
+        let by_task: Vec<Row> =
             t.by_task.iter().map(|r| (r.model.clone(), r.task.clone(), r.n, r.values.clone())).collect();
         assert_eq!(
             by_task,

@@ -213,7 +213,8 @@ mod tests {
     #[test]
     fn everything_that_can_change_an_answer_changes_the_key() {
         let base = plan(&pipeline(), None).cells[0].episode_key;
-        let edits: Vec<Box<dyn Fn(&mut Pipeline)>> = vec![
+        type Edit = Box<dyn Fn(&mut Pipeline)>;
+        let edits: Vec<Edit> = vec![
             Box::new(|p| p.models[0].provider = "openai".into()),
             Box::new(|p| p.models[0].model = "oracle".into()),
             Box::new(|p| p.models[0].base_url = Some("http://127.0.0.1:1".into())),

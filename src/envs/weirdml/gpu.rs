@@ -123,12 +123,10 @@ pub fn discover(cfg: &PoolConfig) -> Result<Vec<GpuInfo>, GpuError> {
         "--query-gpu=index,name,driver_version",
         "--format=csv,noheader",
     ]);
-    if let Some(p) = &cfg.path_var {
-        cmd.env("PATH", p);
-    }
     let timeout =
         Duration::try_from_secs_f64(cfg.discover_timeout_s).unwrap_or(Duration::from_secs(20));
-    let killer = Killer::new("kill".as_ref(), cfg.path_var.as_deref());
+    // `kill` from the normal PATH: `path_var` only redirects the nvidia-smi lookup.
+    let killer = Killer::new("kill".as_ref(), None);
     let (status, text, timed_out) = run_probe(cmd, timeout, &killer)?;
     if timed_out || !status.success() {
         let status = if timed_out {

@@ -180,3 +180,31 @@ fn six_jobs_on_two_fake_gpus_never_overlap() {
         assert!(spans.iter().any(|s| s.0 == gpu), "gpu{gpu} never used");
     }
 }
+
+#[test]
+fn hanging_nvidia_smi_times_out_and_is_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The shell running the fake has the (unique) temp dir in its command line.
+    let marker = dir.path().display().to_string();
+    let path = fake_smi(dir.path(), "sleep 30");
+    let cfg = PoolConfig {
+        path_var: Some(path),
+        discover_timeout_s: 0.5,
+        ..PoolConfig::default()
+    };
+    let start = Instant::now();
+    match GpuPool::new(&cfg) {
+        Err(GpuError::NvidiaSmi { status, .. }) => assert_eq!(status, "timeout"),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    let left = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        })
+        .count();
+    assert_eq!(left, 0, "nvidia-smi left running");
+}

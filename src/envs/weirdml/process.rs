@@ -300,8 +300,16 @@ pub fn run_watched(
     let deadline = start + timeout;
     let mut timed_out = false;
     let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) => {}
+            Err(e) => {
+                // Never leave a submission running behind an error.
+                cleanup(pid, true);
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
         }
         if Instant::now() >= deadline {
             timed_out = true;

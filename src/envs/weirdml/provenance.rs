@@ -117,7 +117,7 @@ impl Provenance {
             None
         } else {
             which(&pool_cfg.nvidia_smi, pool_cfg.path_var.as_deref()).and_then(|smi| {
-                let killer = Killer::new("kill".as_ref(), pool_cfg.path_var.as_deref());
+                let killer = Killer::new("kill".as_ref(), None);
                 let r = run_probe(Command::new(smi), Duration::from_secs(20), &killer).ok()?;
                 parse_cuda_version(&r.1)
             })

@@ -427,7 +427,8 @@ impl Sandbox {
                 std::os::unix::fs::chown(d, Some(u), Some(u))
                     .map_err(io_err("chown to sandbox uid"))?;
             }
-            set_mode(&work, 0o700).map_err(io_err("chmod work dir"))?;
+            // 0711: bwrap (root without capabilities) must chdir in before the uid drop.
+            set_mode(&work, 0o711).map_err(io_err("chmod work dir"))?;
         }
         let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
         let token = format!(
@@ -548,12 +549,14 @@ impl Sandbox {
         }
         let (output_view, output_truncated) =
             watched.output.view(o.view_head_chars, o.view_tail_chars);
-        let tail_text = String::from_utf8_lossy(if watched.output.tail.is_empty() {
-            &watched.output.head
-        } else {
-            &watched.output.tail
-        })
-        .into_owned();
+        // Only the end of the log (where a traceback is) feeds the limit heuristic.
+        let log_end: Vec<u8> = {
+            let o = &watched.output;
+            let all = o.head.iter().chain(o.tail.iter());
+            let n = o.head.len() + o.tail.len();
+            all.skip(n.saturating_sub(4096)).copied().collect()
+        };
+        let tail_text = String::from_utf8_lossy(&log_end).into_owned();
         let killed_by_limit = isolate::infer_limit(&exit, watched.timed_out, &tail_text);
         let predictions =
             isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes);

@@ -228,6 +228,8 @@ fn vm_hwm_kib() -> u64 {
 #[test]
 fn printing_100_mb_is_capped_and_memory_bounded() {
     let code = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(100):\n    sys.stdout.write(chunk)\nsys.stdout.write('\\nEND\\n')\n";
+    // Peak RSS is process-wide; buffering 100 MB would raise it by at least that much.
+    let before = vm_hwm_kib();
     for sb in backends() {
         let r = run(sb, code, Duration::from_secs(30));
         assert!(r.exit.success() || r.timed_out, "{}", r.output_view.len());
@@ -239,10 +241,10 @@ fn printing_100_mb_is_capped_and_memory_bounded() {
         assert!(r.output.head.len() + r.output.tail.len() <= 2 << 20);
         assert_eq!(r.output_view.chars().count(), 8000);
     }
+    let grew = vm_hwm_kib().saturating_sub(before);
     assert!(
-        vm_hwm_kib() < 100 * 1024,
-        "peak RSS {} KiB: output was buffered",
-        vm_hwm_kib()
+        grew < 96 * 1024,
+        "peak RSS grew by {grew} KiB: output was buffered"
     );
 }
 
@@ -437,7 +439,9 @@ fn submissions_hold_no_capabilities() {
 print('uid', os.getuid())\nprint(*[l for l in st if l.startswith(('CapEff', 'CapPrm', 'NoNewPrivs'))], sep='\\n')\n";
     let mut never = small_config(BackendChoice::Bwrap);
     never.privilege_drop = super::sandbox::PrivilegeDrop::Never;
-    let never = Sandbox::new(never).ok();
+    let never = Sandbox::new(never)
+        .map_err(|e| eprintln!("SKIP bwrap with PrivilegeDrop::Never: {e}"))
+        .ok();
     for sb in backends().into_iter().chain(never.as_ref()) {
         let r = run(sb, code, Duration::from_secs(20));
         let out = &r.output_view;

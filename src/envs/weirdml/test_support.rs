@@ -79,6 +79,13 @@ pub(crate) fn sandbox(backend: BackendChoice) -> Option<&'static Sandbox> {
             Some(sb)
         }
         Err(e) => {
+            // CI on hosts where bwrap must work sets EVALGRID_REQUIRE_BWRAP=1 so a broken
+            // backend fails loudly instead of being skipped.
+            let required = std::env::var_os("EVALGRID_REQUIRE_BWRAP").is_some_and(|v| v == "1");
+            assert!(
+                !(required && backend == BackendChoice::Bwrap),
+                "bwrap required but unavailable: {e}"
+            );
             eprintln!("SKIP sandbox backend {backend:?}: {e}");
             None
         }

@@ -17,8 +17,15 @@ def main():
             pass
     inf = resource.RLIM_INFINITY
     for name, soft, hard in cfg["rlimits"]:
-        lim = (inf if soft < 0 else soft, inf if hard < 0 else hard)
-        resource.setrlimit(getattr(resource, name), lim)
+        res = getattr(resource, name)
+        soft = inf if soft < 0 else soft
+        hard = inf if hard < 0 else hard
+        _, cur_hard = resource.getrlimit(res)
+        if cur_hard != inf:
+            # Never ask for more than the current hard limit (only root could raise it).
+            hard = cur_hard if hard == inf else min(hard, cur_hard)
+            soft = hard if soft == inf else min(soft, hard)
+        resource.setrlimit(res, (soft, hard))
     if cfg.get("no_new_privs") or cfg.get("clear_bounding_set"):
         try:
             import ctypes
