@@ -25,6 +25,9 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     if args.dry_run {
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors);
     }
+    if pipeline.tasks.iter().any(|t| t.benchmark == "weirdml") {
+        warn_isolation();
+    }
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -60,6 +63,21 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     } else {
         0
     })
+}
+
+/// Model-written code runs on this machine: say plainly how it is contained.
+fn warn_isolation() {
+    match evalgrid::envs::weirdml::benchmark::isolation() {
+        Ok(report) if report.isolation == evalgrid::envs::weirdml::Isolation::RlimitsOnly => {
+            output::note("WARNING: bubblewrap is unavailable; WeirdML submissions run with resource limits only:");
+            output::note("  no network isolation, no filesystem isolation. Install `bubblewrap` for real sandboxing.");
+            for n in &report.notes {
+                output::note(&format!("  {n}"));
+            }
+        }
+        Ok(_) => {}
+        Err(e) => output::note(&format!("warning: {e}")),
+    }
 }
 
 /// Transport settings from the pipeline (none of them are keyed).

@@ -6,5 +6,6 @@ pub mod bbq;
 pub mod eleusis;
 pub mod metric;
 pub mod registry;
+pub mod weirdml;
 
 pub use registry::{BENCHMARKS, PROVIDERS, Registry, transcript};

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::bbeh::benchmark as bbeh;
 use super::bbq::benchmark as bbq;
 use super::eleusis::benchmark as eleusis;
+use super::weirdml::benchmark as weirdml;
 use super::metric::MetricDef;
 use crate::exec::{BoxFuture, CallSite, EpisodeContext, EpisodeRunner, StepError, on_cpu};
 use crate::providers::ChatRequest;
@@ -16,7 +17,7 @@ use crate::spec::resolve::BUILTIN_PROVIDER;
 use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
 /// Names of the benchmarks, for listings.
-pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME, bbq::NAME];
+pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME, bbq::NAME, weirdml::NAME];
 
 /// Model providers a pipeline may name.
 pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini"];
@@ -47,6 +48,7 @@ impl Registry {
             eleusis::NAME => eleusis::metrics(),
             bbeh::NAME => bbeh::metrics(),
             bbq::NAME => bbq::metrics(),
+            weirdml::NAME => weirdml::metrics(),
             _ => Vec::new(),
         }
     }
@@ -70,6 +72,7 @@ impl Catalog for Registry {
             eleusis::NAME => eleusis::resolve_tasks(select, params),
             bbeh::NAME => bbeh::resolve_tasks(&self.data_dir, select, params),
             bbq::NAME => bbq::resolve_tasks(select, params),
+            weirdml::NAME => weirdml::resolve_tasks(&self.data_dir, select, params),
             other => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{other}`"), hint: None }]),
         }
     }
@@ -81,6 +84,7 @@ impl Catalog for Registry {
                 eleusis::NAME => eleusis::resolve_builtin(agent, params),
                 bbeh::NAME => bbeh::resolve_builtin(agent, params),
                 bbq::NAME => bbq::resolve_builtin(agent, params),
+                weirdml::NAME => weirdml::resolve_builtin(agent, params),
                 _ => continue,
             };
             resolved = Some(r.map_err(|mut issues| {
@@ -107,6 +111,7 @@ impl EpisodeRunner for Registry {
                     let (model, task) = (model.clone(), task.clone());
                     on_cpu(move || bbq::run_episode(&model, &task, seed)).await?
                 }
+                weirdml::NAME => weirdml::run_episode(ctx, &self.data_dir, model, task, seed).await,
                 other => Err(StepError::Unsupported(format!("benchmark `{other}` has no episode runner"))),
             }
         })
@@ -127,6 +132,7 @@ impl EpisodeRunner for Registry {
             eleusis::NAME => eleusis::score(episode),
             bbeh::NAME => bbeh::score(&self.data_dir, task, episode),
             bbq::NAME => bbq::score(episode),
+            weirdml::NAME => weirdml::score(episode),
             other => Err(StepError::Unsupported(format!("benchmark `{other}` has no scorer"))),
         }
     }

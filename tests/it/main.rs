@@ -16,3 +16,5 @@ mod providers;
 mod bbeh;
 // Benchmark tools: Eleusis import, BBQ-Bench calls and baselines.
 mod tools;
+// WeirdML: scripted episodes in the sandbox.
+mod weirdml;

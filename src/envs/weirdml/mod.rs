@@ -4,6 +4,7 @@
 //! machine with its scorer and feedback text, plain-Rust metrics (incl. unbiased max@k) and a
 //! scripted offline agent.
 
+pub mod benchmark;
 pub mod codeblock;
 pub mod episode;
 pub mod gpu;
