@@ -6,6 +6,7 @@ pub mod bbq;
 pub mod eleusis;
 pub mod metric;
 pub mod registry;
+pub mod splitmix;
 pub mod weirdml;
 
 pub use registry::{BENCHMARKS, PROVIDERS, Registry, transcript};

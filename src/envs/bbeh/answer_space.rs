@@ -228,36 +228,14 @@ pub fn answer_space(item: &Item) -> AnswerSpace {
     }
 }
 
-/// splitmix64 (Steele, Lea, Flood 2014): tiny, deterministic, good enough for baselines.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Exactly uniform index in `0..n` (n > 0) by rejecting the biased low residue.
-    fn below(&mut self, n: u64) -> u64 {
-        let threshold = n.wrapping_neg() % n;
-        loop {
-            let x = self.next_u64();
-            if x >= threshold {
-                return x % n;
-            }
-        }
-    }
-}
+use crate::envs::splitmix::SplitMix64;
 
 /// A uniformly drawn answer for `item`, deterministic in `rng_u64` (the splitmix64 seed);
 /// `None` for open spaces. The string is scored like a response (the bare answer suffices).
 pub fn random_answer(item: &Item, rng_u64: u64) -> Option<String> {
     match answer_space(item) {
         AnswerSpace::Finite(options) if !options.is_empty() => {
-            let mut rng = SplitMix64(rng_u64);
+            let mut rng = SplitMix64::new(rng_u64);
             let i = usize::try_from(rng.below(options.len() as u64)).ok()?;
             options.into_iter().nth(i)
         }

@@ -6,46 +6,7 @@ use super::function::{Input, Output, evaluate_with};
 use super::parse::validate_with;
 use super::task::{OutputKind, TaskId, TaskParams};
 
-/// SplitMix64 (§4.4): the one PRNG of the benchmark, also used by the built-in agents.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A generator starting from `state` (the first output mixes `state + golden gamma`).
-    pub fn new(state: u64) -> Self {
-        SplitMix64 { state }
-    }
-
-    /// Next 64-bit output (wrapping arithmetic throughout).
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// `next() mod n` (modulo bias accepted, §4.4); 0 when `n` is 0.
-    pub fn below(&mut self, n: u64) -> u64 {
-        let v = self.next_u64();
-        if n == 0 { 0 } else { v % n }
-    }
-
-    /// Uniform-ish integer in `[lo, hi]`: `lo + below(hi − lo + 1)`; `lo` when `hi < lo`.
-    pub fn randint(&mut self, lo: i64, hi: i64) -> i64 {
-        let span = u64::try_from(i128::from(hi) - i128::from(lo) + 1).unwrap_or(0);
-        let off = self.below(span);
-        i64::try_from(i128::from(lo) + i128::from(off)).unwrap_or(lo)
-    }
-
-    /// `below(n)` as an index.
-    pub fn index(&mut self, n: usize) -> usize {
-        let n64 = u64::try_from(n).unwrap_or(u64::MAX);
-        usize::try_from(self.below(n64)).unwrap_or(0)
-    }
-}
+pub use crate::envs::splitmix::SplitMix64;
 
 /// FNV-1a 64 over bytes (§4.4), used to derive PRNG states from strings.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use super::card::Card;
 use super::deck::{universe, universe_index};
 use super::equivalence::{RuleFn, SimulationParams, Verdict};
-use super::game::JudgeRequest;
+use super::game::{Judge, JudgeRequest};
 use super::pyrandom::PyRandom;
 
 #[path = "pyjudge_process.rs"]
@@ -523,6 +523,32 @@ impl PyJudge {
         self.compile(code, true)?;
         let deadline = Instant::now() + self.config.check_time_limit;
         Ok(PyGuessRule::new(self, deadline))
+    }
+}
+
+/// A synchronous [`Judge`] for [`super::game::Round::apply`]: `code_for` maps a guess text
+/// to compiled code (a compile cache, recorded `guessed_code`, …; `None` = no code), and
+/// the Python judge decides. The full [`PyVerdict`] of the latest check is kept.
+pub struct CodeJudge<'a, F: FnMut(&str) -> Option<String>> {
+    /// The Python judge.
+    pub py: &'a mut PyJudge,
+    /// Guess text → function body.
+    pub code_for: F,
+    /// Simulation parameters of the checks.
+    pub params: SimulationParams,
+    /// The latest verdict with its diagnostics (`judge_error` …).
+    pub last: Option<PyVerdict>,
+}
+
+impl<F: FnMut(&str) -> Option<String>> Judge for CodeJudge<'_, F> {
+    fn judge(&mut self, request: &JudgeRequest<'_>) -> Verdict {
+        let code = (self.code_for)(request.guess);
+        let verdict = self
+            .py
+            .judge_request(request, code.as_deref(), &self.params);
+        let plain = verdict.verdict.clone();
+        self.last = Some(verdict);
+        plain
     }
 }
 

@@ -3,6 +3,11 @@
 //! request/response with a hard wall-clock deadline. Reads and writes go through helper
 //! threads so that a hung worker can never block the caller: on a missed deadline the
 //! process is killed and the error says why.
+//!
+//! Not `python3 -I`: `-I` implies `-E`, which ignores `PYTHONHASHSEED`, so string and Enum
+//! hashes (and with them the iteration order of sets in guess code) would change with every
+//! worker start. The environment is cleared instead (only `PYTHONHASHSEED=0` is set), which
+//! leaves nothing for `-E` to ignore; `-s -S` and the empty temp cwd cover the rest of `-I`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -492,3 +492,67 @@ fn timing_full_equivalent_check() {
     );
     assert!(via.equivalent);
 }
+
+/// End to end through the engine: replay a recorded round with `Round::apply`, the recorded
+/// actions and the recorded `guessed_code` per turn; every check matches the file.
+#[test]
+fn code_judge_drives_round_apply() {
+    use super::super::game::{Action, GameConfig, Round};
+    let Some(mut py) = judge() else { return };
+    let run = load("gpt_5_2_high.results.json.gz");
+    let record = &run.rounds[48]; // round 49, alternating_colors, won by a formal guess
+    let rule = SecretRule::from_name(&record.rule_name).expect("rule");
+    let batch = record.batch_round_index.expect("batch");
+    let mut round = Round::new(rule, batch, GameConfig::default()).expect("round");
+    let mut checks = 0;
+    for turn in &record.turns {
+        let code = turn
+            .guess_attempt
+            .as_ref()
+            .and_then(|g| g.guessed_code.clone());
+        let mut judge = CodeJudge {
+            py: &mut py,
+            code_for: |_: &str| code.clone(),
+            params: params(),
+            last: None,
+        };
+        let resp = &turn.llm_response;
+        let action = Action {
+            card: turn
+                .action_result
+                .as_ref()
+                .and_then(|a| a.card.as_deref())
+                .expect("card")
+                .parse()
+                .expect("card"),
+            reasoning: resp.reasoning_text().unwrap_or("").to_owned(),
+            tentative_rule: resp.tentative_text().map(str::to_owned),
+            confidence: resp
+                .confidence_level
+                .as_ref()
+                .and_then(|c| c.as_python_int()),
+            guess: resp.guess_flag(),
+        };
+        let rec = round.apply(action, &mut judge).expect("apply");
+        match (&rec.check, &turn.guess_attempt) {
+            (Some(c), Some(g)) => {
+                checks += 1;
+                assert_eq!(
+                    Some(&c.message),
+                    g.reasoning.as_ref(),
+                    "turn {}",
+                    turn.turn_number
+                );
+                assert_eq!(c.correct, g.is_correct());
+                assert_eq!(
+                    judge.last.as_ref().and_then(|v| v.judge_error.clone()),
+                    None
+                );
+            }
+            (None, None) => {}
+            other => panic!("turn {}: check mismatch {other:?}", turn.turn_number),
+        }
+    }
+    assert!(round.is_over() && round.finish().success);
+    assert!(checks > 0);
+}

@@ -185,12 +185,16 @@ def op_eval(req):
     aborted = False
     signal.setitimer(signal.ITIMER_PROF, TICK_S, TICK_S)
     # Guarding covers the whole batch: the loop below triggers no audited event itself.
+    st_ = S
+    seq = st_.call_seq
     S.guarding = True
     try:
         for st in req["states"]:
             mainline = [cards[i] for i in st["m"]]
+            copy = mainline.copy  # a fresh copy per call: the guess may mutate it
             actual = st.get("a")
             out = []
+            emit = out.append
             stop = False
             exc = False
             for i, card in enumerate(cards):
@@ -198,23 +202,24 @@ def op_eval(req):
                 if actual is not None:
                     a = actual[i]
                     if a == "E":  # the actual rule raised: guess not evaluated (actual first)
-                        out.append("S")
+                        emit("S")
                         exc = True
                         continue
-                S.call_seq += 1
+                seq += 1
+                st_.call_seq = seq
                 try:
-                    g = True if fn(card, mainline.copy()) else False
+                    g = True if fn(card, copy()) else False
                 except _Deadline:
                     raise
                 except BaseException as e:  # includes _CallTimeout and MemoryError
                     code = "T" if isinstance(e, _CallTimeout) else "M" if isinstance(e, MemoryError) else "E"
-                    out.append(code)
+                    emit(code)
                     exc = True
                     if len(errors) < MAX_ERRORS:
                         what = "timeout: per-call CPU limit exceeded" if code == "T" else _describe(e)
                         errors.append([len(results), i, what])
                     continue
-                out.append("1" if g else "0")
+                emit("1" if g else "0")
                 if a is not None and g != (a == "1"):
                     stop = True  # direct mismatch: the check ends at this card
                     break

@@ -66,9 +66,9 @@ fn match_ci(s: &str, pat: &str) -> Option<usize> {
 
 /// Finds `pat` (case-insensitive) in `s` at or after byte `from`: (start, end).
 fn find_ci(s: &str, pat: &str, from: usize) -> Option<(usize, usize)> {
-    s.char_indices()
-        .filter(|(i, _)| *i >= from)
-        .find_map(|(i, _)| match_ci(&s[i..], pat).map(|n| (i, i + n)))
+    let tail = s.get(from..)?;
+    tail.char_indices()
+        .find_map(|(i, _)| match_ci(&tail[i..], pat).map(|n| (from + i, from + i + n)))
 }
 
 /// The last non-greedy `<tag>(.*?)</tag>` match (case-insensitive, dot matches newline).

@@ -16,38 +16,7 @@ pub const DEFAULT_SEED: u32 = 42;
 /// Default train and test sizes (§6.1).
 pub const DEFAULT_N: u32 = 400;
 
-/// SplitMix64 PRNG exactly as §6.2 specifies it (wrapping u64 arithmetic).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// Starts a stream from a raw state (the spec's spot values use state 0 and 42·2³²).
-    pub fn new(state: u64) -> Self {
-        Self { state }
-    }
-
-    /// Next raw 64-bit output.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform double in [0, 1): top 53 bits times 2^-53 (exact).
-    pub fn uniform(&mut self) -> f64 {
-        const TWO_POW_MINUS_53: f64 = 1.0 / 9_007_199_254_740_992.0;
-        (self.next_u64() >> 11) as f64 * TWO_POW_MINUS_53
-    }
-
-    /// `next() mod n` (the spec's `below`, deliberately with modulo bias); `n` must be > 0.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
+pub use crate::envs::splitmix::SplitMix64;
 
 /// Train or test split; its number is part of each sample's stream id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
