@@ -102,6 +102,7 @@ impl EpisodeRunner for Registry {
     fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
             match task.benchmark.as_str() {
+                eleusis::NAME if model.provider != BUILTIN_PROVIDER => super::eleusis::llm_episode::run_task(ctx, model, task, seed).await,
                 eleusis::NAME => {
                     let (model, task) = (model.clone(), task.clone());
                     on_cpu(move || eleusis::run_episode(&model, &task, seed)).await?

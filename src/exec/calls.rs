@@ -97,6 +97,12 @@ impl CallContext {
         Self { store, client, offline, usage: Usage::default() }
     }
 
+    /// The cache, for steps an episode caches itself (verdicts).
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Sends (or replays) one chat call for `model` at `site`.
     pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
         let endpoint = endpoint(model)?;

@@ -33,6 +33,8 @@ pub enum StepKind {
     Report,
     /// One model API call (cached so a resumed episode never pays twice).
     Call,
+    /// A deterministic judgement (e.g. an Eleusis equivalence verdict).
+    Verdict,
 }
 
 impl StepKind {
@@ -45,6 +47,7 @@ impl StepKind {
             Self::Metrics => "metrics",
             Self::Report => "report",
             Self::Call => "call",
+            Self::Verdict => "verdict",
         }
     }
 }

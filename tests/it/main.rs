@@ -18,3 +18,5 @@ mod bbeh;
 mod tools;
 // WeirdML: scripted episodes in the sandbox.
 mod weirdml;
+// Eleusis with an API player and rule compiler against the mock.
+mod eleusis_llm;

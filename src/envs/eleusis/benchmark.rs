@@ -35,7 +35,7 @@ pub fn metrics() -> Vec<MetricDef> {
     METRICS.iter().map(|(name, field)| MetricDef::mean(name, field)).collect()
 }
 
-const TASK_PARAMS: &[&str] = &["max_turns", "hand_size", "wrong_guess_penalty"];
+const TASK_PARAMS: &[&str] = &["max_turns", "hand_size", "wrong_guess_penalty", "compiler"];
 
 /// Resolves `select:` to rule tasks, validating `params:`.
 pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
@@ -62,12 +62,24 @@ pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInst
     if !issues.is_empty() {
         return Err(issues);
     }
-    let params: Params = [
+    let mut resolved: Params = [
         ("hand_size".to_owned(), json!(config.hand_size)),
         ("max_turns".to_owned(), json!(config.max_turns)),
         ("wrong_guess_penalty".to_owned(), json!(config.wrong_guess_penalty)),
     ]
     .into();
+    // The rule compiler of API players is part of the task: it decides verdicts.
+    if let Some(compiler) = params.get("compiler") {
+        if compiler.get("model").and_then(Value::as_str).is_none() {
+            return Err(vec![CatalogIssue {
+                site: IssueSite::Param("compiler".into()),
+                message: "`compiler` must be a mapping with at least `model` (and `provider`, `base_url`, `api_key_env`, `params`)".into(),
+                hint: None,
+            }]);
+        }
+        resolved.insert("compiler".into(), compiler.clone());
+    }
+    let params = resolved;
     Ok(rules
         .into_iter()
         .map(|rule| TaskInstance {

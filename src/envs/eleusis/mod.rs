@@ -11,6 +11,8 @@ pub mod compiler;
 pub mod deck;
 pub mod equivalence;
 pub mod game;
+pub mod ideal;
+pub mod llm_episode;
 pub mod prompt;
 pub mod pyjudge;
 pub mod pyrandom;

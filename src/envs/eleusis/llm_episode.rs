@@ -1,0 +1,234 @@
+//! An Eleusis round played by an API model (spec §4): per turn up to three
+//! attempts at an `<ACTION>` reply, then a seeded fallback card; formal and
+//! shadow guesses are compiled to Python by the rule-compiler model and
+//! judged by the sandboxed Python judge.
+//!
+//! Every model call (player and compiler) is a cached step, and every
+//! verdict is cached under (secret rule, guessed code, start mainline,
+//! simulation parameters), so a resumed round replays for free.
+
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::compiler::{CompileAttempts, CompileStep, render_compile_prompt};
+use super::equivalence::SimulationParams;
+use super::game::{GameConfig, Round};
+use super::prompt::{PROMPT_VERSION, render_action_prompt};
+use super::pyjudge::{PyJudge, PyJudgeConfig, PyVerdict};
+use super::response::{AttemptLoop, AttemptRecord, AttemptStep, TokenCounts};
+use super::rule::SecretRule;
+use crate::cache::Entry;
+use crate::exec::{CallSite, EpisodeContext, StepError};
+use crate::plan::key::key_components;
+use crate::plan::{StepKey, StepKind};
+use crate::providers::{ChatRequest, FinishReason, Message};
+use crate::spec::ModelConfig;
+
+/// Version of the verdict record and judge protocol (part of verdict keys).
+const VERDICT_VERSION: u32 = 1;
+/// Compiler attempts before a guess is judged "no code" (the older runs' 3).
+const COMPILE_ATTEMPTS: u32 = 3;
+
+/// Per-turn bookkeeping that the round record does not hold.
+#[derive(Debug, Serialize)]
+struct TurnMeta {
+    turn: u32,
+    fallback: bool,
+    retry_count: u32,
+    failures: Vec<AttemptRecord>,
+    tokens: TokenCounts,
+    tokens_all_calls: TokenCounts,
+    compile_attempts: Option<u32>,
+    judge_error: Option<String>,
+}
+
+/// Python judge workers, reused across rounds of a run.
+static JUDGES: Mutex<Vec<PyJudge>> = Mutex::new(Vec::new());
+
+fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
+    let taken = JUDGES.lock().map_err(|_| StepError::Worker("judge pool poisoned".into()))?.pop();
+    let mut j = match taken {
+        Some(j) => j,
+        None => PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?,
+    };
+    let verdict = j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default());
+    if let Ok(mut pool) = JUDGES.lock() {
+        pool.push(j);
+    }
+    Ok(verdict)
+}
+
+/// The rule-compiler model named by the task's `compiler` parameter.
+pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepError> {
+    let c = params.get("compiler").and_then(Value::as_object).ok_or_else(|| {
+        StepError::Unsupported("an API player needs a rule compiler: set `params.compiler: {provider, model, ...}` on the Eleusis task".into())
+    })?;
+    let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
+    Ok(ModelConfig {
+        id: "rule-compiler".into(),
+        provider: text("provider").unwrap_or_else(|| "openai".into()),
+        model: text("model").ok_or_else(|| StepError::Unsupported("`compiler.model` is required".into()))?,
+        base_url: text("base_url"),
+        api_key_env: text("api_key_env"),
+        params: c.get("params").and_then(Value::as_object).map(|m| m.clone().into_iter().collect()).unwrap_or_default(),
+        price: None,
+    })
+}
+
+/// Plays one round of `rule`, repetition `batch`, with an API model.
+pub async fn run(ctx: EpisodeContext<'_>, model: &ModelConfig, compiler: &ModelConfig, rule: SecretRule, batch: u32, config: GameConfig, sample: u64) -> Result<Value, StepError> {
+    let mut round = Round::new(rule, batch, config).map_err(|e| StepError::Episode(e.to_string()))?;
+    let params: Map<String, Value> = model.params.clone().into_iter().collect();
+    let mut meta = Vec::new();
+    while !round.is_over() {
+        let obs = round.observation();
+        let mut attempts = AttemptLoop::new(&obs.hand, round.seed(), obs.turn).map_err(|e| StepError::Episode(e.to_string()))?;
+        let decision = loop {
+            match attempts.step() {
+                AttemptStep::Decided(d) => break d,
+                AttemptStep::Ask { attempt, .. } => {
+                    let prompt = render_action_prompt(&obs, &config, attempt);
+                    let request = ChatRequest { messages: vec![Message::user(prompt)], params: params.clone(), ..ChatRequest::default() };
+                    let site = CallSite { scope: Some(ctx.episode_key), position: format!("turn {} attempt {attempt}", obs.turn), sample };
+                    // Transport failures (after the client's own retries) fail the
+                    // cell instead of being scored: errors are never wrong answers.
+                    let reply = ctx.calls.chat(model, &request, &site).await?;
+                    let tokens = TokenCounts {
+                        output_tokens: reply.usage.output,
+                        reasoning_tokens: reply.usage.reasoning,
+                        answer_tokens: reply.usage.output.saturating_sub(reply.usage.reasoning),
+                    };
+                    attempts.on_reply(&reply.text, reply.finish_reason == FinishReason::Length, tokens);
+                }
+            }
+        };
+        let prepared = round.prepare(decision.action.clone()).map_err(|e| StepError::Episode(e.to_string()))?;
+        let (verdict, compile_attempts, judge_error) = match prepared.judge_request() {
+            None => (None, None, None),
+            Some(request) => {
+                let (code, used) = compile(ctx, compiler, request.guess).await?;
+                let v = cached_verdict(ctx, rule, code, request.mainline.to_vec()).await?;
+                (Some(v.verdict), Some(used), v.judge_error.map(|e| e.to_string()))
+            }
+        };
+        meta.push(TurnMeta {
+            turn: obs.turn,
+            fallback: decision.fallback,
+            retry_count: decision.retry_count,
+            failures: decision.failures.clone(),
+            tokens: decision.tokens_parsed,
+            tokens_all_calls: decision.tokens_all,
+            compile_attempts,
+            judge_error,
+        });
+        round.commit(prepared, verdict).map_err(|e| StepError::Episode(e.to_string()))?;
+    }
+    let mut out = serde_json::to_value(round.finish()).map_err(|e| StepError::Episode(e.to_string()))?;
+    let output_tokens: u64 = meta.iter().map(|m| m.tokens_all_calls.output_tokens).sum();
+    out["llm"] = json!({"prompt_version": PROMPT_VERSION, "turns": meta, "output_tokens": output_tokens});
+    Ok(out)
+}
+
+/// Compiles a guess with bounded attempts; `None` code after exhaustion.
+async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -> Result<(Option<String>, u32), StepError> {
+    let mut attempts = CompileAttempts::new(COMPILE_ATTEMPTS);
+    let params: Map<String, Value> = compiler.params.clone().into_iter().collect();
+    loop {
+        match attempts.step() {
+            CompileStep::Compiled { code, attempt } => return Ok((Some(code), attempt)),
+            CompileStep::Exhausted => return Ok((None, COMPILE_ATTEMPTS)),
+            CompileStep::Ask { attempt } => {
+                let request = ChatRequest { messages: vec![Message::user(render_compile_prompt(guess))], params: params.clone(), ..ChatRequest::default() };
+                // Compiled code is shared by guess text: no episode scope.
+                let site = CallSite { scope: None, position: format!("compile attempt {attempt}"), sample: 0 };
+                match ctx.calls.chat(compiler, &request, &site).await {
+                    Ok(reply) => {
+                        let text = reply.text;
+                        let valid = tokio::task::spawn_blocking(move || validate(&text).map(|r| (text, r)))
+                            .await
+                            .map_err(|e| StepError::Worker(e.to_string()))??;
+                        let (text, result) = valid;
+                        attempts.on_reply(&text, |_| result);
+                    }
+                    Err(e) => {
+                        attempts.on_call_error(&e.to_string());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Byte-compiles the code a reply contains, on a judge worker.
+fn validate(reply: &str) -> Result<Result<(), String>, StepError> {
+    let Some(code) = super::compiler::extract_code(reply) else { return Ok(Err("no code".into())) };
+    let taken = JUDGES.lock().map_err(|_| StepError::Worker("judge pool poisoned".into()))?.pop();
+    let mut j = match taken {
+        Some(j) => j,
+        None => PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?,
+    };
+    let result = j.validate(&code).map_err(|e| e.to_string());
+    if let Ok(mut pool) = JUDGES.lock() {
+        pool.push(j);
+    }
+    Ok(result)
+}
+
+/// A verdict from the cache, or judged now and stored.
+async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
+    let mut fields = Map::new();
+    fields.insert("rule".into(), json!(rule.name()));
+    fields.insert("code".into(), json!(code));
+    fields.insert("mainline".into(), json!(mainline.iter().map(ToString::to_string).collect::<Vec<_>>()));
+    fields.insert("simulation".into(), json!({"walks": 100, "turns": 40, "seed": 42}));
+    let components = key_components(StepKind::Verdict, "eleusis.judge", VERDICT_VERSION, fields);
+    let key = StepKey::compute(&components);
+    let store = ctx.calls.store().clone();
+    let found = tokio::task::spawn_blocking({
+        let store = store.clone();
+        move || store.get(key)
+    })
+    .await
+    .map_err(|e| StepError::Worker(e.to_string()))?
+    .map_err(|e| StepError::Episode(e.to_string()))?;
+    if let Some(v) = found.and_then(|e| serde_json::from_value::<PyVerdict>(e.output).ok()) {
+        return Ok(v);
+    }
+    let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline))
+        .await
+        .map_err(|e| StepError::Worker(e.to_string()))??;
+    // Verdicts decided by a limit or a judge failure are not cached: a
+    // rerun on a quieter machine may judge them cleanly.
+    if verdict.judge_error.is_none() {
+        let entry = Entry {
+            key,
+            kind: StepKind::Verdict,
+            components,
+            output: serde_json::to_value(&verdict).map_err(|e| StepError::Episode(e.to_string()))?,
+            duration_ms: 0,
+            writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
+        };
+        tokio::task::spawn_blocking(move || store.put(&entry))
+            .await
+            .map_err(|e| StepError::Worker(e.to_string()))?
+            .map_err(|e| StepError::Episode(e.to_string()))?;
+    }
+    Ok(verdict)
+}
+
+/// Runs an API-model round for a resolved Eleusis task instance.
+pub async fn run_task(ctx: EpisodeContext<'_>, model: &ModelConfig, task: &crate::spec::TaskInstance, seed: u64) -> Result<Value, StepError> {
+    let rule = SecretRule::from_name(&task.task).ok_or_else(|| StepError::Unsupported(format!("unknown rule `{}`", task.task)))?;
+    let batch = u32::try_from(seed).map_err(|_| StepError::Unsupported(format!("Eleusis seeds are repetition indices and must fit in 32 bits, got {seed}")))?;
+    let number = |k: &str| task.params.get(k).and_then(Value::as_i64);
+    let defaults = GameConfig::default();
+    let config = GameConfig {
+        hand_size: number("hand_size").and_then(|v| usize::try_from(v).ok()).unwrap_or(defaults.hand_size),
+        max_turns: number("max_turns").and_then(|v| u32::try_from(v).ok()).unwrap_or(defaults.max_turns),
+        wrong_guess_penalty: number("wrong_guess_penalty").unwrap_or(defaults.wrong_guess_penalty),
+    };
+    let compiler = compiler_model(&task.params)?;
+    run(ctx, model, &compiler, rule, batch, config, seed).await
+}
