@@ -108,6 +108,9 @@ pub(crate) struct StatusArgs {
 pub(crate) struct ReportArgs {
     /// Pipeline file (YAML).
     pub(crate) pipeline: PathBuf,
+    /// Also print the summary tables to stdout in this format (`markdown` or `latex`).
+    #[arg(long)]
+    pub(crate) format: Option<String>,
     /// Print one JSON object summarising the outcome on stdout.
     #[arg(long)]
     pub(crate) json: bool,

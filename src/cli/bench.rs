@@ -149,7 +149,7 @@ fn quickstart() -> Result<u8, Failure> {
         times.push(t.elapsed().as_secs_f64());
     }
     output::line(&format!(
-        "quickstart (156 cells): cold {:.2} s, cached rerun {:.2} s ({:.1}% of cold)",
+        "quickstart: cold {:.2} s, cached rerun {:.2} s ({:.1}% of cold)",
         times[0],
         times[1],
         100.0 * times[1] / times[0]

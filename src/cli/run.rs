@@ -200,6 +200,12 @@ pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<u8, Failure> {
     let store = Store::open(&env.cache_dir)?;
     let scored = plan.cells.iter().filter(|c| store.contains(c.score_key)).count();
     let outcome = build(&pipeline, &plan, &store, &args.reports_dir)?;
+    match args.format.as_deref() {
+        None => {}
+        Some("latex") => output::line(fs_err::read_to_string(outcome.dir.join("summary.tex"))?.trim_end()),
+        Some("markdown" | "md") => output::line(fs_err::read_to_string(outcome.dir.join("summary.md"))?.trim_end()),
+        Some(other) => return Err(Failure::invalid(anyhow::anyhow!("unknown --format `{other}` (expected `markdown` or `latex`)"))),
+    }
     if args.json {
         output::json(&json!({
             "cells_total": plan.cells.len(), "cells_cached": scored, "cells_run": 0,

@@ -20,7 +20,7 @@ use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selecti
 pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME, bbq::NAME, weirdml::NAME];
 
 /// Model providers a pipeline may name.
-pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini"];
+pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini", crate::spec::resolve::SCRIPTED_PROVIDER];
 
 /// Every benchmark evalgrid can run, with where installed datasets live.
 #[derive(Clone, Debug)]

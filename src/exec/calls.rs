@@ -105,6 +105,10 @@ impl CallContext {
 
     /// Sends (or replays) one chat call for `model` at `site`.
     pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
+        if model.provider == crate::spec::resolve::SCRIPTED_PROVIDER {
+            self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
+            return scripted_reply(model, request);
+        }
         let endpoint = endpoint(model)?;
         let components = call_components(&endpoint, request, site);
         let key = StepKey::compute(&components);
@@ -216,4 +220,46 @@ fn same_model(requested: &str, answered: &str) -> bool {
 
 fn describe(error: &CallError, attempts: u32) -> String {
     format!("{} error after {attempts} attempt(s): {error}", error.class())
+}
+
+/// Replies file of the `scripted` provider: the first rule whose `contains`
+/// occurs in the last user message answers; otherwise `default`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Script {
+    #[serde(default)]
+    replies: Vec<ScriptRule>,
+    #[serde(default)]
+    default: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptRule {
+    contains: String,
+    reply: String,
+}
+
+/// Answers a call from the model's replies file (deterministic, no HTTP).
+fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
+    let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::Episode("scripted model without `params.file`".into()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| StepError::Episode(format!("cannot read replies file `{path}`: {e}")))?;
+    let script: Script = serde_json::from_str(&text).map_err(|e| StepError::Episode(format!("replies file `{path}`: {e}")))?;
+    let last = request.messages.iter().rev().find(|m| m.role == crate::providers::Role::User).map_or("", |m| m.content.as_str());
+    let reply = script
+        .replies
+        .iter()
+        .find(|r| last.contains(&r.contains))
+        .map(|r| r.reply.clone())
+        .or(script.default)
+        .ok_or_else(|| StepError::Episode(format!("replies file `{path}` has no reply for this prompt and no `default`")))?;
+    Ok(ChatResponse {
+        text: reply,
+        reasoning: None,
+        tool_calls: Vec::new(),
+        usage: crate::providers::Usage::default(),
+        answered_model: model.model.clone(),
+        finish_reason: crate::providers::FinishReason::Stop,
+        latency_ms: 0,
+    })
 }

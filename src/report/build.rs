@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::render::{ModelUsage, RunFacts, csv, markdown};
+use super::page::{PageInput, files as page_files};
+use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
+use crate::envs::eleusis::export::analyze_rounds;
 use crate::cache::{CacheError, Entry, Store};
 use crate::envs::Registry;
 use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, aggregate, cells_parquet};
@@ -51,6 +53,9 @@ struct MetricsOutput {
     cells_parquet: String,
     /// Per model (pipeline order): Σ input tokens, Σ output tokens.
     tokens: Vec<(String, u64, u64)>,
+    /// Extra benchmark-specific tables.
+    #[serde(default)]
+    sections: Vec<Section>,
 }
 
 /// What the report step stores: file name → blob hash.
@@ -98,7 +103,7 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     let (report, report_cached) = match store.get(report_key)? {
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
-            let usage = metrics
+            let usage: Vec<ModelUsage> = metrics
                 .tokens
                 .iter()
                 .filter(|(_, i, o)| i + o > 0)
@@ -108,11 +113,16 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
                     ModelUsage { model: model.clone(), input_tokens: *input_tokens, output_tokens: *output_tokens, cost_usd }
                 })
                 .collect();
-            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage };
+            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone() };
             let mut files = BTreeMap::new();
-            files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &facts).as_bytes())?);
+            files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).as_bytes())?);
             files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
+            files.insert("summary.tex".to_owned(), store.put_blob(latex(&metrics.tables, pipeline.report.decimals).as_bytes())?);
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
+            let input = PageInput { tables: &metrics.tables, sections: &metrics.sections, scored: &scored, usage };
+            for (name, bytes) in page_files(pipeline, plan, &input, store)? {
+                files.insert(name, store.put_blob(&bytes)?);
+            }
             let out = ReportOutput { files };
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
             store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
@@ -181,7 +191,40 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens })
+    let sections = eleusis_sections(pipeline, scored, store)?;
+    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections })
+}
+
+/// Eleusis' own metrics (spec §5: caution, boldness, calibration, ...) per
+/// model, computed by the same code that reproduces the published tables.
+fn eleusis_sections(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
+    let mut headline = Section { title: "eleusis: spec §5 metrics (95 % bootstrap CI of the floored score)".into(), ..Section::default() };
+    let mut calibration = Section { title: "eleusis: calibration (checks with confidence ≥ 5)".into(), columns: vec!["level".into(), "accuracy".into(), "n".into()], ..Section::default() };
+    for model in &pipeline.models {
+        let mut rounds = Vec::new();
+        for (cell, _) in scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id) {
+            if let Some(e) = store.get(cell.episode_key)? {
+                rounds.push(e.output);
+            }
+        }
+        if rounds.is_empty() {
+            continue;
+        }
+        let Some(m) = analyze_rounds(&model.id, &rounds) else { continue };
+        if headline.columns.is_empty() {
+            headline.columns = m.headline.values().iter().map(|(n, _)| (*n).to_owned()).collect();
+            headline.columns.extend(["floored_ci_low", "floored_ci_high", "ece", "brier"].map(str::to_owned));
+        }
+        let ci = m.bootstrap.iter().find(|b| b.metric == "avg_floored_score");
+        let mut values: Vec<Option<f64>> = m.headline.values().iter().map(|(_, v)| *v).collect();
+        values.extend([ci.and_then(|c| c.lower), ci.and_then(|c| c.upper), m.calibration.ece, m.calibration.brier]);
+        headline.rows.push((model.id.clone(), values));
+        for l in &m.calibration.levels {
+            #[expect(clippy::cast_precision_loss, reason = "levels are 5..=10")]
+            calibration.rows.push((model.id.clone(), vec![Some(l.level as f64), Some(l.accuracy), Some(f64::from(l.n))]));
+        }
+    }
+    Ok([headline, calibration].into_iter().filter(|s| !s.rows.is_empty()).collect())
 }
 
 /// Numbers and booleans at the top level of a score record, as f64.
@@ -214,7 +257,9 @@ fn write_files(dir: &Path, report: &ReportOutput, store: &Store) -> Result<(), R
         if std::fs::read(&path).is_ok_and(|old| old == bytes) {
             continue;
         }
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err(dir))?;
+        let parent = path.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent).map_err(write_err(parent))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(write_err(parent))?;
         std::io::Write::write_all(&mut tmp, &bytes).map_err(write_err(&path))?;
         tmp.persist(&path).map_err(|e| ReportError::Write { path: path.clone(), source: e.error })?;
     }

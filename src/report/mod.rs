@@ -1,7 +1,10 @@
 //! Reports: the metrics and report steps, rendered to `reports/<pipeline>/`.
 
 pub mod build;
+pub mod page;
+pub mod html;
 pub mod render;
+pub mod svg;
 
 pub use build::{ReportError, ReportOutcome, build};
-pub use render::{ModelUsage, RunFacts, csv, markdown};
+pub use render::{ModelUsage, RunFacts, Section, csv, latex, markdown};

@@ -19,6 +19,17 @@ pub struct RunFacts {
     pub usage: Vec<ModelUsage>,
 }
 
+/// An extra table a benchmark contributes (e.g. Eleusis' spec §5 metrics).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Section {
+    /// Heading.
+    pub title: String,
+    /// Column names after the row label.
+    pub columns: Vec<String>,
+    /// Rows: label and values.
+    pub rows: Vec<(String, Vec<Option<f64>>)>,
+}
+
 /// Token totals of one model over its scored cells.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelUsage {
@@ -34,7 +45,7 @@ pub struct ModelUsage {
 
 /// Markdown summary, one section per benchmark.
 #[must_use]
-pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], facts: &RunFacts) -> String {
+pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[Section], facts: &RunFacts) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}\n", escape_md(&config.title));
     let _ = writeln!(out, "{} of {} cells scored.\n", facts.cells_scored, facts.cells_total);
@@ -52,6 +63,15 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], facts: &RunFa
         table(&mut out, t, &t.by_model, false, config.decimals);
         let _ = writeln!(out, "\n### By model × task\n");
         table(&mut out, t, &t.by_task, true, config.decimals);
+        out.push('\n');
+    }
+    let d = config.decimals as usize;
+    for s in sections {
+        let _ = writeln!(out, "## {}\n\n| | {} |\n|---|{}", escape_md(&s.title), s.columns.join(" | "), "---:|".repeat(s.columns.len()));
+        for (label, values) in &s.rows {
+            let cells: Vec<String> = values.iter().map(|v| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}"))).collect();
+            let _ = writeln!(out, "| {} | {} |", escape_md(label), cells.join(" | "));
+        }
         out.push('\n');
     }
     out
@@ -106,6 +126,43 @@ pub fn csv(tables: &[BenchmarkTables]) -> String {
     out
 }
 
+/// LaTeX (booktabs) tables, one per benchmark, per model, for papers.
+#[must_use]
+pub fn latex(tables: &[BenchmarkTables], decimals: u32) -> String {
+    let d = decimals as usize;
+    let mut out = String::new();
+    for t in tables {
+        let cols = t.columns.len() + 2;
+        let _ = writeln!(out, "% {} (evalgrid)\n\\begin{{tabular}}{{l{}}}\n\\toprule", latex_escape(&t.benchmark), "r".repeat(cols - 1));
+        let header: Vec<String> = ["model".to_owned(), "n".to_owned()].into_iter().chain(t.columns.iter().map(|c| latex_escape(&c.name))).collect();
+        let _ = writeln!(out, "{} \\\\\n\\midrule", header.join(" & "));
+        for r in &t.by_model {
+            let mut cells = vec![latex_escape(&r.model), r.n.to_string()];
+            cells.extend(r.values.iter().map(|v| v.map_or_else(|| "--".to_owned(), |x| format!("{x:.d$}"))));
+            let _ = writeln!(out, "{} \\\\", cells.join(" & "));
+        }
+        let _ = writeln!(out, "\\bottomrule\n\\end{{tabular}}\n");
+    }
+    out
+}
+
+fn latex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\textbackslash{}"),
+            '&' | '%' | '$' | '#' | '_' | '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '~' => out.push_str("\\textasciitilde{}"),
+            '^' => out.push_str("\\textasciicircum{}"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
@@ -135,7 +192,7 @@ mod tests {
     #[test]
     fn markdown_snapshot() {
         let cfg = ReportConfig { title: "demo".into(), decimals: 2 };
-        insta::assert_snapshot!(markdown(&cfg, &tables(), &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new() }), @r"
+        insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new() }), @r"
         # demo
 
         3 of 4 cells scored.
@@ -153,6 +210,20 @@ mod tests {
         | model | task | cells | mean_score |
         |---|---|---:|---:|
         | a\|b | t,1 | 3 | 0.33 |
+        ");
+    }
+
+    #[test]
+    fn latex_escapes_and_formats() {
+        insta::assert_snapshot!(latex(&tables(), 2), @r"
+        % eleusis (evalgrid)
+        \begin{tabular}{lrr}
+        \toprule
+        model & n & mean\_score \\
+        \midrule
+        a|b & 3 & -- \\
+        \bottomrule
+        \end{tabular}
         ");
     }
 

@@ -18,10 +18,15 @@ const MAX_SEEDS: u64 = 1_000_000;
 /// Providers whose models are built into evalgrid and need no network.
 pub const BUILTIN_PROVIDER: &str = "builtin";
 
+/// A provider that answers from a replies file, for tests without HTTP.
+pub const SCRIPTED_PROVIDER: &str = "scripted";
+
 /// Partially built pipeline plus the problems met so far.
 struct Resolver<'c> {
     catalog: &'c dyn Catalog,
     diagnostics: Vec<Diagnostic>,
+    /// Folder of the pipeline file, for relative paths in it.
+    base_dir: std::path::PathBuf,
 }
 
 /// Validates `raw` against `catalog`; on failure returns every diagnostic.
@@ -31,7 +36,8 @@ pub fn resolve(
     source_path: std::path::PathBuf,
     source_hash: String,
 ) -> Result<Pipeline, Vec<Diagnostic>> {
-    let mut r = Resolver { catalog, diagnostics: Vec::new() };
+    let base_dir = source_path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let mut r = Resolver { catalog, diagnostics: Vec::new(), base_dir };
     let name = r.name(&raw.name);
     let tasks = r.tasks(&raw.tasks);
     let benchmarks: Vec<String> =
@@ -161,6 +167,27 @@ impl Resolver<'_> {
         }
     }
 
+    /// `scripted` models name a replies file (relative to the pipeline);
+    /// its content hash joins the params so an edited script invalidates.
+    fn scripted_params(&mut self, m: &RawModel, mut params: Params) -> Option<Params> {
+        let Some(file) = params.get("file").and_then(serde_json::Value::as_str).map(str::to_owned) else {
+            self.push(position_of(&m.provider), "a `scripted` model needs `params.file`: a JSON replies file", None);
+            return None;
+        };
+        let path = self.base_dir.join(&file);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                params.insert("file".into(), serde_json::Value::from(path.display().to_string()));
+                params.insert("file_blake3".into(), serde_json::Value::from(blake3::hash(&bytes).to_hex().to_string()));
+                Some(params)
+            }
+            Err(e) => {
+                self.push(position_of(&m.provider), format!("cannot read replies file `{}`: {e}", path.display()), None);
+                None
+            }
+        }
+    }
+
     fn metrics(&mut self, select: Vec<Spanned<String>>, benchmarks: &[String]) -> MetricsConfig {
         let mut known: Vec<String> = benchmarks.iter().flat_map(|b| self.catalog.metrics(b)).collect();
         known.sort_unstable();
@@ -286,6 +313,11 @@ impl Resolver<'_> {
                         }
                         continue;
                     }
+                }
+            } else if provider == SCRIPTED_PROVIDER {
+                match self.scripted_params(m, raw_params) {
+                    Some(p) => p,
+                    None => continue,
                 }
             } else {
                 raw_params

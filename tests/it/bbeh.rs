@@ -103,3 +103,24 @@ fn rescoring_foreign_responses() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:1: unknown task `nope`"));
 }
+
+#[test]
+fn scripted_provider_answers_from_a_file_and_edits_invalidate() {
+    let ws = Workspace::new();
+    let out = ws.cmd().args(["datasets", "fetch", "bbeh", "--from"]).arg(shared()).output().unwrap();
+    assert!(out.status.success());
+    ws.write("replies.json", r#"{"replies": [{"contains": "proved", "reply": "The answer is: disproved"}], "default": "I do not know"}"#);
+    ws.write(
+        "p.yaml",
+        "name: scripted\nmodels:\n  - {id: s, provider: scripted, model: canned, params: {file: replies.json}}\ntasks:\n  - {benchmark: bbeh, select: [boardgame_qa], params: {subset: mini}}\nseeds: [0]\n",
+    );
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["calls"]["live"], 20);
+    let csv = std::fs::read_to_string(ws.path("reports/scripted/summary.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.starts_with("bbeh-mini,s,*,1,")), "{csv}");
+    ws.write("replies.json", r#"{"default": "The answer is: unknown"}"#);
+    let (_, s) = ws.run_json(&["status", "p.yaml", "--json"]);
+    assert_eq!(s["cells_stale"], 1);
+    assert!(s["cells"][0]["reason"].as_str().unwrap().contains("model.params.file_blake3"), "{s}");
+}

@@ -20,3 +20,5 @@ mod tools;
 mod weirdml;
 // Eleusis with an API player and rule compiler against the mock.
 mod eleusis_llm;
+// The HTML report in headless Chromium (skipped without `chromium`).
+mod html_report;

@@ -23,8 +23,8 @@ fn quickstart_runs_then_is_fully_cached_and_byte_identical() {
     let p = p.to_str().unwrap();
     let (code, v) = ws.run_json(&["run", p, "--json"]);
     assert_eq!(code, 0, "{v}");
-    assert_eq!(v["cells_total"], 156);
-    assert_eq!(v["cells_run"], 156);
+    assert_eq!(v["cells_total"], 234);
+    assert_eq!(v["cells_run"], 234);
     assert_eq!(v["cells_failed"], 0);
     assert_eq!(v["report_dir"], "reports/quickstart");
     for f in ["summary.md", "summary.csv", "cells.parquet"] {
@@ -42,7 +42,7 @@ fn quickstart_runs_then_is_fully_cached_and_byte_identical() {
     let (code, v) = ws.run_json(&["run", p, "--json"]);
     assert_eq!(code, 0);
     assert_eq!(v["cells_run"], 0);
-    assert_eq!(v["cells_cached"], 156);
+    assert_eq!(v["cells_cached"], 234);
     assert_eq!(snapshot_dir(&ws.path("reports")), before, "rerun changed the report");
 
     // Deleting the report and rebuilding it from the cache gives the same bytes.
@@ -58,14 +58,14 @@ fn editing_one_models_params_reruns_exactly_its_cells() {
     let ws = Workspace::new();
     let p = ws.quickstart();
     let p = p.to_str().unwrap();
-    assert_eq!(ws.run_json(&["run", p, "--json"]).1["cells_run"], 156);
+    assert_eq!(ws.run_json(&["run", p, "--json"]).1["cells_run"], 234);
     let text = std::fs::read_to_string(p).unwrap();
     let edited = ws.write("edited.yaml", &text.replace("params: {salt: 0}", "params: {salt: 7}"));
     let edited = edited.to_str().unwrap();
 
     let (_, status) = ws.run_json(&["status", edited, "--json"]);
     assert_eq!(status["cells_stale"], 78, "{status}");
-    assert_eq!(status["cells_cached"], 78);
+    assert_eq!(status["cells_cached"], 156);
     let cells = status["cells"].as_array().unwrap();
     for c in cells {
         let id = c["cell"].as_str().unwrap();
@@ -77,13 +77,13 @@ fn editing_one_models_params_reruns_exactly_its_cells() {
         }
     }
     let human = String::from_utf8(ws.run(&["status", edited]).stdout).unwrap();
-    assert!(human.starts_with("156 cells: 78 cached, 78 stale, 0 missing, 0 failed"), "{human}");
+    assert!(human.starts_with("234 cells: 156 cached, 78 stale, 0 missing, 0 failed"), "{human}");
     assert!(human.contains("stale    random/eleusis/even_ranks_only/0  model.params.salt: 0 → 7"), "{human}");
 
     let (code, v) = ws.run_json(&["run", edited, "--json"]);
     assert_eq!(code, 0);
     assert_eq!(v["cells_run"], 78);
-    assert_eq!(v["cells_cached"], 78);
+    assert_eq!(v["cells_cached"], 156);
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn editing_only_the_report_section_rerenders_only_the_report() {
     let md = std::fs::read_to_string(ws.path("reports/quickstart/summary.md")).unwrap();
     assert!(md.contains("| oracle | 78 | 30.0000 |"), "{md}");
     let stats: Value = serde_json::from_slice(&ws.run(&["cache", "stats", "--json"]).stdout).unwrap();
-    assert_eq!(stats["entries"]["episode"], 156);
+    assert_eq!(stats["entries"]["episode"], 234);
     assert_eq!(stats["entries"]["metrics"], 1, "metrics must be reused: {stats}");
     assert_eq!(stats["entries"]["report"], 2);
 }
@@ -139,6 +139,6 @@ fn dry_run_counts_without_running() {
     let p = ws.quickstart();
     let (code, v) = ws.run_json(&["run", p.to_str().unwrap(), "--dry-run", "--json"]);
     assert_eq!(code, 0);
-    assert_eq!(v["cells_to_run"], 156);
+    assert_eq!(v["cells_to_run"], 234);
     assert!(!ws.path("reports").exists());
 }

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::agents::{Agent, OracleAgent, RandomAgent, play_round};
+use super::ideal::IdealAgent;
 use super::game::{GameConfig, RoundResult};
 use super::rule::SecretRule;
 use crate::envs::metric::MetricDef;
@@ -18,7 +19,7 @@ pub const EPISODE_VERSION: u32 = 1;
 /// Bump when the per-round score record changes.
 pub const SCORE_VERSION: u32 = 1;
 /// Built-in agents this benchmark can run.
-pub const BUILTIN_AGENTS: &[&str] = &["random", "oracle"];
+pub const BUILTIN_AGENTS: &[&str] = &["random", "oracle", "ideal"];
 /// Metric columns: (column name, score field averaged over rounds).
 const METRICS: &[(&str, &str)] = &[
     ("mean_score", "score"),
@@ -140,7 +141,7 @@ fn game_config(params: &Params, issues: &mut Vec<CatalogIssue>) -> GameConfig {
 pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
     let allowed: &[&str] = match agent {
         "random" => &["salt"],
-        "oracle" => &[],
+        "oracle" | "ideal" => &[],
         _ => return Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown built-in agent `{agent}`"), hint: suggestion(agent, BUILTIN_AGENTS) }]),
     };
     let mut issues = Vec::new();
@@ -176,6 +177,7 @@ pub fn run_episode(model: &ModelConfig, task: &TaskInstance, seed: u64) -> Resul
             Box::new(RandomAgent::new(agent_seed(salt, rule, batch)))
         }
         "oracle" => Box::new(OracleAgent::new(rule)),
+        "ideal" => Box::new(IdealAgent::new()),
         other => return Err(StepError::Unsupported(format!("unknown built-in agent `{other}`"))),
     };
     let result = play_round(rule, batch, config, agent.as_mut()).map_err(|e| StepError::Episode(e.to_string()))?;

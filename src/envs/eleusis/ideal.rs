@@ -10,19 +10,158 @@
 #[path = "ideal_grammar.rs"]
 mod grammar;
 
-use grammar::{EMPTY, FULL, Space, space, state_of};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use grammar::{Atoms, EMPTY, Expr, FULL, STATES, state_of};
 
 use super::agents::{Agent, AgentAction};
 use super::card::Card;
 use super::deck::universe_index;
 use super::equivalence::{RuleEvalError, RuleFn};
 use super::game::{Action, Observation};
+use super::rule::SecretRule;
 
 /// Formal guesses are made at or above this posterior (score break-even: guessing now
 /// gains `3p − 2` points over waiting a turn for certainty).
 pub const GUESS_THRESHOLD: f64 = 2.0 / 3.0;
+/// Below this expected information (bits) a play teaches next to nothing, so waiting only
+/// costs a point: the agent then guesses whenever the guess has a positive expected score.
+pub const STUCK_BITS: f64 = 0.05;
 /// Classes (by posterior mass) examined as guess candidates each turn.
 const CANDIDATES: usize = 12;
+
+/// One hypothesis: a distinct acceptance table.
+struct Hypothesis {
+    /// The most probable expression with this table (its rendering names the hypothesis).
+    expr: Expr,
+    /// Prior: sum over all expressions with this table.
+    prior: f64,
+    /// The library rule with exactly this table, if any (guessed as itself).
+    library: Option<SecretRule>,
+    /// Class id: hypotheses agreeing on every non-empty state share it.
+    class: u32,
+}
+
+/// The hypothesis space: grammar expressions merged by table, plus the library rules.
+struct Space {
+    atoms: Atoms,
+    /// `tables[h * STATES .. (h + 1) * STATES]` is hypothesis h's table.
+    tables: Vec<u64>,
+    hyps: Vec<Hypothesis>,
+    classes: usize,
+    expressions: usize,
+    /// Library rules that needed an extra hypothesis (no identical grammar expression).
+    library_extras: Vec<SecretRule>,
+}
+
+/// The process-wide hypothesis space (built on first use: ~0.1 s in a debug build).
+fn space() -> &'static Space {
+    static SPACE: OnceLock<Space> = OnceLock::new();
+    SPACE.get_or_init(Space::build)
+}
+
+/// A cheap digest of (part of) a table, for bucketing equal tables.
+fn digest(t: &[u64]) -> u64 {
+    t.iter().fold(0x9e37_79b9_7f4a_7c15, |h, x| (h.rotate_left(23) ^ x).wrapping_mul(0x2545_f491_4f6c_dd1d))
+}
+
+impl Space {
+    /// Hypothesis `h`'s table.
+    #[inline]
+    fn table(&self, h: u32) -> &[u64] {
+        let i = h as usize * STATES;
+        &self.tables[i..i + STATES]
+    }
+
+    /// Name of hypothesis `h`: the library description or the grammar rendering.
+    fn text(&self, h: u32) -> String {
+        let hyp = &self.hyps[h as usize];
+        match hyp.library {
+            Some(rule) => rule.description().to_owned(),
+            None => self.atoms.render(hyp.expr),
+        }
+    }
+
+    /// The hypothesis with exactly table `t`, if any.
+    fn find(&self, index: &HashMap<u64, Vec<u32>>, t: &[u64]) -> Option<u32> {
+        index.get(&digest(t))?.iter().copied().find(|h| self.table(*h) == t)
+    }
+
+    /// Adds expression `e`: a new hypothesis, or prior mass for the one with its table.
+    fn add(&mut self, index: &mut HashMap<u64, Vec<u32>>, best: &mut Vec<f64>, e: Expr, prior: f64) {
+        let mut t = [0u64; STATES];
+        self.atoms.table(e, &mut t);
+        self.expressions += 1;
+        if let Some(h) = self.find(index, &t) {
+            let h = h as usize;
+            // The hypothesis is named after its most probable expression.
+            if prior > best[h] {
+                best[h] = prior;
+                self.hyps[h].expr = e;
+            }
+            self.hyps[h].prior += prior;
+            return;
+        }
+        let id = u32::try_from(self.hyps.len()).expect("fewer than 2^32 hypotheses");
+        index.entry(digest(&t)).or_default().push(id);
+        self.tables.extend_from_slice(&t);
+        self.hyps.push(Hypothesis { expr: e, prior, library: None, class: 0 });
+        best.push(prior);
+    }
+
+    fn build() -> Self {
+        let mut sp = Space {
+            atoms: Atoms::new(),
+            tables: Vec::new(),
+            hyps: Vec::new(),
+            classes: 0,
+            expressions: 0,
+            library_extras: Vec::new(),
+        };
+        let (mut index, mut best) = (HashMap::new(), Vec::new());
+        let mut all = Vec::new();
+        grammar::expressions(&sp.atoms, &mut |e, p| all.push((e, p)));
+        for (e, p) in all {
+            sp.add(&mut index, &mut best, e, p);
+        }
+        // Library rules: label their grammar twin, or add them with the prior of their
+        // class times the probability of their starter constraint.
+        let mut t = [0u64; STATES];
+        for rule in SecretRule::ALL {
+            sp.atoms.table(Expr::Library(rule), &mut t);
+            if let Some(h) = sp.find(&index, &t) {
+                sp.hyps[h as usize].library = Some(rule);
+                continue;
+            }
+            let n = sp.hyps.len() as u32;
+            let class: f64 =
+                (0..n).filter(|h| sp.table(*h)[..EMPTY] == t[..EMPTY]).map(|h| sp.hyps[h as usize].prior).sum();
+            let start = sp.atoms.start_prior(t[EMPTY]);
+            sp.tables.extend_from_slice(&t);
+            let prior = if class > 0.0 { class * start } else { start * start };
+            sp.hyps.push(Hypothesis { expr: Expr::Library(rule), prior, library: Some(rule), class: 0 });
+            sp.library_extras.push(rule);
+        }
+        // Classes: equal tables on every non-empty state (digest → (representative, class)).
+        let mut class_of: HashMap<u64, Vec<(u32, u32)>> = HashMap::new();
+        for h in 0..sp.hyps.len() as u32 {
+            let key = &sp.table(h)[..EMPTY];
+            let bucket = class_of.entry(digest(key)).or_default();
+            let class = match bucket.iter().find(|(r, _)| sp.table(*r)[..EMPTY] == *key) {
+                Some((_, c)) => *c,
+                None => {
+                    let c = u32::try_from(sp.classes).expect("fewer than 2^32 classes");
+                    bucket.push((h, c));
+                    sp.classes += 1;
+                    c
+                }
+            };
+            sp.hyps[h as usize].class = class;
+        }
+        sp
+    }
+}
 
 /// Sizes of the hypothesis space, for reports and docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,6 +433,19 @@ fn agree_on_reach(guess: &[u64], truth: &[u64], s0: usize) -> bool {
     true
 }
 
+/// Formal guess at p ≥ 2/3 (break-even when the next play would settle the question), or,
+/// when no play is informative, whenever `p·G − 2·(1 − p) > 0` with G the score a correct
+/// guess earns now (`max_turns + 1 − turn − penalty·F`).
+fn should_guess(p: f64, bits: f64, obs: &Observation) -> bool {
+    let gain = obs.potential_score as f64 + 1.0;
+    let penalty = if obs.failed_guess_count > 0 {
+        obs.penalty_so_far as f64 / f64::from(obs.failed_guess_count)
+    } else {
+        2.0
+    };
+    p >= GUESS_THRESHOLD || (bits < STUCK_BITS && p * gain > penalty * (1.0 - p))
+}
+
 /// Binary entropy in bits.
 fn entropy(p: f64) -> f64 {
     let h = |x: f64| if x <= 0.0 { 0.0 } else { -x * x.log2() };
@@ -324,7 +476,7 @@ impl Agent for IdealAgent {
                 guessed_rule: None,
             };
         };
-        let guess = d.probability >= GUESS_THRESHOLD;
+        let guess = should_guess(d.probability, d.entropy_bits, obs);
         if guess {
             self.pending = Some((d.hypothesis, obs.turn));
         }
@@ -333,12 +485,16 @@ impl Agent for IdealAgent {
             Some(rule) => Box::new(rule),
             None => Box::new(HypothesisRule { table: sp.table(d.hypothesis).into() }),
         };
+        let mut reasoning = format!(
+            "{card} has the most uncertain outcome ({:.2} bits); {} hypotheses remain and the best has posterior {:.3}.",
+            d.entropy_bits, d.live_hypotheses, d.probability
+        );
+        if guess && d.probability < GUESS_THRESHOLD {
+            reasoning.push_str(" As no play is informative, a guess is worth its risk.");
+        }
         let action = Action {
             card,
-            reasoning: format!(
-                "{card} has the most uncertain outcome ({:.2} bits); {} hypotheses remain and the best has posterior {:.3}.",
-                d.entropy_bits, d.live_hypotheses, d.probability
-            ),
+            reasoning,
             tentative_rule: Some(d.rule_text.clone()),
             // round(10·p) of a probability is in 0..=10.
             confidence: Some((10.0 * d.probability).round() as i64),

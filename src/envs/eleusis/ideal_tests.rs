@@ -76,10 +76,10 @@ fn reachability_agrees_with_the_judge_on_library_pairs() {
             let fast = agree_on_reach(sp.table(library_hypothesis(guess)), sp.table(library_hypothesis(rule)), s0);
             let judge = check(&rule, &guess, &start, &params).equivalent;
             assert_eq!(fast, judge, "{} vs {} from {}", rule.name(), guess.name(), start[0]);
-            equivalent += usize::from(judge && rule != guess);
+            equivalent += usize::from(judge);
         }
     }
-    assert!(equivalent > 0, "some library rules coincide from some starter");
+    assert_eq!(equivalent, 26, "library rules differ from each other from every starter");
 }
 
 /// Wraps the agent to record each turn's confidence, best hypothesis and whether the true
@@ -141,13 +141,15 @@ fn quickstart_calibration_and_scores() {
                 assert_eq!(c.correct, correct, "{} b{batch} turn {}", rule.name(), t.turn);
                 assert_eq!(c.kind == GuessKind::Formal, t.guess);
             }
-            // Formal guesses exactly at p ≥ 2/3: round(10p) ≥ 7, and always from 8 on.
-            assert!(!t.guess || *conf >= 7);
+            // Formal guesses at p ≥ 2/3 (round(10p) ≥ 7, always from 8 on), or when stuck.
+            assert!(!t.guess || *conf >= 7 || t.reasoning.contains("no play is informative"));
             assert!(t.guess || *conf <= 7);
             by_level[usize::try_from(*conf).expect("0..=10")].push(correct);
         }
         scores.push((rule, res));
     }
+    // The failed-guess conditioning ran (and never lost the truth, checked above).
+    assert!(scores.iter().any(|(_, r)| r.failed_guesses > 0));
     let rounds_n = scores.len() as f64;
     eprintln!(
         "ideal agent time: mean {:.1} ms/round, slowest {:.1} ms",
@@ -195,4 +197,58 @@ fn deterministic_and_restarts_between_rounds() {
     assert!(a.success, "{a:?}");
     let d = agent.last_decision().expect("decision");
     assert!(d.probability >= GUESS_THRESHOLD && d.live_hypotheses >= 1);
+}
+
+#[test]
+fn hypothesis_space_is_deduplicated_and_named() {
+    let sp = space();
+    let summary = grammar_summary();
+    assert_eq!(summary.expressions, 16_433, "{summary:?}");
+    assert_eq!((summary.hypotheses, summary.classes), (14_764, 14_646), "{summary:?}");
+    assert_eq!(summary.library_extras, ["rank_non_decreasing_start_ace", "red_up_black_down"]);
+    // Every hypothesis has its own text, so a failed guess text names one hypothesis.
+    let mut texts: Vec<String> = (0..sp.hyps.len() as u32).map(|h| sp.text(h)).collect();
+    texts.sort_unstable();
+    texts.dedup();
+    assert_eq!(texts.len(), sp.hyps.len());
+    // Merged expressions add their prior: "only red" is also "not black", "red iff red"…
+    let red = &sp.hyps[library_hypothesis(SecretRule::OnlyRedCards) as usize];
+    let total: f64 = sp.hyps.iter().map(|h| h.prior).sum();
+    assert!((total - 1.0).abs() < 0.05, "prior mass {total}");
+    assert!(red.prior > 0.0 && red.prior < 0.05);
+}
+
+/// The write-up's example: "same colour as the previous card" is judged equal to "only red
+/// cards" from a red card but not from a black one, and the reachability test agrees.
+#[test]
+fn judge_equivalence_depends_on_the_state() {
+    let sp = space();
+    let same = "Each card must be the same colour as the previous card. Any card may start the line.";
+    let h = (0..sp.hyps.len() as u32).find(|h| sp.text(*h) == same).expect("grammar atom");
+    let guess = HypothesisRule { table: sp.table(h).into() };
+    let red = sp.table(library_hypothesis(SecretRule::OnlyRedCards));
+    let params = SimulationParams::default();
+    for (start, equal) in [("7♦", true), ("7♣", false)] {
+        let mainline = [start.parse::<Card>().expect("card")];
+        let s0 = grammar::state_of(&mainline).expect("state");
+        assert_eq!(agree_on_reach(sp.table(h), red, s0), equal, "{start}");
+        assert_eq!(check(&SecretRule::OnlyRedCards, &guess, &mainline, &params).equivalent, equal);
+    }
+}
+
+#[test]
+fn guesses_at_two_thirds_or_when_stuck() {
+    let mut obs = super::super::game::Round::new(SecretRule::OnlyAces, 0, GameConfig::default())
+        .expect("round")
+        .observation();
+    assert_eq!(obs.potential_score, 29);
+    assert!(should_guess(GUESS_THRESHOLD, 1.0, &obs));
+    assert!(!should_guess(0.66, 1.0, &obs));
+    // Stuck (no informative play): guess when p·30 > 2·(1 − p), i.e. p > 1/16.
+    assert!(should_guess(0.07, 0.0, &obs));
+    assert!(!should_guess(0.06, 0.0, &obs));
+    // Late in a round with failed guesses the bar rises: G = 3, penalty 2 → p > 0.4.
+    (obs.potential_score, obs.failed_guess_count, obs.penalty_so_far) = (2, 3, 6);
+    assert!(!should_guess(0.39, 0.0, &obs));
+    assert!(should_guess(0.41, 0.0, &obs));
 }

@@ -10,6 +10,7 @@ pub mod card;
 pub mod compiler;
 pub mod deck;
 pub mod equivalence;
+pub mod export;
 pub mod game;
 pub mod ideal;
 pub mod llm_episode;

@@ -1,0 +1,443 @@
+//! The self-contained HTML report (`reports/<pipeline>/index.html`): summary
+//! tables with CIs and `n`, inline SVG figures, a per-cell table linking each
+//! cell's transcript, and provenance; plus standalone transcript pages.
+//!
+//! Safety: every piece of text (model output above all) reaches the page
+//! through [`push_escaped`], attribute values included, and only links that
+//! pass [`safe_href`] are emitted. A Content-Security-Policy pinned to the
+//! hashes of the page's own style and script blocks anything else, so the
+//! page makes no network request and runs no foreign script even if escaping
+//! were bypassed. Output is a pure function of the input (no timestamps, input
+//! order kept), and its size is bounded: at most [`MAX_CELL_ROWS`] cell rows
+//! and [`INLINE_TRANSCRIPTS_TOTAL_BYTES`] of inline transcripts.
+
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+use super::render::ModelUsage;
+pub use super::svg::{Figure, FigureKind, Series, figure_csv, figure_file_stem, figure_svg};
+use crate::metrics::{Agg, BenchmarkTables, TableRow};
+
+/// Most per-cell rows rendered inline; the rest are in [`CELLS_CSV`].
+pub const MAX_CELL_ROWS: usize = 5_000;
+/// Most model × task rows rendered per benchmark; the rest are in `summary.csv`.
+pub const MAX_TASK_ROWS: usize = 5_000;
+/// Largest transcript inlined into the page; larger ones must be linked.
+pub const INLINE_TRANSCRIPT_MAX_BYTES: usize = 16 * 1024;
+/// Budget for all inline transcripts together, keeping the page far below 20 MB.
+pub const INLINE_TRANSCRIPTS_TOTAL_BYTES: usize = 4 * 1024 * 1024;
+/// The full per-cell list the integrator writes next to `index.html`.
+pub const CELLS_CSV: &str = "cells.csv";
+/// Folder (next to `index.html`) holding `<stem>.svg` and `<stem>.csv` per figure.
+pub const FIGURES_DIR: &str = "figures";
+
+/// Everything the page shows, as plain data filled by the report step.
+#[derive(Clone, Debug)]
+pub struct HtmlReport<'a> {
+    /// Page title (the pipeline's report title).
+    pub title: &'a str,
+    /// Aggregate tables, one per benchmark, in pipeline order.
+    pub tables: &'a [BenchmarkTables],
+    /// Figures, drawn in this order.
+    pub figures: Vec<Figure>,
+    /// One line per cell, in grid order.
+    pub cells: Vec<CellLine>,
+    /// Provenance facts (label → value), shown as a definition list.
+    pub provenance: Vec<(String, String)>,
+    /// Tokens and cost per model.
+    pub usage: Vec<ModelUsage>,
+    /// Decimals for the summary tables.
+    pub decimals: u32,
+}
+
+/// One cell of the grid as listed in the per-cell table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellLine {
+    /// Cell id (`model/suite/task/seed`), what `evalgrid show` takes.
+    pub id: String,
+    /// Model id.
+    pub model: String,
+    /// Task id.
+    pub task: String,
+    /// Seed.
+    pub seed: u64,
+    /// Whether the cell finished.
+    pub state: CellState,
+    /// Headline value, already formatted (or the error for failed cells).
+    pub headline: String,
+    /// Where its transcript is.
+    pub transcript: Transcript,
+}
+
+/// Outcome of a cell, for the table and the error counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CellState {
+    /// Scored.
+    Ok,
+    /// Failed (no score).
+    Failed,
+}
+
+/// A cell's transcript: linked (relative path) or inlined (small ones only).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transcript {
+    /// No transcript.
+    None,
+    /// Relative path of a page written by [`render_transcript_html`].
+    Link(String),
+    /// The transcript text; inlined only up to [`INLINE_TRANSCRIPT_MAX_BYTES`].
+    Inline(String),
+}
+
+/// Escapes text for HTML (element content and double-quoted attribute
+/// values) and for standalone SVG/XML: the one escaping routine of the report.
+#[must_use]
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    push_escaped(&mut out, s);
+    out
+}
+
+/// Appends `s` escaped: `& < > " '` become entities, and characters XML
+/// forbids (C0 controls other than tab/LF/CR, U+FFFE, U+FFFF) become U+FFFD.
+pub fn push_escaped(out: &mut String, s: &str) {
+    let mut rest = s;
+    while let Some(i) = rest.find(|c: char| matches!(c, '&' | '<' | '>' | '"' | '\'' | '\u{fffe}' | '\u{ffff}') || (c < ' ' && !matches!(c, '\t' | '\n' | '\r'))) {
+        out.push_str(&rest[..i]);
+        let c = rest[i..].chars().next().expect("find returned the index of a char");
+        out.push_str(match c {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '"' => "&quot;",
+            '\'' => "&#39;",
+            _ => "\u{fffd}",
+        });
+        rest = &rest[i + c.len_utf8()..];
+    }
+    out.push_str(rest);
+}
+
+/// A relative link target made safe for `href`: `None` for empty or absolute
+/// (`/x`, `//host`, `\x`) paths; bytes outside `A-Za-z0-9-._~/` are
+/// percent-encoded, so a `:` can never start a scheme (`javascript:`).
+#[must_use]
+pub fn safe_href(path: &str) -> Option<String> {
+    if path.is_empty() || path.starts_with(['/', '\\']) {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    Some(out)
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px;color:#1a1a1a}\
+h1{font-size:24px}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}\
+table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}\
+th{background:#f4f4f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\
+tr.failed td{background:#fdecea}#cells-table th{cursor:pointer}\
+figure{margin:16px 0}svg.figure{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}\
+pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;padding:8px;border:1px solid #eee}\
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}dt{font-weight:600}dd{margin:0;word-break:break-all}\
+p.note{color:#555;font-size:13px}nav a{margin-right:12px}";
+
+const SCRIPT: &str = "(function(){var t=document.getElementById('cells-table');if(!t||!t.tBodies.length)return;\
+var b=t.tBodies[0],hs=t.tHead.rows[0].cells,f=document.getElementById('cell-filter');\
+if(f){f.hidden=false;f.addEventListener('input',function(){var q=f.value.toLowerCase();\
+for(var i=0;i<b.rows.length;i++){var r=b.rows[i];r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0;}});}\
+function key(r,c){return r.cells[c]?r.cells[c].textContent:'';}\
+function sortBy(c){var h=hs[c],dir=h.getAttribute('aria-sort')==='ascending'?-1:1;\
+for(var k=0;k<hs.length;k++)hs[k].removeAttribute('aria-sort');h.setAttribute('aria-sort',dir>0?'ascending':'descending');\
+var rows=Array.prototype.slice.call(b.rows);rows.sort(function(x,y){var a=key(x,c),z=key(y,c),na=parseFloat(a),nz=parseFloat(z);\
+return dir*((isNaN(na)||isNaN(nz))?(a<z?-1:a>z?1:0):na-nz);});for(var j=0;j<rows.length;j++)b.appendChild(rows[j]);}\
+for(var c=0;c<hs.length;c++){hs[c].addEventListener('click',sortBy.bind(null,c));}})();";
+
+/// `<!DOCTYPE html>` through `<body>`, with a CSP allowing only our own
+/// style (and script, when `script`) by hash.
+fn head(out: &mut String, title: &str, script: bool) {
+    let script_src = if script { format!("'{}'", csp_hash(SCRIPT)) } else { "'none'".to_owned() };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src '{}'; script-src {script_src}; base-uri 'none'; form-action 'none'\">\n\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"referrer\" content=\"no-referrer\">\n<title>",
+        csp_hash(STYLE)
+    );
+    push_escaped(out, title);
+    let _ = write!(out, "</title>\n<style>{STYLE}</style>\n</head>\n<body>\n");
+}
+
+/// `sha256-<base64>` of a style or script block, as CSP expects.
+fn csp_hash(text: &str) -> String {
+    format!("sha256-{}", base64(&Sha256::digest(text.as_bytes())))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The whole report page.
+#[must_use]
+pub fn render_html(report: &HtmlReport) -> String {
+    let mut out = String::with_capacity(64 * 1024 + report.cells.len().min(MAX_CELL_ROWS) * 256);
+    head(&mut out, report.title, true);
+    out.push_str("<header>\n<h1>");
+    push_escaped(&mut out, report.title);
+    out.push_str("</h1>\n<nav><a href=\"#summary\">Summary</a><a href=\"#figures\">Figures</a><a href=\"#cells\">Cells</a><a href=\"#provenance\">Provenance</a></nav>\n</header>\n");
+    summary(&mut out, report);
+    figures(&mut out, &report.figures);
+    cells(&mut out, &report.cells);
+    provenance(&mut out, report);
+    let _ = write!(out, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    out
+}
+
+/// A standalone page showing one transcript, escaped, for a cell's link.
+#[must_use]
+pub fn render_transcript_html(title: &str, text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16 + 2048);
+    head(&mut out, title, false);
+    out.push_str("<h1>");
+    push_escaped(&mut out, title);
+    out.push_str("</h1>\n<pre>");
+    push_escaped(&mut out, text);
+    out.push_str("</pre>\n</body>\n</html>\n");
+    out
+}
+
+/// A rendered column of a summary table: a metric, with its Wilson interval
+/// columns folded in when the benchmark has them for the same ratio.
+struct Col<'t> {
+    name: &'t str,
+    index: usize,
+    ci: Option<(usize, usize)>,
+}
+
+fn summary_columns(t: &BenchmarkTables) -> Vec<Col<'_>> {
+    let find = |want: &dyn Fn(&Agg) -> bool| t.columns.iter().position(|c| want(&c.agg));
+    let mut out = Vec::new();
+    for (index, c) in t.columns.iter().enumerate() {
+        match &c.agg {
+            Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) if find(&|a| matches!(a, Agg::Ratio(x, y) if x == n && y == d)).is_some() => {}
+            Agg::Ratio(n, d) => {
+                let lo = find(&|a| matches!(a, Agg::WilsonLow(x, y) if x == n && y == d));
+                let hi = find(&|a| matches!(a, Agg::WilsonHigh(x, y) if x == n && y == d));
+                out.push(Col { name: &c.name, index, ci: lo.zip(hi) });
+            }
+            _ => out.push(Col { name: &c.name, index, ci: None }),
+        }
+    }
+    out
+}
+
+fn value_text(v: Option<f64>, decimals: u32) -> String {
+    let d = decimals as usize;
+    v.filter(|x| x.is_finite()).map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}"))
+}
+
+fn summary(out: &mut String, report: &HtmlReport) {
+    out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
+    if report.tables.is_empty() {
+        out.push_str("<p class=\"note\">No scored cells yet.</p>\n");
+    }
+    for t in report.tables {
+        let cols = summary_columns(t);
+        out.push_str("<h3>");
+        push_escaped(out, &t.benchmark);
+        out.push_str("</h3>\n");
+        summary_table(out, &cols, &t.by_model, false, report.decimals);
+        if !t.by_task.is_empty() {
+            let _ = writeln!(out, "<details>\n<summary>By model × task ({} row{})</summary>", t.by_task.len(), if t.by_task.len() == 1 { "" } else { "s" });
+            summary_table(out, &cols, &t.by_task[..t.by_task.len().min(MAX_TASK_ROWS)], true, report.decimals);
+            if t.by_task.len() > MAX_TASK_ROWS {
+                let _ = writeln!(out, "<p class=\"note\">First {MAX_TASK_ROWS} of {} rows; all are in <a href=\"summary.csv\">summary.csv</a>.</p>", t.by_task.len());
+            }
+            out.push_str("</details>\n");
+        }
+    }
+    out.push_str("<p class=\"note\">Intervals in brackets are 95 % Wilson score intervals; n is the number of cells.</p>\n</section>\n");
+}
+
+fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: bool, decimals: u32) {
+    out.push_str("<table class=\"summary\">\n<thead><tr><th>model</th>");
+    if with_task {
+        out.push_str("<th>task</th>");
+    }
+    out.push_str("<th class=\"num\">n</th>");
+    for c in cols {
+        out.push_str("<th class=\"num\">");
+        push_escaped(out, c.name);
+        if c.ci.is_some() {
+            out.push_str(" [95 % CI]");
+        }
+        out.push_str("</th>");
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for r in rows {
+        out.push_str("<tr><td>");
+        push_escaped(out, &r.model);
+        out.push_str("</td>");
+        if with_task {
+            out.push_str("<td>");
+            push_escaped(out, r.task.as_deref().unwrap_or(""));
+            out.push_str("</td>");
+        }
+        let _ = write!(out, "<td class=\"num\">{}</td>", r.n);
+        let at = |i: usize| r.values.get(i).copied().flatten();
+        for c in cols {
+            let _ = write!(out, "<td class=\"num\">{}", value_text(at(c.index), decimals));
+            if let Some((lo, hi)) = c.ci {
+                let _ = write!(out, " [{}, {}]", value_text(at(lo), decimals), value_text(at(hi), decimals));
+            }
+            out.push_str("</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+fn figures(out: &mut String, figures: &[Figure]) {
+    out.push_str("<section id=\"figures\">\n<h2>Figures</h2>\n");
+    if figures.is_empty() {
+        out.push_str("<p class=\"note\">No figures for these benchmarks.</p>\n");
+    }
+    for f in figures {
+        let stem = figure_file_stem(&f.id);
+        let _ = write!(out, "<figure id=\"fig-{stem}\">\n{}\n<figcaption>", figure_svg(f));
+        push_escaped(out, &f.title);
+        let _ = writeln!(out, " — data: <a href=\"{FIGURES_DIR}/{stem}.csv\">CSV</a> · <a href=\"{FIGURES_DIR}/{stem}.svg\">SVG</a></figcaption>\n</figure>");
+    }
+    out.push_str("</section>\n");
+}
+
+/// Indices of the cells rendered inline: all when they fit, otherwise
+/// failed cells first, then the rest, kept in grid order.
+fn shown_cells(cells: &[CellLine]) -> Vec<usize> {
+    if cells.len() <= MAX_CELL_ROWS {
+        return (0..cells.len()).collect();
+    }
+    let failed = (0..cells.len()).filter(|i| cells[*i].state == CellState::Failed);
+    let ok = (0..cells.len()).filter(|i| cells[*i].state == CellState::Ok);
+    let mut shown: Vec<usize> = failed.chain(ok).take(MAX_CELL_ROWS).collect();
+    shown.sort_unstable();
+    shown
+}
+
+fn cells(out: &mut String, cells: &[CellLine]) {
+    out.push_str("<section id=\"cells\">\n<h2>Cells</h2>\n");
+    let shown = shown_cells(cells);
+    if shown.len() < cells.len() {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Showing {} of {} cells (failed cells first, then grid order); the full list is in <a href=\"{CELLS_CSV}\">{CELLS_CSV}</a>.</p>",
+            shown.len(),
+            cells.len()
+        );
+    }
+    out.push_str("<p><input type=\"search\" id=\"cell-filter\" placeholder=\"filter cells\" aria-label=\"filter cells\" hidden></p>\n");
+    out.push_str("<table id=\"cells-table\">\n<thead><tr><th>cell</th><th>model</th><th>task</th><th class=\"num\">seed</th><th>state</th><th class=\"num\">value</th><th>transcript</th></tr></thead>\n<tbody>\n");
+    let mut budget = INLINE_TRANSCRIPTS_TOTAL_BYTES;
+    let mut inline: Vec<(usize, &str)> = Vec::new();
+    for &i in &shown {
+        let c = &cells[i];
+        let failed = c.state == CellState::Failed;
+        out.push_str(if failed { "<tr class=\"failed\"><td>" } else { "<tr><td>" });
+        push_escaped(out, &c.id);
+        out.push_str("</td><td>");
+        push_escaped(out, &c.model);
+        out.push_str("</td><td>");
+        push_escaped(out, &c.task);
+        let _ = write!(out, "</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">", c.seed, if failed { "failed" } else { "ok" });
+        push_escaped(out, &c.headline);
+        out.push_str("</td><td>");
+        match &c.transcript {
+            Transcript::Link(p) => match safe_href(p) {
+                Some(href) => {
+                    let _ = write!(out, "<a href=\"{}\">transcript</a>", escape_html(&href));
+                }
+                None => out.push('–'),
+            },
+            Transcript::Inline(text) if text.len() <= INLINE_TRANSCRIPT_MAX_BYTES && text.len() <= budget => {
+                budget -= text.len();
+                inline.push((i, text));
+                let _ = write!(out, "<a href=\"#tr-{i}\">transcript</a>");
+            }
+            Transcript::Inline(text) => {
+                let _ = write!(out, "not inlined ({} KB)", text.len().div_ceil(1024));
+            }
+            Transcript::None => out.push('–'),
+        }
+        out.push_str("</td></tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+    if !inline.is_empty() {
+        out.push_str("<h3>Transcripts</h3>\n");
+        for (i, text) in inline {
+            let _ = write!(out, "<details id=\"tr-{i}\"><summary>");
+            push_escaped(out, &cells[i].id);
+            out.push_str("</summary><pre>");
+            push_escaped(out, text);
+            out.push_str("</pre></details>\n");
+        }
+    }
+    out.push_str("<p class=\"note\">Transcripts not linked or inlined here: <code>evalgrid show &lt;pipeline&gt; &lt;cell&gt;</code>.</p>\n</section>\n");
+}
+
+fn provenance(out: &mut String, report: &HtmlReport) {
+    out.push_str("<section id=\"provenance\">\n<h2>Provenance</h2>\n<dl>\n");
+    let failed = report.cells.iter().filter(|c| c.state == CellState::Failed).count();
+    let counts = [
+        ("cells".to_owned(), report.cells.len().to_string()),
+        ("cells ok".to_owned(), (report.cells.len() - failed).to_string()),
+        ("cells failed".to_owned(), failed.to_string()),
+    ];
+    for (label, value) in report.provenance.iter().chain(counts.iter()) {
+        out.push_str("<dt>");
+        push_escaped(out, label);
+        out.push_str("</dt><dd>");
+        push_escaped(out, value);
+        out.push_str("</dd>\n");
+    }
+    out.push_str("</dl>\n");
+    if !report.usage.is_empty() {
+        out.push_str("<h3>Tokens and cost</h3>\n<table class=\"usage\">\n<thead><tr><th>model</th><th class=\"num\">input tokens</th><th class=\"num\">output tokens</th><th class=\"num\">cost (USD)</th></tr></thead>\n<tbody>\n");
+        let cost = |c: Option<f64>| c.map_or_else(|| "–".to_owned(), |c| format!("{c:.4}"));
+        for u in &report.usage {
+            out.push_str("<tr><td>");
+            push_escaped(out, &u.model);
+            let _ = writeln!(out, "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>", u.input_tokens, u.output_tokens, cost(u.cost_usd));
+        }
+        let input: u64 = report.usage.iter().map(|u| u.input_tokens).sum();
+        let output: u64 = report.usage.iter().map(|u| u.output_tokens).sum();
+        let priced: Vec<f64> = report.usage.iter().filter_map(|u| u.cost_usd).collect();
+        let unpriced = report.usage.len() - priced.len();
+        let total = if priced.is_empty() { "–".to_owned() } else { cost(Some(priced.iter().sum())) };
+        let note = if unpriced > 0 && !priced.is_empty() { format!(" (+{unpriced} unpriced)") } else { String::new() };
+        let _ = writeln!(out, "<tr><th>total</th><th class=\"num\">{input}</th><th class=\"num\">{output}</th><th class=\"num\">{total}{note}</th></tr>");
+        out.push_str("</tbody>\n</table>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+#[cfg(test)]
+#[path = "html_tests.rs"]
+mod tests;
