@@ -163,7 +163,7 @@ pub(crate) enum CacheCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Workload: `status`, `equivalence`, `quickstart`, `providers`, `bbeh-score` or `bbeh-run`.
+    /// Workload: `status`, `report`, `equivalence`, `quickstart`, `providers`, `bbeh-score` or `bbeh-run`.
     pub(crate) workload: String,
     /// Cells in the synthetic grid (for `status`).
     #[arg(long, default_value_t = 100_000)]

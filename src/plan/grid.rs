@@ -9,9 +9,9 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 4;
+pub const METRICS_VERSION: u32 = 5;
 /// Version of the report rendering code (bump when its output changes).
-pub const REPORT_VERSION: u32 = 4;
+pub const REPORT_VERSION: u32 = 5;
 
 /// One model × task × seed combination and the keys of its steps.
 #[derive(Clone, Debug)]
@@ -189,8 +189,8 @@ mod tests {
                 "a6a15bf9c9ab3863a628eda1f82e23586162c985e3677fb7a220926e8018dfb2",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "766c2a1ab15db37e72d943024915bd26a1b6f5f91567c3dc798b6daee8f7231c");
-        assert_eq!(p.report_key.to_hex(), "3a3504b7183966d95a62ed4f1a0c633f770cfaff856e40e9fc33be402b400363");
+        assert_eq!(p.metrics_key.to_hex(), "b47be62a266dba9322e7ce99fa03074ef723e90b08c0d9b6820554b7ad1848e2");
+        assert_eq!(p.report_key.to_hex(), "b1a96186001e90bba4d4b2b32c78a8b944c2225ff6a56c445c9b4323a30840a4");
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub enum StepKind {
     Call,
     /// A deterministic judgement (e.g. an Eleusis equivalence verdict).
     Verdict,
+    /// One sandboxed run of model-written code (WeirdML submission).
+    Submission,
 }
 
 impl StepKind {
@@ -48,6 +50,7 @@ impl StepKind {
             Self::Report => "report",
             Self::Call => "call",
             Self::Verdict => "verdict",
+            Self::Submission => "submission",
         }
     }
 }

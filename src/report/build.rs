@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -80,12 +81,14 @@ pub struct ReportOutcome {
 /// Computes (or reuses) metrics and report for `plan`, and writes the files
 /// under `reports_root/<pipeline name>/`.
 pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
-    let mut scored: Vec<(&Cell, Value)> = Vec::new();
-    for cell in &plan.cells {
-        if let Some(entry) = store.get(cell.score_key)? {
-            scored.push((cell, entry.output));
-        }
-    }
+    // Reading and verifying entries is the bulk of the work on big grids;
+    // rayon keeps the order (collect on an indexed iterator).
+    let read: Vec<Option<Value>> = plan
+        .cells
+        .par_iter()
+        .map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output)))
+        .collect::<Result<_, _>>()?;
+    let scored: Vec<(&Cell, Value)> = plan.cells.iter().zip(read).filter_map(|(c, v)| v.map(|v| (c, v))).collect();
     let scored_cells: Vec<Cell> = scored.iter().map(|(c, _)| (*c).clone()).collect();
     let metrics_comp = metrics_components(pipeline, &scored_cells);
     let metrics_key = StepKey::compute(&metrics_comp);
@@ -200,13 +203,11 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
 fn eleusis_sections(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
     let mut headline = Section { title: "eleusis: spec §5 metrics (95 % bootstrap CI of the floored score)".into(), ..Section::default() };
     let mut calibration = Section { title: "eleusis: calibration (checks with confidence ≥ 5)".into(), columns: vec!["level".into(), "accuracy".into(), "n".into()], ..Section::default() };
+    let mut guess_rate = Section { title: "eleusis: guess rate per confidence level".into(), columns: vec!["level".into(), "guess_rate".into(), "turns".into()], ..Section::default() };
     for model in &pipeline.models {
-        let mut rounds = Vec::new();
-        for (cell, _) in scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id) {
-            if let Some(e) = store.get(cell.episode_key)? {
-                rounds.push(e.output);
-            }
-        }
+        let cells: Vec<&Cell> = scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id).map(|(c, _)| *c).collect();
+        let read: Vec<Option<Value>> = cells.par_iter().map(|c| store.get(c.episode_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
+        let rounds: Vec<Value> = read.into_iter().flatten().collect();
         if rounds.is_empty() {
             continue;
         }
@@ -219,12 +220,16 @@ fn eleusis_sections(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Stor
         let mut values: Vec<Option<f64>> = m.headline.values().iter().map(|(_, v)| *v).collect();
         values.extend([ci.and_then(|c| c.lower), ci.and_then(|c| c.upper), m.calibration.ece, m.calibration.brier]);
         headline.rows.push((model.id.clone(), values));
+        for g in m.guess_rate.iter().filter(|g| g.total_turns > 0) {
+            #[expect(clippy::cast_precision_loss, reason = "levels are 5..=10")]
+            guess_rate.rows.push((model.id.clone(), vec![Some(g.level as f64), g.rate, Some(f64::from(g.total_turns))]));
+        }
         for l in &m.calibration.levels {
             #[expect(clippy::cast_precision_loss, reason = "levels are 5..=10")]
             calibration.rows.push((model.id.clone(), vec![Some(l.level as f64), Some(l.accuracy), Some(f64::from(l.n))]));
         }
     }
-    Ok([headline, calibration].into_iter().filter(|s| !s.rows.is_empty()).collect())
+    Ok([headline, calibration, guess_rate].into_iter().filter(|s| !s.rows.is_empty()).collect())
 }
 
 /// Numbers and booleans at the top level of a score record, as f64.

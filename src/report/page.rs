@@ -222,6 +222,16 @@ fn eleusis_figures(sections: &[Section]) -> Vec<Figure> {
         let series = by_model.into_iter().map(|(m, pts)| Series::new(m, pts)).collect();
         out.push(figure("eleusis-calibration", "Eleusis: calibration (accuracy of checks by stated confidence)", FigureKind::Line, "stated confidence", "accuracy", series, true));
     }
+    if let Some(g) = sections.iter().find(|s| s.title.starts_with("eleusis: guess rate")) {
+        let mut by_model: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+        for (model, v) in &g.rows {
+            if let (Some(Some(level)), Some(Some(rate))) = (v.first(), v.get(1)) {
+                by_model.entry(model).or_default().push((level / 10.0, *rate));
+            }
+        }
+        let series = by_model.into_iter().map(|(m, pts)| Series::new(m, pts)).collect();
+        out.push(figure("eleusis-guess-rate", "Eleusis: formal-guess rate by stated confidence", FigureKind::Line, "stated confidence", "share of turns with a formal guess", series, false));
+    }
     if let Some(h) = sections.iter().find(|s| s.title.starts_with("eleusis: spec")) {
         let col = |name: &str| h.columns.iter().position(|c| c == name);
         // One labelled point per model.

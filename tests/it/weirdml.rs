@@ -31,4 +31,7 @@ fn scripted_episodes_reproduce_the_spec_and_rerun_cached() {
     assert_eq!(row("scripted-reference")[col("task_score")], "0.995");
     let (_, v) = ws.run_json(&["run", "w.yaml", "--json"]);
     assert_eq!(v["cells_cached"], 2);
+    // Each code run is its own cached step (two of the ten answers had no code).
+    let stats: serde_json::Value = serde_json::from_slice(&ws.run(&["cache", "stats", "--json"]).stdout).unwrap();
+    assert_eq!(stats["entries"]["submission"], 8, "{stats}");
 }

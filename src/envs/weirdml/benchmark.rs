@@ -11,7 +11,11 @@ use serde_json::{Value, json};
 use super::episode::{CodeRunner, Episode, EpisodeRecord, SandboxRunner};
 use super::gpu::{GpuPool, PoolConfig};
 use super::minishapes::MiniShapes;
-use super::sandbox::{IsolationReport, Sandbox, SandboxConfig};
+use super::sandbox::{IsolationReport, RunResult, Sandbox, SandboxConfig, SandboxError};
+use crate::cache::{Entry, Store};
+use crate::plan::key::key_components;
+use crate::plan::{StepKey, StepKind};
+use serde_json::Map;
 use super::scripted::{ScriptedAgent, play};
 use super::task::TaskManifest;
 use crate::envs::metric::{Agg, MetricDef};
@@ -159,16 +163,54 @@ fn manifest_for(data_dir: &Path, task: &TaskInstance) -> Result<TaskManifest, St
     Ok(manifest)
 }
 
+/// Runs submissions through the sandbox, caching each run as its own step
+/// keyed by (episode, submission number, code), so a resumed episode does
+/// not retrain what already ran.
+struct CachedRunner<'a> {
+    inner: SandboxRunner<'a>,
+    store: Store,
+    episode: StepKey,
+    submission: u32,
+}
+
+impl CodeRunner for CachedRunner<'_> {
+    fn run_code(&mut self, code: &str) -> Result<RunResult, SandboxError> {
+        self.submission += 1;
+        let mut fields = Map::new();
+        fields.insert("episode".into(), json!(self.episode));
+        fields.insert("submission".into(), json!(self.submission));
+        fields.insert("code".into(), json!(blake3::hash(code.as_bytes()).to_hex().to_string()));
+        let components = key_components(StepKind::Submission, "weirdml.submission", SUBMISSION_VERSION, fields);
+        let key = StepKey::compute(&components);
+        if let Ok(Some(entry)) = self.store.get(key) {
+            if let Ok(run) = serde_json::from_value::<RunResult>(entry.output) {
+                return Ok(run);
+            }
+        }
+        let run = self.inner.run_code(code)?;
+        if let Ok(output) = serde_json::to_value(&run) {
+            let entry = Entry { key, kind: StepKind::Submission, components, output, duration_ms: 0, writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned() };
+            // A failed write only loses the shortcut for a later resume.
+            let _ = self.store.put(&entry);
+        }
+        Ok(run)
+    }
+}
+
+/// Version of a cached submission run (bump with the sandbox contract).
+const SUBMISSION_VERSION: u32 = 1;
+
 /// Plays one WeirdML episode.
 pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
     let manifest = manifest_for(data_dir, task)?;
     let rt = runtime()?;
     let record = if model.provider == "builtin" {
         let script = model.params.get("script").and_then(Value::as_str).unwrap_or("spec").to_owned();
+        let (store, key) = (ctx.calls.store().clone(), ctx.episode_key);
         tokio::task::spawn_blocking(move || -> Result<EpisodeRecord, StepError> {
             let mut agent = if script == "reference" { ScriptedAgent::reference_episode() } else { ScriptedAgent::spec_episode() };
             let mut episode = Episode::from_task(&manifest).map_err(|e| StepError::Episode(e.to_string()))?;
-            let mut runner = SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &manifest };
+            let mut runner = CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &manifest }, store, episode: key, submission: 0 };
             play(&mut episode, &mut agent, &mut runner).map_err(|e| StepError::Episode(e.to_string()))
         })
         .await
@@ -187,6 +229,7 @@ async fn model_episode(ctx: EpisodeContext<'_>, rt: &'static Runtime, manifest: 
     let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
     let mut messages = vec![Message::user(manifest.prompt.clone())];
     let mut iteration = 0u32;
+    let runner = Arc::new(Mutex::new(0u32));
     loop {
         if episode.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?.is_done() {
             break;
@@ -196,10 +239,14 @@ async fn model_episode(ctx: EpisodeContext<'_>, rt: &'static Runtime, manifest: 
         let site = CallSite { scope: Some(ctx.episode_key), position: format!("submission {iteration}"), sample: seed };
         let response = ctx.calls.chat(model, &request, &site).await?;
         let (ep, man, text) = (Arc::clone(&episode), Arc::clone(&manifest), response.text.clone());
+        let (store, key, counter) = (ctx.calls.store().clone(), ctx.episode_key, Arc::clone(&runner));
         let feedback = tokio::task::spawn_blocking(move || -> Result<Option<String>, StepError> {
-            let mut runner = SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &man };
+            let mut count = counter.lock().map_err(|_| StepError::Worker("runner lock poisoned".into()))?;
+            let mut runner = CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &man }, store, episode: key, submission: *count };
             let mut guard = ep.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?;
-            guard.step(&text, &mut runner as &mut dyn CodeRunner).map(|s| s.feedback).map_err(|e| StepError::Episode(e.to_string()))
+            let step = guard.step(&text, &mut runner as &mut dyn CodeRunner).map(|s| s.feedback).map_err(|e| StepError::Episode(e.to_string()));
+            *count = runner.submission;
+            step
         })
         .await
         .map_err(|e| StepError::Worker(e.to_string()))??;
