@@ -108,6 +108,7 @@ impl EpisodeRunner for Registry {
                     on_cpu(move || eleusis::run_episode(&model, &task, seed)).await?
                 }
                 bbeh::NAME => bbeh::run_episode(ctx, &self.data_dir, model, task, seed).await,
+                bbq::NAME if model.provider != BUILTIN_PROVIDER => super::bbq::llm_episode::run(ctx, model, task, seed).await,
                 bbq::NAME => {
                     let (model, task) = (model.clone(), task.clone());
                     on_cpu(move || bbq::run_episode(&model, &task, seed)).await?

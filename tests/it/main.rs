@@ -20,5 +20,7 @@ mod tools;
 mod weirdml;
 // Eleusis with an API player and rule compiler against the mock.
 mod eleusis_llm;
+// BBQ-Bench with a scripted API model against the mock: the exact record.
+mod bbq_llm;
 // The HTML report in headless Chromium (skipped without `chromium`).
 mod html_report;

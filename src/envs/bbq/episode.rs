@@ -527,6 +527,13 @@ impl Episode {
         Ok(())
     }
 
+    /// Marks `n` queries as used without answering any (tests reach the otherwise unreachable
+    /// over-budget state this way: rounds × batch size = budget).
+    #[cfg(test)]
+    pub(crate) fn spend_budget_for_tests(&mut self, n: u32) {
+        self.record.queries_used = n;
+    }
+
     /// Whether `execute_python` may still run in this phase.
     pub fn python_available(&self) -> bool {
         self.phase != Phase::Finished

@@ -1,7 +1,9 @@
 //! BBQ-Bench core (black-box function queries, spec `shared/specs/bbq.md`, id `bbq_bench`):
 //! the 20 tasks and their evalgrid-default parameters, the hidden functions with query
 //! validation, the deterministic test-set/sample generator, the model-independent episode
-//! state machine, plain-Rust metrics and two offline agents (random baseline, solver).
+//! state machine, plain-Rust metrics and two offline agents (random baseline, solver), and
+//! the driver that lets API models play it ([`llm_episode`], with [`prompt`], [`reply`] and
+//! the sandboxed `execute_python` of [`python`]).
 
 pub mod agents;
 pub mod alternatives;
@@ -10,9 +12,13 @@ pub mod episode;
 pub mod function;
 pub mod generator;
 mod hypotheses;
+pub mod llm_episode;
 pub mod metrics;
 pub mod parse;
+pub mod prompt;
+pub mod python;
 pub mod record;
+pub mod reply;
 pub mod solver;
 pub mod task;
 

@@ -182,10 +182,8 @@ impl CodeRunner for CachedRunner<'_> {
         fields.insert("code".into(), json!(blake3::hash(code.as_bytes()).to_hex().to_string()));
         let components = key_components(StepKind::Submission, "weirdml.submission", SUBMISSION_VERSION, fields);
         let key = StepKey::compute(&components);
-        if let Ok(Some(entry)) = self.store.get(key) {
-            if let Ok(run) = serde_json::from_value::<RunResult>(entry.output) {
-                return Ok(run);
-            }
+        if let Some(run) = self.store.get(key).ok().flatten().and_then(|e| serde_json::from_value::<RunResult>(e.output).ok()) {
+            return Ok(run);
         }
         let run = self.inner.run_code(code)?;
         if let Ok(output) = serde_json::to_value(&run) {
