@@ -190,7 +190,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
         output::line(&format!("  failed {cell}: {error}"));
     }
     if let Some(r) = report {
-        output::line(&format!("report: {}/ ({})", r.dir.display(), r.files.join(", ")));
+        output::line(&format!("report: {}/ ({})", r.dir.display(), file_list(&r.files)));
     }
 }
 
@@ -216,7 +216,21 @@ pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<u8, Failure> {
         if scored < plan.cells.len() {
             output::note(&format!("note: {} of {} cells have results; run `evalgrid run` for the rest", scored, plan.cells.len()));
         }
-        output::line(&format!("report: {}/ ({})", outcome.dir.display(), outcome.files.join(", ")));
+        output::line(&format!("report: {}/ ({})", outcome.dir.display(), file_list(&outcome.files)));
     }
     Ok(0)
+}
+
+/// Top-level report files by name, folders by count: `index.html, …, figures/ (12)`.
+fn file_list(files: &[String]) -> String {
+    let mut top = Vec::new();
+    let mut folders: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for f in files {
+        match f.split_once('/') {
+            Some((dir, _)) => *folders.entry(dir).or_default() += 1,
+            None => top.push(f.clone()),
+        }
+    }
+    top.extend(folders.into_iter().map(|(d, n)| format!("{d}/ ({n})")));
+    top.join(", ")
 }
