@@ -5,6 +5,7 @@ pub mod bbeh;
 pub mod bbq;
 pub mod eleusis;
 pub mod metric;
+pub mod pystr;
 pub mod registry;
 pub mod splitmix;
 pub mod weirdml;

@@ -11,36 +11,8 @@ const MAX_INT_DIGITS: usize = 4300;
 /// Nesting limit standing in for CPython's recursion limit while decoding.
 const MAX_DEPTH: usize = 900;
 
-/// First code point of every run of ten Unicode decimal digits (category Nd), Unicode 14.0
-/// as in CPython 3.11 (`unicodedata.decimal(c) == 0`); each run holds the digits 0–9.
-const DECIMAL_ZEROS: [u32; 66] = [
-    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
-    0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
-    0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
-    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
-    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
-    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
-];
-
-/// Python's `str.isspace()` (Unicode 14): Rust's White_Space plus U+001C–U+001F.
-pub fn py_isspace(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python's `str.strip()` with no argument.
-pub fn py_strip(s: &str) -> &str {
-    s.trim_matches(py_isspace)
-}
-
-/// The value of a Unicode decimal digit (what `int()` accepts), if `c` is one.
-fn decimal_value(c: char) -> Option<u8> {
-    let cp = u32::from(c);
-    DECIMAL_ZEROS
-        .iter()
-        .find(|&&zero| (zero..zero + 10).contains(&cp))
-        // cp - zero < 10, so it fits in u8.
-        .map(|&zero| (cp - zero) as u8)
-}
+pub use crate::envs::pystr::{py_isspace, py_strip};
+use crate::envs::pystr::decimal_value;
 
 /// A Python `int`: machine-sized when possible, else its decimal digits (no leading zeros).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! CPython string primitives the official BBEH scorer depends on: `str.isspace`/`str.strip()`,
-//! `str.lower()` and `float(str)`.
+//! CPython string primitives that benchmark ports depend on: `str.isspace`/`str.strip()`,
+//! `str.lower()`, `float(str)` and Unicode decimal digits (the BBEH scorer and the Eleusis
+//! response parser both copy CPython here, so there is one emulation).
 //!
 //! Rust's `str::trim`, `str::to_lowercase` and `str::parse::<f64>` differ from CPython in ways
 //! that change BBEH outputs (spec §3.4), so they are emulated here against CPython 3.11
@@ -80,6 +81,12 @@ const ND_ZEROS: [u32; 66] = [
     0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
     0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
 ];
+
+/// Python `unicodedata.decimal(c)` as a number (what `int()` accepts), if `c` is a digit.
+#[must_use]
+pub fn decimal_value(c: char) -> Option<u8> {
+    decimal_ascii(c).and_then(|d| d.to_digit(10)).and_then(|d| u8::try_from(d).ok())
+}
 
 /// Python `unicodedata.decimal(c)` as an ASCII digit, or `None` for non-decimal characters.
 fn decimal_ascii(c: char) -> Option<char> {
