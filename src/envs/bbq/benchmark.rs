@@ -17,7 +17,7 @@ use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskI
 /// Benchmark name in pipelines.
 pub const NAME: &str = "bbq";
 /// Bump when episodes (generator, protocol, built-in agents) change.
-pub const EPISODE_VERSION: u32 = 1;
+pub const EPISODE_VERSION: u32 = 2;
 /// Bump when the score record changes.
 pub const SCORE_VERSION: u32 = 1;
 /// Built-in agents.

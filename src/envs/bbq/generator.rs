@@ -203,11 +203,21 @@ fn class_of(task: TaskId, input: &Input, params: &TaskParams) -> Option<usize> {
     }
 }
 
+/// The samples the write-up published (only `contains_ab` has any).
+fn published_samples(task: TaskId) -> Vec<Input> {
+    if task == TaskId::ContainsAb { vec![s("jav"), s("pabee")] } else { Vec::new() }
+}
+
 /// The test set of §4.5: anchors, `n_random` new valid draws, class balancing, shuffle.
 pub fn test_set(task: TaskId, seed: u64, params: &TaskParams) -> Result<Vec<Case>, GenError> {
     let mut rng = tests_rng(task, seed);
     let mut inputs = anchors(task);
     let exhausted = |draws, stage| GenError::Exhausted { task, draws, stage };
+    // A test input must never be given away as a sample: the published
+    // `contains_ab` samples are excluded from random draws (evalgrid rule;
+    // the spec is silent, and seed 0's fixture is unaffected).
+    let published = published_samples(task);
+    let taken = |inputs: &Vec<Input>, x: &Input| inputs.contains(x) || published.contains(x);
 
     let mut added = 0;
     let mut draws = 0;
@@ -217,7 +227,7 @@ pub fn test_set(task: TaskId, seed: u64, params: &TaskParams) -> Result<Vec<Case
         }
         draws += 1;
         let x = sample_input(task, &mut rng);
-        if validate_with(task, &x, params).is_ok() && !inputs.contains(&x) {
+        if validate_with(task, &x, params).is_ok() && !taken(&inputs, &x) {
             inputs.push(x);
             added += 1;
         }
@@ -238,7 +248,7 @@ pub fn test_set(task: TaskId, seed: u64, params: &TaskParams) -> Result<Vec<Case
             }
             draws += 1;
             let x = sample_input(task, &mut rng);
-            if validate_with(task, &x, params).is_err() || inputs.contains(&x) {
+            if validate_with(task, &x, params).is_err() || taken(&inputs, &x) {
                 continue;
             }
             if let Some(c) =
@@ -272,15 +282,10 @@ pub fn samples(
     tests: &[Case],
 ) -> Result<Vec<Case>, GenError> {
     if task == TaskId::ContainsAb {
-        return Ok(["jav", "pabee"]
-            .map(|x| {
-                let input = s(x);
-                Case {
-                    output: evaluate_with(task, &input, params),
-                    input,
-                }
-            })
-            .to_vec());
+        return Ok(published_samples(task)
+            .into_iter()
+            .map(|input| Case { output: evaluate_with(task, &input, params), input })
+            .collect());
     }
     let spec = task.task();
     let (Some(k), true) = (classes(task), spec.samples_per_category > 0) else {
