@@ -18,6 +18,11 @@ pub enum Agg {
     WilsonLow(String, String),
     /// Upper bound of the 95 % Wilson interval of Σnum/Σden.
     WilsonHigh(String, String),
+    /// Lower bound of a normal 95 % interval of the mean of a field
+    /// (mean − 1.96·s/√n; none for n < 2).
+    MeanCiLow(String),
+    /// Upper bound of that interval.
+    MeanCiHigh(String),
 }
 
 /// One table column.
@@ -40,7 +45,7 @@ impl MetricDef {
     #[must_use]
     pub fn fields(&self) -> Vec<&str> {
         match &self.agg {
-            Agg::Mean(f) => vec![f],
+            Agg::Mean(f) | Agg::MeanCiLow(f) | Agg::MeanCiHigh(f) => vec![f],
             Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => vec![n, d],
         }
     }

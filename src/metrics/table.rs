@@ -89,6 +89,11 @@ pub type MetricColumn = MetricDef;
 fn column_exprs(c: &MetricColumn) -> Vec<Expr> {
     match &c.agg {
         Agg::Mean(f) => vec![col(f.as_str()).mean().alias(c.name.as_str())],
+        Agg::MeanCiLow(f) | Agg::MeanCiHigh(f) => vec![
+            col(f.as_str()).mean().alias(format!("__mean_{}", c.name).as_str()),
+            col(f.as_str()).std(1).alias(format!("__std_{}", c.name).as_str()),
+            col(f.as_str()).count().alias(format!("__n_{}", c.name).as_str()),
+        ],
         Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => vec![
             col(n.as_str()).sum().alias(format!("__num_{}", c.name).as_str()),
             col(d.as_str()).sum().alias(format!("__den_{}", c.name).as_str()),
@@ -166,6 +171,15 @@ fn rows_of(df: &DataFrame, columns: &[MetricColumn], with_task: bool) -> Result<
             per_column.push(Box::new(move |i| v.get(i)));
             continue;
         }
+        if let Agg::MeanCiLow(_) | Agg::MeanCiHigh(_) = c.agg {
+            let (mean, std, n) = (float(&format!("__mean_{}", c.name))?, float(&format!("__std_{}", c.name))?, float(&format!("__n_{}", c.name))?);
+            let sign = if matches!(c.agg, Agg::MeanCiLow(_)) { -1.0 } else { 1.0 };
+            per_column.push(Box::new(move |i| {
+                let (m, s, n) = (mean.get(i)?, std.get(i)?, n.get(i)?);
+                (n >= 2.0).then(|| m + sign * 1.959_963_984_540_054 * s / n.sqrt())
+            }));
+            continue;
+        }
         let num = float(&format!("__num_{}", c.name))?;
         let den = float(&format!("__den_{}", c.name))?;
         let agg = c.agg.clone();
@@ -176,7 +190,7 @@ fn rows_of(df: &DataFrame, columns: &[MetricColumn], with_task: bool) -> Result<
                 Agg::HarmonicPercent(..) => (d > 0.0).then(|| 100.0 * k / d),
                 Agg::WilsonLow(..) => wilson(k, d).map(|w| w.0),
                 Agg::WilsonHigh(..) => wilson(k, d).map(|w| w.1),
-                Agg::Mean(_) => None,
+                Agg::Mean(_) | Agg::MeanCiLow(_) | Agg::MeanCiHigh(_) => None,
             }
         }));
     }

@@ -9,7 +9,7 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 5;
+pub const METRICS_VERSION: u32 = 6;
 /// Version of the report rendering code (bump when its output changes).
 pub const REPORT_VERSION: u32 = 5;
 
@@ -189,8 +189,8 @@ mod tests {
                 "a6a15bf9c9ab3863a628eda1f82e23586162c985e3677fb7a220926e8018dfb2",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "b47be62a266dba9322e7ce99fa03074ef723e90b08c0d9b6820554b7ad1848e2");
-        assert_eq!(p.report_key.to_hex(), "b1a96186001e90bba4d4b2b32c78a8b944c2225ff6a56c445c9b4323a30840a4");
+        assert_eq!(p.metrics_key.to_hex(), "60d8d4c8a6be5e3b72dd0e9e81ebe04bd282bec57c75ed3ea8314c98b70f3dcc");
+        assert_eq!(p.report_key.to_hex(), "7cfb929e7b3cd3c68cf1f889aa0507039e604a9cbfaaf057108acff800b71b2f");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::agents::{Agent, OracleAgent, RandomAgent, play_round};
 use super::ideal::IdealAgent;
 use super::game::{GameConfig, RoundResult};
 use super::rule::SecretRule;
-use crate::envs::metric::MetricDef;
+use crate::envs::metric::{Agg, MetricDef};
 use crate::exec::StepError;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 use crate::spec::diagnostic::suggestion;
@@ -33,7 +33,10 @@ const METRICS: &[(&str, &str)] = &[
 /// Table columns offered by Eleusis.
 #[must_use]
 pub fn metrics() -> Vec<MetricDef> {
-    METRICS.iter().map(|(name, field)| MetricDef::mean(name, field)).collect()
+    let mut m: Vec<MetricDef> = METRICS.iter().map(|(name, field)| MetricDef::mean(name, field)).collect();
+    m.insert(1, MetricDef { name: "mean_score_ci_low".into(), agg: Agg::MeanCiLow("score".into()) });
+    m.insert(2, MetricDef { name: "mean_score_ci_high".into(), agg: Agg::MeanCiHigh("score".into()) });
+    m
 }
 
 const TASK_PARAMS: &[&str] = &["max_turns", "hand_size", "wrong_guess_penalty", "compiler"];

@@ -43,6 +43,8 @@ const SCRIPTS: &[&str] = &["spec", "reference"];
 pub fn metrics() -> Vec<MetricDef> {
     let mut m = vec![
         MetricDef::mean("task_score", "run_accuracy"),
+        MetricDef { name: "task_score_ci_low".into(), agg: Agg::MeanCiLow("run_accuracy".into()) },
+        MetricDef { name: "task_score_ci_high".into(), agg: Agg::MeanCiHigh("run_accuracy".into()) },
         MetricDef { name: "failure_rate".into(), agg: Agg::Ratio("failures".into(), "submissions".into()) },
     ];
     m.extend((1..=5).map(|k| MetricDef::mean(&format!("accuracy_after_{k}"), &format!("accuracy_after_{k}"))));
