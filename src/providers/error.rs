@@ -179,6 +179,19 @@ pub(super) fn truncate_message(text: &str) -> String {
 }
 
 /// Parses a response body as JSON, mapping failure (truncation, HTML pages) to `Protocol`.
+/// The part of every protocol's response parsing that is the same: HTTP
+/// failures classified, the body parsed, and errors hidden in a 200 found.
+pub(super) fn success_json(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<Value, CallError> {
+    if !status.is_success() {
+        return Err(classify_failure(status, headers, body));
+    }
+    let json = parse_json(body)?;
+    match error_in_ok_body(&json, headers) {
+        Some(error) => Err(error),
+        None => Ok(json),
+    }
+}
+
 pub(super) fn parse_json(body: &[u8]) -> Result<Value, CallError> {
     serde_json::from_slice(body).map_err(|error| CallError::Protocol {
         detail: format!("invalid JSON body ({} bytes): {error}", body.len()),

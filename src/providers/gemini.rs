@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
-use super::error::{CallError, classify_failure, error_in_ok_body, parse_json};
+use super::error::{CallError, success_json};
 use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{check_output, count, join_url, refusal, secret_header, text, tool_objects};
 
@@ -115,13 +115,7 @@ pub fn parse_response(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<ChatResponse, CallError> {
-    if !status.is_success() {
-        return Err(classify_failure(status, headers, body));
-    }
-    let json = parse_json(body)?;
-    if let Some(error) = error_in_ok_body(&json, headers) {
-        return Err(error);
-    }
+    let json = success_json(status, headers, body)?;
     let thoughts = count(&json, "/usageMetadata/thoughtsTokenCount");
     let usage = Usage {
         input: count(&json, "/usageMetadata/promptTokenCount"),
