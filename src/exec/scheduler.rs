@@ -64,19 +64,6 @@ pub enum CellState {
     Failed,
 }
 
-/// Outcome of one cell in a run.
-#[derive(Clone, Debug, Serialize)]
-pub struct CellOutcome {
-    /// Cell id.
-    pub cell: String,
-    /// Final state.
-    pub state: CellState,
-    /// Whether it was computed in this run.
-    pub ran: bool,
-    /// Error text when it failed.
-    pub error: Option<String>,
-}
-
 /// Totals of a run.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunSummary {

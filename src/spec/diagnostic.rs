@@ -102,12 +102,6 @@ pub fn suggestion(word: &str, candidates: &[&str]) -> Option<String> {
     }
 }
 
-/// Path shown in diagnostics when the source is not a file (tests, stdin).
-#[must_use]
-pub fn anonymous_path() -> PathBuf {
-    PathBuf::from("<pipeline>")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
