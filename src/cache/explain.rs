@@ -40,7 +40,9 @@ fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<Chan
         }
         (a, b) if a == b => {}
         (a, b) => out.push(Change {
-            path: if path.is_empty() { "(root)".into() } else { path.to_owned() },
+            // A step's own fields live under the key envelope's `inputs`;
+            // users know them by their own names (`model.params.salt`).
+            path: if path.is_empty() { "(root)".into() } else { path.strip_prefix("inputs.").unwrap_or(path).to_owned() },
             old: a.map(render),
             new: b.map(render),
         }),

@@ -9,3 +9,6 @@ pub mod scheduler;
 pub use calls::{CallContext, CallSite, call_components, call_key, provider_kind};
 pub use runner::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
 pub use scheduler::{Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
+
+#[cfg(test)]
+mod key_coverage;

@@ -102,7 +102,7 @@ fn episode_components_with(model: &Value, pipeline: &Pipeline, task: usize, seed
 pub fn score_components(pipeline: &Pipeline, task: usize, episode_key: StepKey) -> Value {
     let t = &pipeline.tasks[task];
     let mut fields = Map::new();
-    fields.insert("inputs".into(), json!({"episode": episode_key}));
+    fields.insert("episode".into(), json!(episode_key));
     key_components(StepKind::Score, &format!("{}.score", t.benchmark), t.score_version, fields)
 }
 
@@ -119,7 +119,8 @@ pub fn metrics_components(pipeline: &Pipeline, cells: &[Cell]) -> Value {
     }
     let mut fields = Map::new();
     fields.insert("config".into(), json!(pipeline.metrics));
-    fields.insert("inputs".into(), json!({"cells": cells.len(), "digest": digest.finalize().to_hex().to_string()}));
+    fields.insert("cells".into(), json!(cells.len()));
+    fields.insert("digest".into(), json!(digest.finalize().to_hex().to_string()));
     key_components(StepKind::Metrics, "metrics", METRICS_VERSION, fields)
 }
 
@@ -132,7 +133,7 @@ pub fn report_components(pipeline: &Pipeline, metrics_key: StepKey) -> Value {
     let prices: Map<String, Value> =
         pipeline.models.iter().filter_map(|m| m.price.map(|p| (m.id.clone(), json!(p)))).collect();
     fields.insert("prices".into(), Value::Object(prices));
-    fields.insert("inputs".into(), json!({"metrics": metrics_key}));
+    fields.insert("metrics".into(), json!(metrics_key));
     key_components(StepKind::Report, "report", REPORT_VERSION, fields)
 }
 
@@ -183,14 +184,14 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "5b764a1443c2f16b100434f8d39297dfc122f2626655151c9b507e1ae1e03fea",
-                "0ee382a7d31e01446e3fa11fbc14dc63e284eaf4d3c8d60cdbf5cecd4aa60a10",
-                "4d6473f1b4395438430ff1ee298fb1b477d6c3b077cab648014445fc27268334",
-                "a6a15bf9c9ab3863a628eda1f82e23586162c985e3677fb7a220926e8018dfb2",
+                "fcb7b377ed9b589df2107e6f049b2bdec7523261b0c788a12b0d04c176610317",
+                "f28b237d9524ed8c02a268697c2498f3033b771785deb7e2e7078597f8655c9b",
+                "f9f4ea929abefc83d3800a2f035e35dfabb19258d97745a0f4d1d36c7deadbbf",
+                "2c10ca045930db4463e52a794ade3a97edaf87b93f467da952e06d289d67e80a",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "60d8d4c8a6be5e3b72dd0e9e81ebe04bd282bec57c75ed3ea8314c98b70f3dcc");
-        assert_eq!(p.report_key.to_hex(), "7cfb929e7b3cd3c68cf1f889aa0507039e604a9cbfaaf057108acff800b71b2f");
+        assert_eq!(p.metrics_key.to_hex(), "61ae5dc8f4abc4c31dbe3cfe7ac4cbbb388089a1bd480fcca19bfcb972817dcf");
+        assert_eq!(p.report_key.to_hex(), "9da6b84934c524a0d5fe5b98b9c23f687b877ae9a2323af60b7332b776d970d7");
     }
 
     #[test]

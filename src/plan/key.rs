@@ -14,10 +14,13 @@ use super::canonical::to_canonical_bytes;
 
 /// Version of the key schema; bump it (and the derive context) whenever the
 /// meaning of components changes, so old entries can never be mistaken for new.
-pub const KEY_SCHEMA_VERSION: u32 = 1;
+///
+/// v2: the caller's fields sit under `inputs`, apart from the envelope (v1 let
+/// the envelope's `code` overwrite a caller's `code` field).
+pub const KEY_SCHEMA_VERSION: u32 = 2;
 
 /// blake3 domain-separation context; contains the schema version on purpose.
-const DERIVE_CONTEXT: &str = "evalgrid 2026-11 step-key v1";
+const DERIVE_CONTEXT: &str = "evalgrid 2026-11 step-key v2";
 
 /// The kinds of step a plan is made of; part of every key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -123,8 +126,40 @@ impl<'de> Deserialize<'de> for StepKey {
     }
 }
 
+/// The envelope every key is built from: what the step is and which code runs
+/// it, with the step's own fields nested under `inputs` so that no caller
+/// field can ever clash with (or be overwritten by) the envelope.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KeyEnvelope {
+    /// [`KEY_SCHEMA_VERSION`].
+    pub schema: u32,
+    /// Step kind.
+    pub step: StepKind,
+    /// Code component that computes the step (`eleusis`, `eleusis.judge`, …).
+    pub component: String,
+    /// Version of that component's code.
+    pub version: u32,
+    /// The step's own fields: everything that can change its output.
+    pub inputs: serde_json::Map<String, Value>,
+}
+
+impl KeyEnvelope {
+    /// The components object that is hashed and stored with the entry.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        serde_json::json!({
+            "schema": self.schema,
+            "step": self.step.as_str(),
+            "component": self.component,
+            "version": self.version,
+            "inputs": Value::Object(self.inputs.clone()),
+        })
+    }
+}
+
 /// Builds the components object shared by every step: schema version, kind
-/// and the version of the code component that runs it, plus `fields`.
+/// and the version of the code component that runs it, with `fields` kept
+/// whole under `inputs` (see [`KeyEnvelope`]).
 #[must_use]
 pub fn key_components(
     kind: StepKind,
@@ -132,14 +167,14 @@ pub fn key_components(
     component_version: u32,
     fields: serde_json::Map<String, Value>,
 ) -> Value {
-    let mut map = fields;
-    map.insert("schema".into(), Value::from(KEY_SCHEMA_VERSION));
-    map.insert("step".into(), Value::from(kind.as_str()));
-    map.insert(
-        "code".into(),
-        serde_json::json!({"component": component, "version": component_version}),
-    );
-    Value::Object(map)
+    KeyEnvelope {
+        schema: KEY_SCHEMA_VERSION,
+        step: kind,
+        component: component.to_owned(),
+        version: component_version,
+        inputs: fields,
+    }
+    .to_value()
 }
 
 #[cfg(test)]
@@ -163,5 +198,18 @@ mod tests {
         let c = StepKey::compute(&json!({"b": [2, 1], "a": 1}));
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    /// The v1 bug: a caller field named like an envelope field was overwritten.
+    #[test]
+    fn caller_fields_never_clash_with_the_envelope() {
+        for name in ["code", "schema", "step", "component", "version", "inputs"] {
+            let with = |v: &str| {
+                let mut m = serde_json::Map::new();
+                m.insert(name.to_owned(), json!(v));
+                StepKey::compute(&key_components(StepKind::Verdict, "eleusis.judge", 1, m))
+            };
+            assert_ne!(with("a"), with("b"), "field `{name}` does not reach the key");
+        }
     }
 }

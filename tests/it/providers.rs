@@ -91,7 +91,7 @@ fn cached_call_bodies(cache: &Path) -> HashSet<String> {
             let Some(newline) = bytes.iter().position(|b| *b == b'\n') else { continue };
             let Ok(v) = serde_json::from_slice::<Value>(&bytes[newline + 1..]) else { continue };
             if v["kind"] == "call" {
-                out.insert(v["components"]["request"]["body"].to_string());
+                out.insert(v["components"]["inputs"]["request"]["body"].to_string());
             }
         }
     }

@@ -176,14 +176,21 @@ fn validate(reply: &str) -> Result<Result<(), String>, StepError> {
     Ok(result)
 }
 
-/// A verdict from the cache, or judged now and stored.
-async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
+/// Key components of a verdict: the secret rule, the guessed code, the
+/// starting cards and the simulation parameters.
+#[must_use]
+pub fn verdict_components(rule: SecretRule, code: Option<&str>, mainline: &[super::card::Card]) -> Value {
     let mut fields = Map::new();
     fields.insert("rule".into(), json!(rule.name()));
     fields.insert("code".into(), json!(code));
     fields.insert("mainline".into(), json!(mainline.iter().map(ToString::to_string).collect::<Vec<_>>()));
     fields.insert("simulation".into(), json!({"walks": 100, "turns": 40, "seed": 42}));
-    let components = key_components(StepKind::Verdict, "eleusis.judge", VERDICT_VERSION, fields);
+    key_components(StepKind::Verdict, "eleusis.judge", VERDICT_VERSION, fields)
+}
+
+/// A verdict from the cache, or judged now and stored.
+async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
+    let components = verdict_components(rule, code.as_deref(), &mainline);
     let key = StepKey::compute(&components);
     let store = ctx.calls.store().clone();
     let found = tokio::task::spawn_blocking({

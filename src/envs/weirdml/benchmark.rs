@@ -178,11 +178,7 @@ struct CachedRunner<'a> {
 impl CodeRunner for CachedRunner<'_> {
     fn run_code(&mut self, code: &str) -> Result<RunResult, SandboxError> {
         self.submission += 1;
-        let mut fields = Map::new();
-        fields.insert("episode".into(), json!(self.episode));
-        fields.insert("submission".into(), json!(self.submission));
-        fields.insert("code".into(), json!(blake3::hash(code.as_bytes()).to_hex().to_string()));
-        let components = key_components(StepKind::Submission, "weirdml.submission", SUBMISSION_VERSION, fields);
+        let components = submission_components(self.episode, self.submission, code);
         let key = StepKey::compute(&components);
         if let Some(run) = self.store.get(key).ok().flatten().and_then(|e| serde_json::from_value::<RunResult>(e.output).ok()) {
             return Ok(run);
@@ -195,6 +191,17 @@ impl CodeRunner for CachedRunner<'_> {
         }
         Ok(run)
     }
+}
+
+/// Key components of one submission run: its episode, its number in the
+/// episode and the exact code (by hash).
+#[must_use]
+pub fn submission_components(episode: StepKey, submission: u32, code: &str) -> Value {
+    let mut fields = Map::new();
+    fields.insert("episode".into(), json!(episode));
+    fields.insert("submission".into(), json!(submission));
+    fields.insert("code".into(), json!(blake3::hash(code.as_bytes()).to_hex().to_string()));
+    key_components(StepKind::Submission, "weirdml.submission", SUBMISSION_VERSION, fields)
 }
 
 /// Version of a cached submission run (bump with the sandbox contract).
