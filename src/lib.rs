@@ -12,4 +12,5 @@ pub mod metrics;
 pub mod plan;
 pub mod providers;
 pub mod report;
+pub mod sandbox;
 pub mod spec;

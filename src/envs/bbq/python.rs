@@ -16,9 +16,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::task::TaskParams;
-use crate::envs::weirdml::gpu::Slot;
-use crate::envs::weirdml::output::truncate_view;
-use crate::envs::weirdml::sandbox::{
+use crate::sandbox::gpu::Slot;
+use crate::sandbox::output::truncate_view;
+use crate::sandbox::{
     BackendChoice, IsolationReport, LimitKind, Limits, OutputLimits, Predictions, RunSpec, Sandbox,
     SandboxConfig, SandboxError,
 };

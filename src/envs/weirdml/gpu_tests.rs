@@ -6,9 +6,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Instant;
 
-use super::super::sandbox::{BackendChoice, RunSpec};
-use super::super::test_support::{minishapes_fixture, sandbox};
-use super::*;
+use super::test_support::{minishapes_fixture, sandbox};
+use crate::sandbox::gpu::*;
+use crate::sandbox::{BackendChoice, RunSpec};
 
 fn fake_smi(dir: &Path, body: &str) -> OsString {
     let p = dir.join("nvidia-smi");

@@ -7,16 +7,10 @@
 pub mod benchmark;
 pub mod codeblock;
 pub mod episode;
-pub mod gpu;
-mod isolate;
 pub mod metrics;
 pub mod minishapes;
 pub mod npy;
-pub mod output;
-pub mod process;
-pub mod provenance;
 pub mod pyfmt;
-pub mod sandbox;
 pub mod scorer;
 pub mod scripted;
 pub mod task;
@@ -25,14 +19,21 @@ pub mod task;
 #[path = "sandbox_tests.rs"]
 mod sandbox_tests;
 #[cfg(test)]
+#[path = "gpu_tests.rs"]
+mod gpu_tests;
+#[cfg(test)]
 mod test_support;
+
+/// The sandbox moved to [`crate::sandbox`]; these names stay for WeirdML's own code.
+pub use crate::sandbox::{gpu, output, process, provenance};
+pub use crate::sandbox as sandbox;
 
 pub use codeblock::{CodeBlock, extract_code, fenced_blocks};
 pub use episode::{
     CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind,
     NO_CODE_FEEDBACK, SandboxRunner, Step, SubmissionRecord, classify, feedback_text,
 };
-pub use gpu::{
+pub use crate::sandbox::gpu::{
     GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, discover, parse_gpu_csv,
 };
 pub use metrics::{
@@ -40,10 +41,10 @@ pub use metrics::{
     model_average, pass_at_k, per_run_failure_rate, run_accuracy, standard_error, task_score,
 };
 pub use minishapes::{MiniShapes, MiniShapesError, Sample, Solution, Split, SplitMix64, TaskFiles};
-pub use output::{CapturedOutput, OutputCapture, truncate_view};
-pub use provenance::{Provenance, PythonInfo, probe_python};
+pub use crate::sandbox::output::{CapturedOutput, OutputCapture, truncate_view};
+pub use crate::sandbox::provenance::{Provenance, PythonInfo, probe_python};
 pub use pyfmt::{py_float_repr, seconds_text};
-pub use sandbox::{
+pub use crate::sandbox::{
     Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits, OutputLimits,
     Predictions, PrivilegeDrop, RunResult, RunSpec, Sandbox, SandboxConfig, SandboxError,
 };

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::process::list_processes;
 use super::provenance::PythonInfo;
-use super::sandbox::{ExitInfo, LimitKind, Predictions};
+use super::{ExitInfo, LimitKind, Predictions};
 
 /// The launcher run as `python -I -S -c LAUNCHER <json>` right before the submission.
 pub(super) const LAUNCHER: &str = include_str!("py/launcher.py");

@@ -1,8 +1,17 @@
-//! Sandboxed execution of one submission (spec §3, lessons §9): a fresh working directory
-//! with a copy of `data/` and an empty `results/`, bubblewrap when it works (else loudly
-//! rlimits-only), rlimits always, a per-run unprivileged uid when evalgrid runs as root, a
-//! wall-clock deadline that kills the whole process group / pid namespace / uid, and
-//! bounded output capture with the 4000 + 4000 character feedback view.
+//! The one sandbox for all model-written code (WeirdML submissions, BBQ-Bench
+//! `execute_python`, Eleusis guessed rules): bubblewrap with fresh pid, network, ipc, uts
+//! and mount namespaces, a per-run unprivileged uid when evalgrid runs as root (a user
+//! namespace otherwise), no capabilities, a read-only system, an empty environment, a
+//! size-capped writable work dir, rlimits, a wall-clock deadline that kills the whole
+//! process group / pid namespace / uid, and bounded output capture. The cache and data
+//! directories are never visible inside. Without bubblewrap nothing runs unless the user
+//! opted out explicitly (`sandbox: none` / `--unsafe-no-sandbox`).
+
+pub mod gpu;
+mod isolate;
+pub mod output;
+pub mod process;
+pub mod provenance;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -15,13 +24,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::gpu::Slot;
-use super::isolate::{self, BwrapLayout, DropTo, LaunchPlan, SANDBOX_CODE, SANDBOX_WORK};
-use super::output::{CapturedOutput, OutputCapture};
-use super::process::{
+use self::gpu::Slot;
+use self::isolate::{BwrapLayout, DropTo, LaunchPlan, SANDBOX_CODE, SANDBOX_WORK};
+use self::output::{CapturedOutput, OutputCapture};
+use self::process::{
     Killer, ReapTarget, effective_uid, run_probe, run_watched, tasks_of_uid, which,
 };
-use super::provenance::{PythonInfo, probe_python};
+use self::provenance::{PythonInfo, probe_python};
 
 /// Which backend to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -317,7 +326,6 @@ pub struct Sandbox {
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-#[path = "sandbox_setup.rs"]
 mod setup;
 
 impl Sandbox {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gpu::{GpuInfo, GpuPool, PoolConfig};
 use super::process::{Killer, run_probe, which};
-use super::sandbox::{IsolationReport, Limits, Sandbox, SandboxError};
+use super::{IsolationReport, Limits, Sandbox, SandboxError};
 
 const PROBE: &str = include_str!("py/probe.py");
 

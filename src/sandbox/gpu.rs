@@ -339,6 +339,3 @@ impl Drop for Lease {
     }
 }
 
-#[cfg(test)]
-#[path = "gpu_tests.rs"]
-mod tests;
