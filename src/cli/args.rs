@@ -90,6 +90,10 @@ pub(crate) struct RunArgs {
     /// Folder that receives `<pipeline>/summary.md` etc.
     #[arg(long, default_value = "reports")]
     pub(crate) reports_dir: PathBuf,
+    /// Run model-written code with resource limits only when bubblewrap is missing
+    /// (UNSAFE: it can read this user's files and use the network); the report says so.
+    #[arg(long)]
+    pub(crate) unsafe_no_sandbox: bool,
 }
 
 #[derive(Debug, Args)]

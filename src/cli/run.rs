@@ -9,7 +9,8 @@ use evalgrid::exec::{CallContext, Cancel, call_key, CellState, RunOptions, RunSu
 use evalgrid::plan::plan;
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::exec::EpisodeRunner as _;
-use evalgrid::spec::{Pipeline, TransportConfig};
+use evalgrid::envs::registry::Registry;
+use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use evalgrid::report::{ReportOutcome, build};
 use serde_json::json;
 
@@ -25,8 +26,18 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     if args.dry_run {
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors);
     }
-    if pipeline.tasks.iter().any(|t| t.benchmark == "weirdml") {
-        warn_isolation();
+    let mut pipeline = pipeline;
+    if args.unsafe_no_sandbox {
+        // Same meaning as `sandbox: none`; the report built by this run says so.
+        pipeline.sandbox = SandboxMode::None;
+    }
+    let unsandboxed_ok = pipeline.sandbox == SandboxMode::None;
+    evalgrid::sandbox::allow_unsandboxed(unsandboxed_ok);
+    let needs_sandbox = plan.cells.iter().any(|c| {
+        Registry::runs_model_code(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model])
+    });
+    if needs_sandbox {
+        check_sandbox()?;
     }
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
@@ -65,19 +76,19 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
     })
 }
 
-/// Model-written code runs on this machine: say plainly how it is contained.
-fn warn_isolation() {
-    match evalgrid::envs::weirdml::benchmark::isolation() {
-        Ok(report) if report.isolation == evalgrid::envs::weirdml::Isolation::RlimitsOnly => {
-            output::note("WARNING: bubblewrap is unavailable; WeirdML submissions run with resource limits only:");
-            output::note("  no network isolation, no filesystem isolation. Install `bubblewrap` for real sandboxing.");
-            for n in &report.notes {
-                output::note(&format!("  {n}"));
-            }
+/// Model-written code runs on this machine: refuse (exit 2) without bubblewrap unless
+/// the user opted out, and say plainly how it is contained when they did.
+fn check_sandbox() -> Result<(), Failure> {
+    let sandbox = evalgrid::sandbox::shared(std::path::Path::new("python3")).map_err(Failure::invalid)?;
+    let report = sandbox.report();
+    if report.isolation == evalgrid::sandbox::Isolation::RlimitsOnly {
+        output::note("WARNING: --unsafe-no-sandbox / `sandbox: none`: model-written code runs with resource limits only:");
+        output::note("  no network isolation, no filesystem isolation. Install `bubblewrap` for real sandboxing.");
+        for n in &report.notes {
+            output::note(&format!("  {n}"));
         }
-        Ok(_) => {}
-        Err(e) => output::note(&format!("warning: {e}")),
     }
+    Ok(())
 }
 
 /// Transport settings from the pipeline (none of them are keyed).

@@ -41,6 +41,17 @@ impl Registry {
         &self.data_dir
     }
 
+    /// Whether a cell of `benchmark` played by `model` runs model-written code (and so
+    /// needs the sandbox): WeirdML always, Eleusis and BBQ-Bench with API players.
+    #[must_use]
+    pub fn runs_model_code(benchmark: &str, model: &ModelConfig) -> bool {
+        match benchmark {
+            weirdml::NAME => true,
+            eleusis::NAME | bbq::NAME => model.provider != BUILTIN_PROVIDER,
+            _ => false,
+        }
+    }
+
     /// Table columns of a benchmark.
     #[must_use]
     pub fn metric_defs(benchmark: &str) -> Vec<MetricDef> {

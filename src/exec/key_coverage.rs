@@ -46,6 +46,7 @@ fn pipeline() -> Pipeline {
         metrics: MetricsConfig::default(),
         report: ReportConfig { title: "t".into(), decimals: 3 },
         transport: crate::spec::TransportConfig::default(),
+        sandbox: crate::spec::SandboxMode::default(),
     }
 }
 

@@ -133,6 +133,10 @@ pub fn report_components(pipeline: &Pipeline, metrics_key: StepKey) -> Value {
     let prices: Map<String, Value> =
         pipeline.models.iter().filter_map(|m| m.price.map(|p| (m.id.clone(), json!(p)))).collect();
     fields.insert("prices".into(), Value::Object(prices));
+    if pipeline.sandbox == crate::spec::SandboxMode::None {
+        // Only the opt-out is recorded, so existing report keys stay as they were.
+        fields.insert("sandbox".into(), json!(pipeline.sandbox));
+    }
     fields.insert("metrics".into(), json!(metrics_key));
     key_components(StepKind::Report, "report", REPORT_VERSION, fields)
 }
@@ -171,6 +175,7 @@ mod tests {
             metrics: MetricsConfig::default(),
             report: ReportConfig { title: "t".into(), decimals: 3 },
             transport: crate::spec::TransportConfig::default(),
+        sandbox: crate::spec::SandboxMode::default(),
         }
     }
 

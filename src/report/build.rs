@@ -116,7 +116,7 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
                     ModelUsage { model: model.clone(), input_tokens: *input_tokens, output_tokens: *output_tokens, cost_usd }
                 })
                 .collect();
-            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone() };
+            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
             let mut files = BTreeMap::new();
             files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).as_bytes())?);
             files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);

@@ -49,6 +49,8 @@ pub struct HtmlReport<'a> {
     pub usage: Vec<ModelUsage>,
     /// Decimals for the summary tables.
     pub decimals: u32,
+    /// Warnings shown first, above everything (e.g. model code ran unsandboxed).
+    pub warnings: Vec<String>,
 }
 
 /// One cell of the grid as listed in the per-cell table.
@@ -146,7 +148,7 @@ tr.failed td{background:#fdecea}#cells-table th{cursor:pointer}\
 figure{margin:16px 0}svg.figure{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}\
 pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;padding:8px;border:1px solid #eee}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}dt{font-weight:600}dd{margin:0;word-break:break-all}\
-p.note{color:#555;font-size:13px}nav a{margin-right:12px}";
+p.note{color:#555;font-size:13px}p.warning{background:#fde8e8;border:1px solid #c00;padding:8px}nav a{margin-right:12px}";
 
 const SCRIPT: &str = "(function(){var t=document.getElementById('cells-table');if(!t||!t.tBodies.length)return;\
 var b=t.tBodies[0],hs=t.tHead.rows[0].cells,f=document.getElementById('cell-filter');\
@@ -203,6 +205,11 @@ pub fn render_html(report: &HtmlReport) -> String {
     out.push_str("<header>\n<h1>");
     push_escaped(&mut out, report.title);
     out.push_str("</h1>\n<nav><a href=\"#summary\">Summary</a><a href=\"#figures\">Figures</a><a href=\"#cells\">Cells</a><a href=\"#provenance\">Provenance</a></nav>\n</header>\n");
+    for w in &report.warnings {
+        out.push_str("<p class=\"warning\" role=\"alert\"><strong>Warning:</strong> ");
+        push_escaped(&mut out, w);
+        out.push_str("</p>\n");
+    }
     summary(&mut out, report);
     figures(&mut out, &report.figures);
     cells(&mut out, &report.cells);

@@ -42,6 +42,7 @@ fn report<'a>(tables: &'a [BenchmarkTables], cells: Vec<CellLine>) -> HtmlReport
             ModelUsage { model: "free".into(), input_tokens: 1, output_tokens: 2, cost_usd: None },
         ],
         decimals: 2,
+        warnings: Vec::new(),
     }
 }
 

@@ -83,10 +83,22 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         provenance: provenance(pipeline, plan, input),
         usage: input.usage.clone(),
         decimals: pipeline.report.decimals,
+        warnings: warnings(pipeline),
     };
     out.push(("index.html".to_owned(), render_html(&report).into_bytes()));
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// First-screen warnings: model-written code that may have run without bubblewrap.
+#[must_use]
+pub fn warnings(pipeline: &Pipeline) -> Vec<String> {
+    let runs_code = pipeline.models.iter().any(|m| pipeline.tasks.iter().any(|t| crate::envs::Registry::runs_model_code(&t.benchmark, m)));
+    if pipeline.sandbox == crate::spec::SandboxMode::None && runs_code {
+        vec!["sandbox opt-out (`sandbox: none` / --unsafe-no-sandbox): where bubblewrap was missing, model-written code ran with resource limits only, without network or filesystem isolation.".to_owned()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// One short number per cell for the cells table.

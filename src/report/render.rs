@@ -17,6 +17,8 @@ pub struct RunFacts {
     pub cells_scored: usize,
     /// Per-model token totals and cost (empty when no model was called).
     pub usage: Vec<ModelUsage>,
+    /// Warnings shown before anything else.
+    pub warnings: Vec<String>,
 }
 
 /// An extra table a benchmark contributes (e.g. Eleusis' spec §5 metrics).
@@ -48,6 +50,9 @@ pub struct ModelUsage {
 pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[Section], facts: &RunFacts) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}\n", escape_md(&config.title));
+    for w in &facts.warnings {
+        let _ = writeln!(out, "> **Warning:** {}\n", escape_md(w));
+    }
     let _ = writeln!(out, "{} of {} cells scored.\n", facts.cells_scored, facts.cells_total);
     if !facts.usage.is_empty() {
         let _ = writeln!(out, "## Tokens and cost\n\n| model | input tokens | output tokens | cost (USD) |\n|---|---:|---:|---:|");
@@ -192,7 +197,7 @@ mod tests {
     #[test]
     fn markdown_snapshot() {
         let cfg = ReportConfig { title: "demo".into(), decimals: 2 };
-        insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new() }), @r"
+        insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new(), warnings: Vec::new() }), @r"
         # demo
 
         3 of 4 cells scored.

@@ -117,8 +117,10 @@ pub(super) fn python_bind_paths(py: &PythonInfo) -> Vec<PathBuf> {
 pub(super) struct BwrapLayout<'a> {
     pub(super) python: &'a PythonInfo,
     pub(super) code_dir: &'a Path,
-    pub(super) work_dir: &'a Path,
-    pub(super) data_dir: &'a Path,
+    /// Host directory bound writable at `/workspace`; `None` = a `tmpfs_bytes` tmpfs there.
+    pub(super) work_dir: Option<&'a Path>,
+    /// Host directory bound read-only at `/workspace/data`, if any.
+    pub(super) data_dir: Option<&'a Path>,
     pub(super) tmpfs_bytes: u64,
     pub(super) gpu: bool,
     /// Caller is not root: bwrap needs its own user namespace.
@@ -249,13 +251,17 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         );
     }
     push_bind(&mut a, "--ro-bind", l.code_dir, Path::new(SANDBOX_CODE));
-    push_bind(&mut a, "--bind", l.work_dir, Path::new(SANDBOX_WORK));
-    push_bind(
-        &mut a,
-        "--ro-bind",
-        l.data_dir,
-        &Path::new(SANDBOX_WORK).join("data"),
-    );
+    match l.work_dir {
+        Some(dir) => push_bind(&mut a, "--bind", dir, Path::new(SANDBOX_WORK)),
+        None => {
+            push(&mut a, &["--perms", "0777", "--size"]);
+            a.push(l.tmpfs_bytes.max(1 << 20).to_string().into());
+            push(&mut a, &["--tmpfs", SANDBOX_WORK]);
+        }
+    }
+    if let Some(data) = l.data_dir {
+        push_bind(&mut a, "--ro-bind", data, &Path::new(SANDBOX_WORK).join("data"));
+    }
     push(
         &mut a,
         &[

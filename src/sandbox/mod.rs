@@ -12,6 +12,7 @@ mod isolate;
 pub mod output;
 pub mod process;
 pub mod provenance;
+pub mod worker;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -201,6 +202,13 @@ pub enum SandboxError {
     /// bubblewrap was required but is missing or failed its probe.
     #[error("bubblewrap unavailable: {0}")]
     BwrapUnavailable(String),
+    /// Model-written code would run without isolation and the user did not opt out.
+    #[error(
+        "model-written code needs a sandbox, but bubblewrap is unavailable ({0}); install the \
+         `bubblewrap` package (e.g. `apt-get install bubblewrap`), or opt out explicitly with \
+         `sandbox: none` in the pipeline or `--unsafe-no-sandbox`"
+    )]
+    Required(String),
     /// Preparing or running the submission failed.
     #[error("{what}: {source}")]
     Io {
@@ -325,6 +333,38 @@ pub struct Sandbox {
 }
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Set once by the command line (`--unsafe-no-sandbox`, `sandbox: none`): whether model
+/// code may run with rlimits only when bubblewrap is missing. Off unless asked for.
+static ALLOW_UNSANDBOXED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets `BackendChoice::Auto` fall back to rlimits only (the user opted out explicitly).
+pub fn allow_unsandboxed(allow: bool) {
+    ALLOW_UNSANDBOXED.store(allow, Ordering::SeqCst);
+}
+
+/// Whether the user opted out of the sandbox requirement for this process.
+#[must_use]
+pub fn unsandboxed_allowed() -> bool {
+    ALLOW_UNSANDBOXED.load(Ordering::SeqCst)
+}
+
+/// The process-wide sandbox for `python` with default limits, probed once; used for
+/// short-lived helpers (the Eleusis judge) that bring their own per-process limits.
+pub fn shared(python: &Path) -> Result<&'static Sandbox, SandboxError> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static SHARED: Mutex<Option<HashMap<PathBuf, &'static Sandbox>>> = Mutex::new(None);
+    let mut guard = SHARED.lock().map_err(|_| SandboxError::Python("sandbox registry poisoned".into()))?;
+    let map = guard.get_or_insert_with(HashMap::new);
+    if let Some(sb) = map.get(python) {
+        return Ok(sb);
+    }
+    // Failures are not remembered: the next cell retries (and reports) the probe.
+    let sb: &'static Sandbox = Box::leak(Box::new(Sandbox::new(SandboxConfig { python: python.to_path_buf(), ..SandboxConfig::default() })?));
+    map.insert(python.to_path_buf(), sb);
+    Ok(sb)
+}
 
 mod setup;
 
@@ -505,8 +545,8 @@ impl Sandbox {
                 let layout = BwrapLayout {
                     python: &self.python,
                     code_dir: &code_dir,
-                    work_dir: &work,
-                    data_dir: &data_copy,
+                    work_dir: Some(&work),
+                    data_dir: Some(&data_copy),
                     tmpfs_bytes: self.cfg.limits.tmpfs_bytes,
                     gpu: spec.slot.is_gpu(),
                     unprivileged: !self.is_root,

@@ -136,6 +136,9 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
     if choice == BackendChoice::Bwrap {
         return Err(SandboxError::BwrapUnavailable(reason));
     }
+    if choice == BackendChoice::Auto && !super::unsandboxed_allowed() {
+        return Err(SandboxError::Required(reason));
+    }
     sb.backend = Backend::RlimitsOnly;
     notes.push(format!("WARNING rlimits-only: {reason}"));
     notes.push(

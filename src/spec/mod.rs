@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{
-    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, TaskInstance,
+    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
     TransportConfig, glob_match,
 };
 

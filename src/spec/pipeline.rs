@@ -37,6 +37,20 @@ pub struct Pipeline {
     pub report: ReportConfig,
     /// How model calls are made (never part of a key).
     pub transport: TransportConfig,
+    /// Whether model-written code must run in bubblewrap (never part of a key).
+    pub sandbox: SandboxMode,
+}
+
+/// `sandbox:` in a pipeline: model-written code runs in bubblewrap, or (only when the
+/// user says so) with resource limits alone; the report says which.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// bubblewrap is required; without it such a run stops with exit 2.
+    #[default]
+    Bubblewrap,
+    /// Explicit opt-out: rlimits only when bubblewrap is missing (unsafe).
+    None,
 }
 
 /// Retry, timeout and concurrency settings: transport knobs that can never

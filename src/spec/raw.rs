@@ -31,6 +31,8 @@ pub struct RawPipeline {
     pub report: Option<RawReport>,
     #[serde(default)]
     pub transport: Option<RawTransport>,
+    #[serde(default)]
+    pub sandbox: Option<super::pipeline::SandboxMode>,
 }
 
 /// `transport:` section: how calls are made, never what they answer.

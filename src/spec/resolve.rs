@@ -83,6 +83,7 @@ pub fn resolve(
             metrics,
             report,
             transport,
+            sandbox: raw.sandbox.unwrap_or_default(),
         })
     } else {
         r.diagnostics.sort_by_key(|d| d.position);

@@ -162,6 +162,7 @@ fn report_renders_in_headless_chromium_without_errors() {
         provenance: vec![("evalgrid version".into(), "0.1.0 (test)".into()), ("pipeline file".into(), "blake3:0123abcd".into()), ("models as answered".into(), HOSTILE.into())],
         usage: vec![ModelUsage { model: "m1".into(), input_tokens: 1200, output_tokens: 300, cost_usd: Some(0.0123) }],
         decimals: 2,
+        warnings: vec!["model code ran <unsandboxed>".into()],
     };
     let index = out.join("index.html");
     std::fs::write(&index, render_html(&report)).expect("write index");

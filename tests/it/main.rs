@@ -24,3 +24,5 @@ mod eleusis_llm;
 mod bbq_llm;
 // The HTML report in headless Chromium (skipped without `chromium`).
 mod html_report;
+// Hostile model-written code against the sandbox; the sandbox opt-out.
+mod hostile;

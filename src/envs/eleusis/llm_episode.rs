@@ -7,7 +7,6 @@
 //! verdict is cached under (secret rule, guessed code, start mainline,
 //! simulation parameters), so a resumed round replays for free.
 
-use std::sync::Mutex;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -44,20 +43,12 @@ struct TurnMeta {
     judge_error: Option<String>,
 }
 
-/// Python judge workers, reused across rounds of a run.
-static JUDGES: Mutex<Vec<PyJudge>> = Mutex::new(Vec::new());
-
+/// Judges one guess on a fresh sandboxed worker: a worker never outlives one check, so
+/// guess code that poisons its interpreter can never judge another guess (of this cell or
+/// any other), and a verdict never depends on what ran before it.
 fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
-    let taken = JUDGES.lock().map_err(|_| StepError::Worker("judge pool poisoned".into()))?.pop();
-    let mut j = match taken {
-        Some(j) => j,
-        None => PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?,
-    };
-    let verdict = j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default());
-    if let Ok(mut pool) = JUDGES.lock() {
-        pool.push(j);
-    }
-    Ok(verdict)
+    let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?;
+    Ok(j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default()))
 }
 
 /// The rule-compiler model named by the task's `compiler` parameter.
@@ -164,16 +155,8 @@ async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -
 /// Byte-compiles the code a reply contains, on a judge worker.
 fn validate(reply: &str) -> Result<Result<(), String>, StepError> {
     let Some(code) = super::compiler::extract_code(reply) else { return Ok(Err("no code".into())) };
-    let taken = JUDGES.lock().map_err(|_| StepError::Worker("judge pool poisoned".into()))?.pop();
-    let mut j = match taken {
-        Some(j) => j,
-        None => PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?,
-    };
-    let result = j.validate(&code).map_err(|e| e.to_string());
-    if let Ok(mut pool) = JUDGES.lock() {
-        pool.push(j);
-    }
-    Ok(result)
+    let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?;
+    Ok(j.validate(&code).map_err(|e| e.to_string()))
 }
 
 /// Key components of a verdict: the secret rule, the guessed code, the

@@ -11,15 +11,15 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::ChildStdin;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::super::card::Card;
+use crate::sandbox::worker::{SandboxedWorker, WorkerLimits, WorkerSpec};
 use super::super::deck::universe;
 
 /// The worker script, embedded so that the judge needs nothing on disk but `python3`.
@@ -50,45 +50,6 @@ pub enum WorkerFailure {
     Protocol(String),
 }
 
-/// A private, empty working directory for the worker, removed on drop.
-#[derive(Debug)]
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn create() -> std::io::Result<Self> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let base = std::env::temp_dir();
-        let mut last_err = None;
-        for _ in 0..16 {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = base.join(format!(
-                "evalgrid-pyjudge-{}-{n}-{nanos:x}",
-                std::process::id()
-            ));
-            let mut builder = std::fs::DirBuilder::new();
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::DirBuilderExt;
-                builder.mode(0o700);
-            }
-            match builder.create(&path) {
-                Ok(()) => return Ok(TempDir(path)),
-                Err(e) => last_err = Some(e),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| std::io::Error::other("temp dir creation failed")))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// What the worker reported in its hello line (provenance of the judge).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerInfo {
@@ -103,13 +64,12 @@ pub struct WorkerInfo {
 /// A live worker process with its helper threads.
 #[derive(Debug)]
 pub(super) struct Worker {
-    child: Child,
+    child: SandboxedWorker,
     to_worker: Option<Sender<Vec<u8>>>,
     from_worker: Receiver<Result<String, String>>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     next_id: u64,
     info: WorkerInfo,
-    _dir: TempDir,
 }
 
 /// Finds `name` on the caller's `PATH` (the worker itself gets an empty environment).
@@ -195,24 +155,23 @@ impl Worker {
         let program = resolve_program(python).ok_or_else(|| {
             WorkerFailure::Spawn(format!("{} not found on PATH", python.display()))
         })?;
-        let dir = TempDir::create()
-            .map_err(|e| WorkerFailure::Spawn(format!("cannot create temp dir: {e}")))?;
-        let mut child = Command::new(&program)
-            .args(["-s", "-S", "-B", "-c", WORKER_SOURCE])
-            .arg(memory_limit_bytes.to_string())
-            .env_clear()
-            .env("PYTHONHASHSEED", "0")
-            .current_dir(&dir.0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+        let sandbox = crate::sandbox::shared(&program)
+            .map_err(|e| WorkerFailure::Spawn(format!("no sandbox for the python judge: {e}")))?;
+        let spec = WorkerSpec {
+            args: ["-s", "-S", "-B", "-c", WORKER_SOURCE].iter().map(|s| (*s).to_owned()).chain([memory_limit_bytes.to_string()]).collect(),
+            env: [("PYTHONHASHSEED".to_owned(), "0".to_owned())].into(),
+            limits: WorkerLimits {
+                // The worker sets its own RLIMIT_AS for guess calls; this bounds the rest.
+                address_space_bytes: memory_limit_bytes.saturating_add(256 << 20),
+                ..WorkerLimits::default()
+            },
+        };
+        let mut child = sandbox
+            .spawn_worker(&spec)
             .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", program.display())))?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+            (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take())
         else {
-            let _ = child.kill();
-            let _ = child.wait();
             return Err(WorkerFailure::Spawn("worker pipes unavailable".to_owned()));
         };
         let (tx, from_worker) = mpsc::channel();
@@ -230,7 +189,6 @@ impl Worker {
                 python_path: program,
                 hash_seed_fixed: false,
             },
-            _dir: dir,
         };
         let hello = worker
             .receive(None, Instant::now() + startup_limit, startup_limit)
@@ -338,17 +296,18 @@ impl Worker {
     /// Kills the process (idempotent) and reaps it.
     pub(super) fn kill(&mut self) {
         self.to_worker = None;
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
 
     fn crashed(&mut self) -> WorkerFailure {
         self.to_worker = None;
-        let _ = self.child.kill();
-        let status = self
-            .child
-            .wait()
-            .map_or_else(|e| format!("wait failed: {e}"), |s| s.to_string());
+        // The worker may have exited on its own: read its status before killing the rest.
+        let status = match self.child.child.try_wait() {
+            Ok(Some(s)) => s.to_string(),
+            Ok(None) => "killed".to_owned(),
+            Err(e) => format!("wait failed: {e}"),
+        };
+        self.child.kill();
         // Give the stderr thread a moment to drain the last bytes.
         std::thread::sleep(Duration::from_millis(20));
         let tail = self
