@@ -77,8 +77,8 @@ pub fn verify(store: &Store) -> Result<Verification, CacheError> {
 }
 
 /// Removes temp files, free lock files and corrupt entries; when `keep` is
-/// given, also removes entries whose key is not in it and blobs no kept
-/// entry refers to.
+/// given, also removes entries whose key is not in it, sub-step indexes of
+/// episodes not in it, and blobs no kept entry refers to.
 pub fn gc(store: &Store, keep: Option<&HashSet<StepKey>>) -> Result<Collection, CacheError> {
     let mut c = Collection::default();
     let remove = |path: &std::path::Path, c: &mut Collection| {
@@ -105,7 +105,12 @@ pub fn gc(store: &Store, keep: Option<&HashSet<StepKey>>) -> Result<Collection, 
             Ok(entry) => collect_hashes(&entry.output, &mut referenced),
         }
     }
-    if keep.is_some() {
+    if let Some(keep) = keep {
+        for (episode, path) in store.substep_indexes()? {
+            if !keep.contains(&episode) {
+                remove(&path, &mut c);
+            }
+        }
         for path in files_under(&store.root().join("blobs")) {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
             if !referenced.contains(&name) {
@@ -143,4 +148,38 @@ fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Entry;
+    use crate::plan::StepKind;
+    use serde_json::json;
+
+    fn put(store: &Store, n: i64, kind: StepKind) -> StepKey {
+        let components = json!({"n": n});
+        let key = StepKey::compute(&components);
+        store.put(&Entry { key, kind, components, output: json!(n), duration_ms: 0, writer: String::new() }).unwrap();
+        key
+    }
+
+    #[test]
+    fn gc_keeps_listed_keys_and_drops_indexes_of_episodes_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (kept_episode, other_episode) = (StepKey::compute(&json!("kept")), StepKey::compute(&json!("other")));
+        let (call, other_call) = (put(&store, 1, StepKind::Call), put(&store, 2, StepKind::Call));
+        store.record_substep(kept_episode, call, false).unwrap();
+        store.record_substep(other_episode, other_call, false).unwrap();
+        let keep: HashSet<StepKey> = [kept_episode, call].into();
+        gc(&store, Some(&keep)).unwrap();
+        assert!(store.contains(call) && !store.contains(other_call));
+        assert_eq!(store.substeps(kept_episode).unwrap(), vec![call]);
+        assert!(store.substeps(other_episode).unwrap().is_empty());
+        // Without --keep nothing sound is removed.
+        gc(&store, None).unwrap();
+        assert!(store.contains(call));
+        assert_eq!(store.substeps(kept_episode).unwrap(), vec![call]);
+    }
 }

@@ -8,12 +8,15 @@
 //! v1/blobs/ab/<blake3>        large outputs, addressed by their own hash
 //! v1/heads/ab/<id-hash>.json  last keys seen for a cell, to explain staleness
 //! v1/failures/ab/<key>.json   last error of a step (never served as an answer)
+//! v1/substeps/ab/<episode>    sub-step keys an episode used, one hex key a line
 //! v1/locks/<key>.lock         per-key OS locks
 //! v1/tmp/                     temp files, renamed into place when complete
 //! ```
 //!
 //! Every write goes to `tmp/`, is synced, then renamed, so a crash at any
-//! moment leaves either the old state or the complete new file.
+//! moment leaves either the old state or the complete new file. Sub-step
+//! indexes are the one exception: they are append-only, and a torn last line
+//! is skipped on read.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -228,6 +231,63 @@ impl Store {
         Ok(())
     }
 
+    fn substeps_path(&self, episode: StepKey) -> PathBuf {
+        self.sharded("substeps", &episode.to_hex(), "")
+    }
+
+    /// Records that `episode` used sub-step `key`, so `gc --keep` finds it
+    /// from the cell even when the episode never finished. One append per
+    /// use; `durable` also syncs it (before a fresh entry lands).
+    pub fn record_substep(&self, episode: StepKey, key: StepKey, durable: bool) -> Result<(), CacheError> {
+        let path = self.substeps_path(episode);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        // One write call: concurrent appenders never interleave inside a line.
+        file.write_all(format!("{}\n", key.to_hex()).as_bytes()).map_err(io(&path))?;
+        if durable {
+            file.sync_data().map_err(io(&path))?;
+        }
+        Ok(())
+    }
+
+    /// The sub-step keys recorded under `episode`, first use first, without
+    /// repeats; none when it has no index.
+    pub fn substeps(&self, episode: StepKey) -> Result<Vec<StepKey>, CacheError> {
+        let path = self.substeps_path(episode);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(parse_substeps(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(CacheError::Io { path, source: e }),
+        }
+    }
+
+    /// Every sub-step index file with the episode key it belongs to (for gc).
+    pub fn substep_indexes(&self) -> Result<Vec<(StepKey, PathBuf)>, CacheError> {
+        let mut out = Vec::new();
+        let dir = self.root.join("substeps");
+        let shards = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(CacheError::Io { path: dir, source: e }),
+        };
+        for shard in shards {
+            let shard = shard.map_err(io(&dir))?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(&shard).map_err(io(&shard))? {
+                let p = file.map_err(io(&shard))?.path();
+                if let Some(key) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<StepKey>().ok()) {
+                    out.push((key, p));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Iterates over every entry file path (for verify, stats and gc).
     pub fn entry_files(&self) -> Result<Vec<PathBuf>, CacheError> {
         let mut out = Vec::new();
@@ -255,6 +315,21 @@ impl Store {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         Entry::decode(&bytes, key).map_err(|e: DecodeError| e.to_string())
     }
+}
+
+/// Reads an index: each line ends in a 64-digit hex key. A torn append (a
+/// line cut short, or glued before the next append) loses only itself.
+fn parse_substeps(bytes: &[u8]) -> Vec<StepKey> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let Some(tail) = line.len().checked_sub(64).map(|start| &line[start..]) else { continue };
+        let Some(key) = std::str::from_utf8(tail).ok().and_then(|t| t.parse::<StepKey>().ok()) else { continue };
+        if seen.insert(key) {
+            out.push(key);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -312,5 +387,25 @@ mod tests {
         assert_eq!(store.failure(e.key).unwrap().error, "boom");
         store.put(&e).unwrap();
         assert!(store.failure(e.key).is_none());
+    }
+
+    #[test]
+    fn substep_index_survives_torn_lines_and_repeats() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (episode, a, b, c) = (entry(10).key, entry(11).key, entry(12).key, entry(13).key);
+        assert!(store.substeps(episode).unwrap().is_empty());
+        store.record_substep(episode, a, true).unwrap();
+        store.record_substep(episode, b, false).unwrap();
+        store.record_substep(episode, a, false).unwrap();
+        assert_eq!(store.substeps(episode).unwrap(), vec![a, b]);
+        // A crash mid-append leaves half a line; the next append glues onto it.
+        let path = store.substeps_path(episode);
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&c.to_hex().as_bytes()[..20]).unwrap();
+        assert_eq!(store.substeps(episode).unwrap(), vec![a, b]);
+        store.record_substep(episode, c, false).unwrap();
+        assert_eq!(store.substeps(episode).unwrap(), vec![a, b, c]);
+        assert_eq!(store.substep_indexes().unwrap(), vec![(episode, path)]);
     }
 }

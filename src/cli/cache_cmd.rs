@@ -51,6 +51,9 @@ pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
                     for c in &plan.cells {
                         set.insert(c.episode_key);
                         set.insert(c.score_key);
+                        // Calls, verdicts and submissions the cell's episode used,
+                        // also when it failed half-way and has no entry.
+                        set.extend(store.substeps(c.episode_key)?);
                     }
                 }
                 Some(set)

@@ -16,7 +16,8 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::runner::StepError;
-use crate::cache::{Entry, Store};
+use super::substep::{Fresh, SubStep};
+use crate::cache::Store;
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
@@ -97,38 +98,48 @@ impl CallContext {
         Self { store, client, offline, usage: Usage::default() }
     }
 
-    /// The cache, for steps an episode caches itself (verdicts).
+    /// The cache, for the other sub-steps of an episode (verdicts, submissions).
     #[must_use]
     pub fn store(&self) -> &Store {
         &self.store
     }
 
-    /// Sends (or replays) one chat call for `model` at `site`.
-    pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
+    /// Sends (or replays) one chat call for `model` at `site`, as a sub-step
+    /// of `episode` (recorded under it for `cache gc --keep`).
+    pub async fn chat(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
         if model.provider == crate::spec::resolve::SCRIPTED_PROVIDER {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
             return scripted_reply(model, request);
         }
         let endpoint = endpoint(model)?;
-        let components = call_components(&endpoint, request, site);
-        let key = StepKey::compute(&components);
-        // File I/O (and the fsync of a put) runs off the async workers.
-        let store = self.store.clone();
-        let cached = tokio::task::spawn_blocking(move || store.get(key))
-            .await
-            .map_err(|e| StepError::Worker(e.to_string()))?
-            .map_err(|e| StepError::Episode(e.to_string()))?;
-        if let Some(response) = cached.and_then(|e| serde_json::from_value::<ChatResponse>(e.output).ok()) {
+        let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint, request, site));
+        let done = step
+            .run(&self.store, || async {
+                if self.offline {
+                    return Err(StepError::Episode(format!(
+                        "--offline: call {} to `{}` is not in the cache",
+                        step.key().short(),
+                        model.model
+                    )));
+                }
+                let response = self.send(endpoint, model, request).await?;
+                // A substituting gateway must not poison the cache.
+                if same_model(&model.model, &response.answered_model) {
+                    Ok(Fresh::cacheable(response))
+                } else {
+                    self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                    Ok(Fresh::uncached(response))
+                }
+            })
+            .await?;
+        if done.hit {
             self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
-            return Ok(response);
         }
-        if self.offline {
-            return Err(StepError::Episode(format!(
-                "--offline: call {} to `{}` is not in the cache",
-                key.short(),
-                model.model
-            )));
-        }
+        Ok(done.value)
+    }
+
+    /// Sends one call over HTTP and counts it.
+    async fn send(&self, endpoint: Endpoint, model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
         let endpoint = with_key(endpoint, model)?;
         let record = self.client.call_recorded(&endpoint, request).await;
         self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
@@ -146,24 +157,6 @@ impl CallContext {
             let usd = response.usage.input as f64 * price.input_per_mtok / 1e6 + response.usage.output as f64 * price.output_per_mtok / 1e6;
             #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "cost is small and non-negative")]
             self.usage.cost_micro_usd.fetch_add((usd * 1e6).round() as u64, Ordering::Relaxed);
-        }
-        if same_model(&model.model, &response.answered_model) {
-            let output = serde_json::to_value(&response).map_err(|e| StepError::Episode(e.to_string()))?;
-            let entry = Entry {
-                key,
-                kind: StepKind::Call,
-                components,
-                output,
-                duration_ms: response.latency_ms,
-                writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
-            };
-            let store = self.store.clone();
-            tokio::task::spawn_blocking(move || store.put(&entry))
-                .await
-                .map_err(|e| StepError::Worker(e.to_string()))?
-                .map_err(|e| StepError::Episode(e.to_string()))?;
-        } else {
-            self.usage.other_model.fetch_add(1, Ordering::Relaxed);
         }
         Ok(response)
     }

@@ -1,13 +1,15 @@
-//! Execution: the scheduler that runs cells and lands their steps, and the
-//! cached model-call context episodes use.
+//! Execution: the scheduler that runs cells and lands their steps, the cached
+//! sub-step helper and the cached model-call context episodes use.
 
 pub mod calls;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
+pub mod substep;
 
 pub use calls::{CallContext, CallSite, call_components, call_key, provider_kind};
 pub use runner::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
+pub use substep::{Done, Fresh, SubStep, SubStepError};
 pub use scheduler::{Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
 
 #[cfg(test)]

@@ -22,6 +22,13 @@ pub struct EpisodeContext<'a> {
     pub calls: &'a CallContext,
 }
 
+impl EpisodeContext<'_> {
+    /// Sends (or replays) a model call as a sub-step of this episode.
+    pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<crate::providers::ChatResponse, StepError> {
+        self.calls.chat(self.episode_key, model, request, site).await
+    }
+}
+
 /// Boxed future returned by runners (object-safe async).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -237,3 +237,59 @@ fn api_key_never_reaches_cache_reports_or_output() {
     let grep = std::process::Command::new("grep").args(["-rlF", "EVALGRID_TEST_KEY"]).arg(ws.path("cache")).output().unwrap();
     assert!(grep.stdout.is_empty(), "even the variable name stays out of the cache");
 }
+
+/// Files under a cache area (e.g. `v1/substeps`), recursively.
+fn files_under(dir: &Path) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+            } else {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn gc_keep_keeps_every_answered_call_even_of_a_cell_that_failed_half_way() {
+    // The very first call gets a non-retryable 400: its cell fails after its
+    // other 19 items were answered and cached.
+    let bad = Fault::Status { status: 400, message: "mock bad request".into() };
+    let mock = Mock::start(MockConfig { faults: FaultPlan::sequence([bad]), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&model("m", "mock-1", &mock.url())));
+    ws.write("q.yaml", &pipeline(&model("n", "mock-2", &mock.url())).replace("name: bbeh-mock", "name: other"));
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json", "--jobs", "1"]);
+    assert_eq!((code, v["cells_failed"].as_u64(), v["cells_run"].as_u64()), (1, Some(1), Some(2)), "{v}");
+    let answered = cached_call_bodies(&ws.path("cache"));
+    assert_eq!(answered.len(), 59, "every call but the failed one is cached");
+    // Another pipeline, not kept.
+    let (code, v) = run(&ws, &["run", "q.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(cached_call_bodies(&ws.path("cache")).len(), 119);
+    assert_eq!(files_under(&ws.path("cache/v1/substeps")), 6, "one sub-step index per cell");
+
+    let out = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "cache", "gc", "--keep", "p.yaml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kept = cached_call_bodies(&ws.path("cache"));
+    assert!(kept == answered, "p's calls kept ({} of {}), q's calls removed ({} left)", kept.intersection(&answered).count(), answered.len(), kept.difference(&answered).count());
+    assert_eq!(files_under(&ws.path("cache/v1/substeps")), 3, "q's sub-step indexes removed");
+    let (_, v) = run(&ws, &["status", "q.yaml", "--json"]);
+    assert_eq!((v["cells_total"].as_u64(), v["cells_cached"].as_u64()), (Some(3), Some(0)), "q's cells are gone: {v}");
+
+    // Faults gone: the rerun finishes the failed cell and asks only what was never answered.
+    mock.server().set_faults(FaultPlan::default());
+    let seen_before = mock.server().request_log().len();
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!((v["cells_run"].as_u64(), v["cells_cached"].as_u64()), (Some(1), Some(2)), "{v}");
+    let log = mock.server().request_log();
+    for req in &log[seen_before..] {
+        assert!(!answered.contains(&req.body.to_string()), "a call answered before gc was requested again");
+    }
+    assert_eq!(log.len() - seen_before, 1, "only the failed item is asked again");
+}

@@ -194,7 +194,7 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
         join_all(items.iter().map(|item| {
             let (request, site) = item_call(model, task, item, seed);
             async move {
-                let response = ctx.calls.chat(model, &request, &site).await?;
+                let response = ctx.chat(model, &request, &site).await?;
                 Ok(Answer { index: item.index, response: response.text, input_tokens: response.usage.input, output_tokens: response.usage.output })
             }
         }))

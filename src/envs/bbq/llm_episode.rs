@@ -53,7 +53,7 @@ impl Chat for ApiChat<'_> {
             position: position.to_owned(),
             sample: self.seed,
         };
-        Box::pin(async move { self.ctx.calls.chat(self.model, request, &site).await })
+        Box::pin(async move { self.ctx.chat(self.model, request, &site).await })
     }
 }
 

@@ -18,10 +18,9 @@ use super::prompt::{PROMPT_VERSION, render_action_prompt};
 use super::pyjudge::{PyJudge, PyJudgeConfig, PyVerdict};
 use super::response::{AttemptLoop, AttemptRecord, AttemptStep, TokenCounts};
 use super::rule::SecretRule;
-use crate::cache::Entry;
-use crate::exec::{CallSite, EpisodeContext, StepError};
+use crate::exec::{CallSite, EpisodeContext, Fresh, StepError, SubStep};
 use crate::plan::key::key_components;
-use crate::plan::{StepKey, StepKind};
+use crate::plan::StepKind;
 use crate::providers::{ChatRequest, FinishReason, Message};
 use crate::spec::ModelConfig;
 
@@ -85,7 +84,7 @@ pub async fn run(ctx: EpisodeContext<'_>, model: &ModelConfig, compiler: &ModelC
                     let site = CallSite { scope: Some(ctx.episode_key), position: format!("turn {} attempt {attempt}", obs.turn), sample };
                     // Transport failures (after the client's own retries) fail the
                     // cell instead of being scored: errors are never wrong answers.
-                    let reply = ctx.calls.chat(model, &request, &site).await?;
+                    let reply = ctx.chat(model, &request, &site).await?;
                     let tokens = TokenCounts {
                         output_tokens: reply.usage.output,
                         reasoning_tokens: reply.usage.reasoning,
@@ -134,7 +133,7 @@ async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -
                 let request = ChatRequest { messages: vec![Message::user(render_compile_prompt(guess))], params: params.clone(), ..ChatRequest::default() };
                 // Compiled code is shared by guess text: no episode scope.
                 let site = CallSite { scope: None, position: format!("compile attempt {attempt}"), sample: 0 };
-                match ctx.calls.chat(compiler, &request, &site).await {
+                match ctx.chat(compiler, &request, &site).await {
                     Ok(reply) => {
                         let text = reply.text;
                         let valid = tokio::task::spawn_blocking(move || validate(&text).map(|r| (text, r)))
@@ -173,39 +172,18 @@ pub fn verdict_components(rule: SecretRule, code: Option<&str>, mainline: &[supe
 
 /// A verdict from the cache, or judged now and stored.
 async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
-    let components = verdict_components(rule, code.as_deref(), &mainline);
-    let key = StepKey::compute(&components);
-    let store = ctx.calls.store().clone();
-    let found = tokio::task::spawn_blocking({
-        let store = store.clone();
-        move || store.get(key)
-    })
-    .await
-    .map_err(|e| StepError::Worker(e.to_string()))?
-    .map_err(|e| StepError::Episode(e.to_string()))?;
-    if let Some(v) = found.and_then(|e| serde_json::from_value::<PyVerdict>(e.output).ok()) {
-        return Ok(v);
-    }
-    let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline))
-        .await
-        .map_err(|e| StepError::Worker(e.to_string()))??;
-    // Verdicts decided by a limit or a judge failure are not cached: a
-    // rerun on a quieter machine may judge them cleanly.
-    if verdict.judge_error.is_none() {
-        let entry = Entry {
-            key,
-            kind: StepKind::Verdict,
-            components,
-            output: serde_json::to_value(&verdict).map_err(|e| StepError::Episode(e.to_string()))?,
-            duration_ms: 0,
-            writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
-        };
-        tokio::task::spawn_blocking(move || store.put(&entry))
-            .await
-            .map_err(|e| StepError::Worker(e.to_string()))?
-            .map_err(|e| StepError::Episode(e.to_string()))?;
-    }
-    Ok(verdict)
+    let step = SubStep::new(ctx.episode_key, StepKind::Verdict, verdict_components(rule, code.as_deref(), &mainline));
+    let done = step
+        .run(ctx.calls.store(), || async move {
+            let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline))
+                .await
+                .map_err(|e| StepError::Worker(e.to_string()))??;
+            // Verdicts decided by a limit or a judge failure are not cached: a
+            // rerun on a quieter machine may judge them cleanly.
+            Ok(if verdict.judge_error.is_none() { Fresh::cacheable(verdict) } else { Fresh::uncached(verdict) })
+        })
+        .await?;
+    Ok(done.value)
 }
 
 /// Runs an API-model round for a resolved Eleusis task instance.

@@ -12,14 +12,14 @@ use super::episode::{CodeRunner, Episode, EpisodeRecord, SandboxRunner};
 use super::gpu::{GpuPool, PoolConfig};
 use super::minishapes::MiniShapes;
 use super::sandbox::{IsolationReport, RunResult, Sandbox, SandboxConfig, SandboxError};
-use crate::cache::{Entry, Store};
+use crate::cache::Store;
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use serde_json::Map;
 use super::scripted::{ScriptedAgent, play};
 use super::task::TaskManifest;
 use crate::envs::metric::{Agg, MetricDef};
-use crate::exec::{CallSite, EpisodeContext, StepError};
+use crate::exec::{CallSite, EpisodeContext, Fresh, StepError, SubStep, SubStepError};
 use crate::providers::{ChatRequest, Message};
 use crate::spec::diagnostic::suggestion;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
@@ -178,18 +178,12 @@ struct CachedRunner<'a> {
 impl CodeRunner for CachedRunner<'_> {
     fn run_code(&mut self, code: &str) -> Result<RunResult, SandboxError> {
         self.submission += 1;
-        let components = submission_components(self.episode, self.submission, code);
-        let key = StepKey::compute(&components);
-        if let Some(run) = self.store.get(key).ok().flatten().and_then(|e| serde_json::from_value::<RunResult>(e.output).ok()) {
-            return Ok(run);
+        let step = SubStep::new(self.episode, StepKind::Submission, submission_components(self.episode, self.submission, code));
+        match step.run_blocking(&self.store, || self.inner.run_code(code).map(Fresh::cacheable)) {
+            Ok(done) => Ok(done.value),
+            Err(SubStepError::Compute(e)) => Err(e),
+            Err(SubStepError::Cache(e)) => Err(SandboxError::Io { what: "submission cache".into(), source: std::io::Error::other(e.to_string()) }),
         }
-        let run = self.inner.run_code(code)?;
-        if let Ok(output) = serde_json::to_value(&run) {
-            let entry = Entry { key, kind: StepKind::Submission, components, output, duration_ms: 0, writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned() };
-            // A failed write only loses the shortcut for a later resume.
-            let _ = self.store.put(&entry);
-        }
-        Ok(run)
     }
 }
 
@@ -244,7 +238,7 @@ async fn model_episode(ctx: EpisodeContext<'_>, rt: &'static Runtime, manifest: 
         iteration += 1;
         let request = ChatRequest { messages: messages.clone(), params: params.clone(), ..ChatRequest::default() };
         let site = CallSite { scope: Some(ctx.episode_key), position: format!("submission {iteration}"), sample: seed };
-        let response = ctx.calls.chat(model, &request, &site).await?;
+        let response = ctx.chat(model, &request, &site).await?;
         let (ep, man, text) = (Arc::clone(&episode), Arc::clone(&manifest), response.text.clone());
         let (store, key, counter) = (ctx.calls.store().clone(), ctx.episode_key, Arc::clone(&runner));
         let feedback = tokio::task::spawn_blocking(move || -> Result<Option<String>, StepError> {

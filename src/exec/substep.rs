@@ -1,0 +1,204 @@
+//! Cached sub-steps: the one way an episode caches part of its work (model
+//! calls, verdicts, submission runs).
+//!
+//! A sub-step is looked up by key, else computed; only outputs the caller
+//! marks cacheable are stored. Every sub-step used (hit or stored) is
+//! recorded under its episode's key, so `cache gc --keep` can reach it from
+//! the cell even when the episode failed half-way and has no entry.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::runner::StepError;
+use crate::cache::{CacheError, Entry, Store};
+use crate::plan::{StepKey, StepKind};
+
+/// One sub-step of an episode: its key components and the episode it serves.
+#[derive(Clone, Debug)]
+pub struct SubStep {
+    episode: StepKey,
+    kind: StepKind,
+    components: Value,
+    key: StepKey,
+}
+
+/// What a computation produced and whether it may be cached (errors never
+/// reach here: they are the computation's `Err`).
+#[derive(Debug)]
+pub struct Fresh<T> {
+    /// The computed value, returned to the caller either way.
+    pub value: T,
+    /// Whether the value may be stored and served to later runs.
+    pub cacheable: bool,
+}
+
+impl<T> Fresh<T> {
+    /// A value that may be stored.
+    pub fn cacheable(value: T) -> Self {
+        Self { value, cacheable: true }
+    }
+
+    /// A value that is returned but never stored (e.g. a substituted model's answer).
+    pub fn uncached(value: T) -> Self {
+        Self { value, cacheable: false }
+    }
+}
+
+/// A sub-step's value and whether it came from the cache.
+#[derive(Debug)]
+pub struct Done<T> {
+    /// The value.
+    pub value: T,
+    /// `true` when served from the cache.
+    pub hit: bool,
+}
+
+/// Why a blocking sub-step failed: its own computation, or the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum SubStepError<E> {
+    /// The computation failed (nothing was stored).
+    #[error(transparent)]
+    Compute(E),
+    /// Reading or writing the cache failed.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+}
+
+impl SubStep {
+    /// A sub-step of `episode` keyed by `components` (built with
+    /// [`crate::plan::key::key_components`]).
+    #[must_use]
+    pub fn new(episode: StepKey, kind: StepKind, components: Value) -> Self {
+        let key = StepKey::compute(&components);
+        Self { episode, kind, components, key }
+    }
+
+    /// The sub-step's cache key.
+    #[must_use]
+    pub fn key(&self) -> StepKey {
+        self.key
+    }
+
+    /// Looks the sub-step up (blocking); an entry that does not decode as `T`
+    /// is a miss. A hit is recorded under the episode.
+    pub fn lookup_blocking<T: DeserializeOwned>(&self, store: &Store) -> Result<Option<T>, CacheError> {
+        let Some(value) = store.get(self.key)?.and_then(|e| serde_json::from_value::<T>(e.output).ok()) else { return Ok(None) };
+        store.record_substep(self.episode, self.key, false)?;
+        Ok(Some(value))
+    }
+
+    /// Records the sub-step under its episode, then stores `value` (blocking).
+    pub fn store_blocking<T: Serialize>(&self, store: &Store, value: &T, duration_ms: u64) -> Result<(), CacheError> {
+        let output = serde_json::to_value(value).map_err(|e| CacheError::Io {
+            path: store.entry_path(self.key),
+            source: std::io::Error::other(format!("sub-step output does not serialize: {e}")),
+        })?;
+        // Index first: a crash between the two leaves a dangling line, never
+        // an entry that gc cannot reach.
+        store.record_substep(self.episode, self.key, true)?;
+        store.put(&Entry {
+            key: self.key,
+            kind: self.kind,
+            components: self.components.clone(),
+            output,
+            duration_ms,
+            writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
+        })
+    }
+
+    /// The cached value, or `compute`'s, stored when cacheable; for callers
+    /// already on a blocking thread.
+    pub fn run_blocking<T, E>(&self, store: &Store, compute: impl FnOnce() -> Result<Fresh<T>, E>) -> Result<Done<T>, SubStepError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+    {
+        if let Some(value) = self.lookup_blocking(store)? {
+            return Ok(Done { value, hit: true });
+        }
+        let started = Instant::now();
+        let fresh = compute().map_err(SubStepError::Compute)?;
+        if fresh.cacheable {
+            self.store_blocking(store, &fresh.value, millis(started))?;
+        }
+        Ok(Done { value: fresh.value, hit: false })
+    }
+
+    /// The cached value, or `compute`'s, stored when cacheable; cache I/O
+    /// runs off the async workers.
+    pub async fn run<T, F, Fut>(&self, store: &Store, compute: F) -> Result<Done<T>, StepError>
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Fresh<T>, StepError>>,
+    {
+        let (me, s) = (self.clone(), store.clone());
+        if let Some(value) = blocking(move || me.lookup_blocking::<T>(&s)).await? {
+            return Ok(Done { value, hit: true });
+        }
+        let started = Instant::now();
+        let fresh = compute().await?;
+        if !fresh.cacheable {
+            return Ok(Done { value: fresh.value, hit: false });
+        }
+        let (me, s, ms) = (self.clone(), store.clone(), millis(started));
+        let value = blocking(move || me.store_blocking(&s, &fresh.value, ms).map(|()| fresh.value)).await?;
+        Ok(Done { value, hit: false })
+    }
+}
+
+fn millis(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, CacheError> + Send + 'static) -> Result<T, StepError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StepError::Worker(e.to_string()))?
+        .map_err(|e| StepError::Episode(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::key::key_components;
+    use serde_json::json;
+
+    fn step(episode: StepKey, n: i64) -> SubStep {
+        let mut fields = serde_json::Map::new();
+        fields.insert("n".into(), json!(n));
+        SubStep::new(episode, StepKind::Verdict, key_components(StepKind::Verdict, "test", 1, fields))
+    }
+
+    #[test]
+    fn computes_once_stores_only_cacheable_and_records_under_each_episode() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (e1, e2) = (StepKey::compute(&json!("e1")), StepKey::compute(&json!("e2")));
+        let first = step(e1, 1).run_blocking::<u32, String>(&store, || Ok(Fresh::cacheable(7))).unwrap();
+        assert!(!first.hit);
+        let again = step(e2, 1).run_blocking::<u32, String>(&store, || Err("must not run".into())).unwrap();
+        assert!(again.hit && again.value == 7);
+        let uncached = step(e1, 2).run_blocking::<u32, String>(&store, || Ok(Fresh::uncached(9))).unwrap();
+        assert_eq!(uncached.value, 9);
+        assert!(!store.contains(step(e1, 2).key()));
+        let failed = step(e1, 3).run_blocking::<u32, String>(&store, || Err("boom".into()));
+        assert!(matches!(failed, Err(SubStepError::Compute(_))));
+        assert_eq!(store.substeps(e1).unwrap(), vec![step(e1, 1).key()]);
+        assert_eq!(store.substeps(e2).unwrap(), vec![step(e1, 1).key()]);
+    }
+
+    #[tokio::test]
+    async fn async_variant_matches_the_blocking_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let e = StepKey::compute(&json!("e"));
+        let first = step(e, 1).run(&store, || async { Ok(Fresh::cacheable("a".to_owned())) }).await.unwrap();
+        assert!(!first.hit);
+        let again = step(e, 1).run::<String, _, _>(&store, || async { Err(StepError::Episode("must not run".into())) }).await.unwrap();
+        assert!(again.hit && again.value == "a");
+        assert_eq!(store.substeps(e).unwrap(), vec![step(e, 1).key()]);
+    }
+}
