@@ -258,11 +258,11 @@ async fn handle(
         });
     }
     let given = presented_key(protocol, &headers);
-    if let Some(required) = required_key {
-        if given != required {
-            let message = format!("Incorrect API key provided: {given}");
-            return error_response(protocol, 401, &message, RetryHeader::None);
-        }
+    if let Some(required) = required_key
+        && given != required
+    {
+        let message = format!("Incorrect API key provided: {given}");
+        return error_response(protocol, 401, &message, RetryHeader::None);
     }
     let request = MockRequest {
         api_key: given,
