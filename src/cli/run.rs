@@ -111,6 +111,7 @@ fn client_config(t: &TransportConfig) -> ClientConfig {
             max_delay: Duration::from_millis(t.retry_max_ms),
             total_timeout: Duration::from_secs(t.call_timeout_s),
         },
+        max_response_bytes: t.max_response_bytes,
         ..ClientConfig::default()
     }
 }

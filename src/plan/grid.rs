@@ -209,6 +209,7 @@ mod tests {
         p.source_hash = "different".into();
         p.report.decimals = 5;
         p.transport.max_attempts = 1;
+        p.transport.max_response_bytes = 1024;
         p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0 });
         let other = plan(&p, None);
         assert_eq!(base.cells[0].episode_key, other.cells[0].episode_key);

@@ -4,7 +4,8 @@
 //! A call builds the exact body once (returned to the caller for the cache key), then
 //! repeats acquire-permit → send → parse → report-to-limiter until it has an answer, a
 //! non-retryable error, or the retry policy says stop. Empty outputs and refusals are
-//! errors, never answers. Errors are scrubbed of the API key before they are returned.
+//! errors, never answers. Bodies are read in chunks up to `max_response_bytes` and no
+//! further. Errors and answers are scrubbed of the API key before they are returned.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,10 +44,16 @@ pub struct ClientConfig {
     pub retry: RetryPolicy,
     /// Honour `HTTP(S)_PROXY`; tests turn it off so 127.0.0.1 is reached directly.
     pub use_system_proxy: bool,
+    /// Largest response body read, in bytes; a longer one is a `ResponseTooLarge` error,
+    /// so a runaway or hostile reply cannot exhaust memory or fill the cache.
+    pub max_response_bytes: u64,
 }
 
+/// Default cap on a response body: far above any real chat answer (8 MiB).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+
 impl Default for ClientConfig {
-    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries.
+    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies.
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -55,6 +62,7 @@ impl Default for ClientConfig {
             concurrency: ConcurrencyMode::default(),
             retry: RetryPolicy::default(),
             use_system_proxy: true,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -299,9 +307,15 @@ impl ProviderClient {
             }
             Err(error) => record.result = Err(error),
         }
-        if let (Some(key), Err(error)) = (&endpoint.api_key, &record.result) {
-            record.result = Err(error.clone().redact(key.expose()));
-        }
+        // Redact on the whole text first; error messages are truncated only after that.
+        let secret = endpoint.api_key.as_ref().map(Secret::expose);
+        record.result = match std::mem::replace(&mut record.result, Err(CallError::Timeout)) {
+            Ok(response) => Ok(match secret {
+                Some(secret) => response.redact(secret),
+                None => response,
+            }),
+            Err(error) => Err(error.redact(secret)),
+        };
         record.elapsed = started.elapsed();
         record
     }
@@ -383,15 +397,35 @@ impl ProviderClient {
             .map_err(transport_error)?;
         let status = response.status();
         let response_headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(body_error)?;
+        let bytes = read_capped(response, self.config.max_response_bytes).await?;
         parse(kind, status, &response_headers, &bytes)
     }
 }
 
+/// Reads a body chunk by chunk and stops as soon as it would exceed `limit` bytes, so no
+/// more than the cap is ever held (a declared `Content-Length` over the cap stops it at once).
+async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, CallError> {
+    let too_large = CallError::ResponseTooLarge { limit };
+    if response.content_length().is_some_and(|length| length > limit) {
+        return Err(too_large);
+    }
+    let capacity = response.content_length().unwrap_or(0).min(limit).min(1 << 20);
+    let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(body_error)? {
+        if u64::try_from(bytes.len() + chunk.len()).unwrap_or(u64::MAX) > limit {
+            return Err(too_large);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
-    use super::super::types::Message;
+    use super::super::mock::{
+        Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script,
+    };
+    use super::super::types::{Message, ToolCall};
     use super::*;
 
     pub(crate) const KEY: &str = "sk-test-SECRET-1";
@@ -410,6 +444,7 @@ pub(super) mod tests {
                 total_timeout: Duration::from_secs(10),
             },
             use_system_proxy: false,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -610,6 +645,115 @@ pub(super) mod tests {
                 .unwrap();
             assert_eq!(outcome.response.answered_model, "cheaper-model");
             assert!(outcome.answered_other_model("m-2025"));
+        }
+    }
+
+    fn capped_client(max_response_bytes: u64) -> ProviderClient {
+        ProviderClient::new(ClientConfig {
+            max_response_bytes,
+            ..quick_config()
+        })
+        .unwrap()
+    }
+
+    /// An endless answer: a client that buffered it would time out; one that stops at the
+    /// cap fails at once, after one attempt (not retried).
+    #[tokio::test]
+    async fn body_over_the_cap_stops_reading_at_the_cap() {
+        for kind in KINDS {
+            let server = MockServer::start(MockConfig {
+                faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 1 << 40 }]),
+                ..MockConfig::default()
+            })
+            .await
+            .unwrap();
+            let record = capped_client(64 * 1024)
+                .call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi"))
+                .await;
+            assert_eq!(
+                record.result,
+                Err(CallError::ResponseTooLarge { limit: 64 * 1024 }),
+                "{kind}"
+            );
+            assert_eq!(record.attempts, 1, "{kind}: a too-large body is not retried");
+            assert!(
+                record.result.unwrap_err().to_string().contains("65536-byte cap"),
+                "the error names the cap"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn body_under_the_cap_is_an_answer_and_declared_oversize_fails_early() {
+        let server = MockServer::start(MockConfig {
+            faults: FaultPlan::sequence([
+                Fault::HugeAnswer { bytes: 200_000 },
+                Fault::Status {
+                    status: 400,
+                    message: "z".repeat(5000),
+                },
+            ]),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let client = capped_client(256 * 1024);
+        let endpoint = mock_endpoint(&server, ProviderKind::OpenAi, "m");
+        let outcome = client.call(&endpoint, &ask("hi")).await.unwrap();
+        assert_eq!(outcome.response.text.len(), 200_000);
+        // A body with a Content-Length over the cap is refused before it is read.
+        let small = capped_client(1024);
+        assert_eq!(
+            small.call(&endpoint, &ask("hi")).await.unwrap_err(),
+            CallError::ResponseTooLarge { limit: 1024 }
+        );
+    }
+
+    /// The model may echo the key: the answer stays an answer, with the key redacted in
+    /// text, reasoning and tool-call arguments.
+    #[tokio::test]
+    async fn answer_echoing_the_key_is_returned_redacted() {
+        let server = MockServer::start(MockConfig {
+            script: Script::function(|request| {
+                MockOutcome::Reply(MockReply {
+                    reasoning: Some(format!("the header said {}", request.api_key)),
+                    ..MockReply::text(format!("your key is {}!", request.api_key))
+                })
+            }),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let tools = MockServer::start(MockConfig {
+            script: Script::function(|request| {
+                MockOutcome::Reply(MockReply {
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "store".into(),
+                        arguments: json!({"key": request.api_key, "nested": [{"k": request.api_key}]}),
+                    }],
+                    ..MockReply::text("")
+                })
+            }),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let client = quick_client();
+        for kind in KINDS {
+            let response = client
+                .call(&mock_endpoint(&server, kind, "m"), &ask("hi"))
+                .await
+                .unwrap()
+                .response;
+            assert_eq!(response.text, "your key is [REDACTED]!", "{kind}");
+            let response = client
+                .call(&mock_endpoint(&tools, kind, "m"), &ask("hi"))
+                .await
+                .unwrap()
+                .response;
+            assert_eq!(response.tool_calls[0].arguments["key"], "[REDACTED]", "{kind}");
+            assert!(!format!("{response:?}").contains(KEY), "{kind}: {response:?}");
         }
     }
 }

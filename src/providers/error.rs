@@ -3,8 +3,9 @@
 //!
 //! Every failure is classified so the retry loop and the AIMD limiter know what to do, and
 //! so the executor can record an error (never a scored answer, never a cache entry). Error
-//! text comes from the provider's body at most, truncated, and is scrubbed of the API key
-//! by [`CallError::redact`] before it leaves the client.
+//! text comes from the provider's body at most; [`CallError::redact`] scrubs the API key
+//! from the *whole* text and only then truncates it, before the error leaves the client,
+//! so a key cut in two by the length bound cannot leave its prefix behind.
 
 use std::time::Duration;
 
@@ -17,6 +18,9 @@ use super::types::{FinishReason, Usage};
 
 /// Longest provider message kept in an error, so a huge HTML error page cannot flood logs.
 const MAX_MESSAGE_CHARS: usize = 300;
+
+/// What a secret is replaced with wherever provider text could carry it.
+pub const REDACTED: &str = "[REDACTED]";
 
 /// Why a model call produced no usable answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -50,6 +54,13 @@ pub enum CallError {
         /// Transport error chain (no URL, no headers).
         detail: String,
     },
+    /// The response body outgrew `transport.max_response_bytes`; reading stopped at the cap,
+    /// so a runaway reply costs neither memory nor cache space. Not retried, never cached.
+    #[error("response body larger than the {limit}-byte cap (transport.max_response_bytes)")]
+    ResponseTooLarge {
+        /// The cap in bytes.
+        limit: u64,
+    },
     /// The response was truncated, not JSON, or not the expected shape.
     #[error("malformed provider response: {detail}")]
     Protocol {
@@ -67,7 +78,7 @@ pub enum CallError {
     BadRequest {
         /// HTTP status code.
         status: u16,
-        /// Provider message, truncated and redacted.
+        /// Provider message; redacted, then truncated, by the time it leaves the client.
         message: String,
     },
     /// The model answered with no text and no tool call; never an answer, never cached.
@@ -81,7 +92,7 @@ pub enum CallError {
     /// The model or the provider's safety layer refused; never cached.
     #[error("model refused: {message}")]
     Refusal {
-        /// Refusal text or block reason, truncated and redacted.
+        /// Refusal text or block reason; redacted, then truncated, by the time it leaves the client.
         message: String,
         /// Tokens billed for the refusal.
         usage: Usage,
@@ -120,6 +131,7 @@ impl CallError {
             Self::Timeout => "timeout",
             Self::Connect { .. } => "connect",
             Self::Protocol { .. } => "protocol",
+            Self::ResponseTooLarge { .. } => "response_too_large",
             Self::Auth { .. } => "auth",
             Self::BadRequest { .. } => "bad_request",
             Self::EmptyOutput { .. } => "empty_output",
@@ -139,14 +151,15 @@ impl CallError {
         }
     }
 
-    /// Replaces every occurrence of `secret` in the error text with `***`, because some
-    /// providers echo the key they received in 401 messages.
+    /// Replaces every occurrence of `secret` (some providers echo the key they received)
+    /// with [`REDACTED`] in the full error text, then bounds provider messages to
+    /// `MAX_MESSAGE_CHARS`: scrubbing after the cut would miss a key split by it.
     #[must_use]
-    pub fn redact(self, secret: &str) -> Self {
-        if secret.is_empty() {
-            return self;
-        }
-        let scrub = |text: String| text.replace(secret, "***");
+    pub fn redact(self, secret: Option<&str>) -> Self {
+        let scrub = |text: String| match secret {
+            Some(secret) if !secret.is_empty() => text.replace(secret, REDACTED),
+            _ => text,
+        };
         match self {
             Self::Connect { detail } => Self::Connect {
                 detail: scrub(detail),
@@ -159,10 +172,10 @@ impl CallError {
             },
             Self::BadRequest { status, message } => Self::BadRequest {
                 status,
-                message: scrub(message),
+                message: truncate_message(&scrub(message)),
             },
             Self::Refusal { message, usage } => Self::Refusal {
-                message: scrub(message),
+                message: truncate_message(&scrub(message)),
                 usage,
             },
             other => other,
@@ -170,8 +183,9 @@ impl CallError {
     }
 }
 
-/// Truncates provider text to a bounded length on a char boundary.
-pub(super) fn truncate_message(text: &str) -> String {
+/// Truncates provider text to a bounded length on a char boundary; only ever called on
+/// text that has already been redacted.
+fn truncate_message(text: &str) -> String {
     match text.char_indices().nth(MAX_MESSAGE_CHARS) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
@@ -222,9 +236,10 @@ pub(super) fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &[
             status: code,
             retry_after,
         },
+        // Kept whole: the client redacts the key, then truncates (CallError::redact).
         code => CallError::BadRequest {
             status: code,
-            message: truncate_message(&message),
+            message,
         },
     }
 }
@@ -301,7 +316,7 @@ fn retry_delay_from_body(json: &Value) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{KINDS, ask, client_with, mock_endpoint};
+    use super::super::client::tests::{KEY, KINDS, ask, client_with, mock_endpoint};
     use super::super::limiter::ConcurrencyMode;
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
     use super::super::retry::RetryPolicy;
@@ -377,14 +392,62 @@ mod tests {
             message: "key sk-abc is bad".into(),
         };
         assert_eq!(
-            error.redact("sk-abc").to_string(),
-            "request rejected: HTTP 400: key *** is bad"
+            error.redact(Some("sk-abc")).to_string(),
+            "request rejected: HTTP 400: key [REDACTED] is bad"
         );
-        let long = "é".repeat(1000);
-        assert_eq!(
-            truncate_message(&long).chars().count(),
-            MAX_MESSAGE_CHARS + 1
-        );
+        let long = CallError::BadRequest {
+            status: 400,
+            message: "é".repeat(1000),
+        };
+        let CallError::BadRequest { message, .. } = long.redact(None) else {
+            unreachable!()
+        };
+        assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS + 1);
+    }
+
+    /// A key straddling the cut must not leave its prefix: redact the whole text, then cut.
+    #[test]
+    fn key_split_by_the_length_bound_is_redacted_whole() {
+        let key = "sk-live-0123456789abcdefXYZ";
+        let text = format!("{}{key} was rejected", "x".repeat(MAX_MESSAGE_CHARS - 10));
+        for error in [
+            CallError::BadRequest {
+                status: 400,
+                message: text.clone(),
+            },
+            CallError::Refusal {
+                message: text.clone(),
+                usage: Usage::default(),
+            },
+        ] {
+            let shown = error.redact(Some(key)).to_string();
+            assert!(!shown.contains(&key[..8]), "key prefix survived: {shown}");
+            assert!(shown.contains("x[REDACTED]"), "{shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn provider_error_quoting_the_key_past_the_bound_is_redacted() {
+        let message = format!("{}{KEY} is not a valid key", "y".repeat(MAX_MESSAGE_CHARS - 5));
+        let client = client_with(RetryPolicy::no_retries(), ConcurrencyMode::default());
+        for kind in KINDS {
+            let server = MockServer::start(MockConfig {
+                faults: FaultPlan::sequence([Fault::Status {
+                    status: 400,
+                    message: message.clone(),
+                }]),
+                ..MockConfig::default()
+            })
+            .await
+            .unwrap();
+            let error = client
+                .call(&mock_endpoint(&server, kind, "m"), &ask("hi"))
+                .await
+                .unwrap_err();
+            let shown = format!("{error} {error:?}");
+            assert!(!shown.contains(&KEY[..5]), "{kind}: key prefix survived: {shown}");
+            assert!(shown.contains("y[RED"), "{kind}: {shown}");
+        }
     }
 
     #[tokio::test]

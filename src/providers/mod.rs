@@ -24,10 +24,10 @@ mod wire;
 
 pub use bench::{BenchReport, bench_throughput};
 pub use client::{
-    CallOutcome, CallRecord, ClientConfig, ProviderClient, install_crypto_provider, request_body,
-    request_fingerprint, request_url,
+    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, ProviderClient,
+    install_crypto_provider, request_body, request_fingerprint, request_url,
 };
-pub use error::CallError;
+pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 pub use retry::{RetryPolicy, parse_http_date, retry_after_from_headers};
 pub use types::{

@@ -10,6 +10,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::error::REDACTED;
+
 /// Which wire protocol an endpoint speaks; serialized lowercase for configs and cache keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -265,6 +267,51 @@ pub struct ChatResponse {
     pub latency_ms: u64,
 }
 
+impl ChatResponse {
+    /// Replaces `secret` with [`REDACTED`] in everything the provider wrote (answer,
+    /// reasoning, tool calls, reported model). A model that echoes the API key still gives an
+    /// answer, but the key never reaches the cache, a transcript or a later prompt.
+    #[must_use]
+    pub fn redact(mut self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        let scrub = |text: &mut String| {
+            if text.contains(secret) {
+                *text = text.replace(secret, REDACTED);
+            }
+        };
+        scrub(&mut self.text);
+        if let Some(reasoning) = &mut self.reasoning {
+            scrub(reasoning);
+        }
+        scrub(&mut self.answered_model);
+        for call in &mut self.tool_calls {
+            scrub(&mut call.id);
+            scrub(&mut call.name);
+            redact_value(&mut call.arguments, secret);
+        }
+        self
+    }
+}
+
+/// Redacts `secret` in every string (object keys included) of a JSON value.
+fn redact_value(value: &mut Value, secret: &str) {
+    match value {
+        Value::String(text) if text.contains(secret) => *text = text.replace(secret, REDACTED),
+        Value::Array(items) => items.iter_mut().for_each(|item| redact_value(item, secret)),
+        Value::Object(map) if map.keys().any(|key| key.contains(secret)) => {
+            let entries = std::mem::take(map);
+            for (key, mut item) in entries {
+                redact_value(&mut item, secret);
+                map.insert(key.replace(secret, REDACTED), item);
+            }
+        }
+        Value::Object(map) => map.values_mut().for_each(|item| redact_value(item, secret)),
+        _ => {}
+    }
+}
+
 /// Serializes JSON with object keys sorted at every level, whatever `serde_json` features
 /// are enabled elsewhere in the build, so hashes of request bodies are stable.
 #[must_use]
@@ -388,7 +435,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             error.to_string(),
-            "request rejected: HTTP 400: your key *** is odd"
+            "request rejected: HTTP 400: your key [REDACTED] is odd"
         );
         assert!(!format!("{error:?}").contains(KEY));
     }

@@ -6,7 +6,7 @@
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use super::error::{CallError, truncate_message};
+use super::error::CallError;
 use super::types::{ChatResponse, FinishReason, Secret, ToolSpec};
 
 /// Joins `base` and `rest` under `version` (`/v1`, `/v1beta`), tolerating a base URL that
@@ -95,10 +95,10 @@ pub(super) fn check_output(response: ChatResponse) -> Result<ChatResponse, CallE
     Ok(response)
 }
 
-/// A refusal with provider text, truncated.
+/// A refusal with provider text, kept whole: the client redacts, then truncates it.
 pub(super) fn refusal(message: &str, response: &ChatResponse) -> CallError {
     CallError::Refusal {
-        message: truncate_message(message),
+        message: message.to_owned(),
         usage: response.usage,
     }
 }

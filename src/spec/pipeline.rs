@@ -73,6 +73,8 @@ pub struct TransportConfig {
     pub max_concurrency: Option<usize>,
     /// Ceiling of the adaptive concurrency.
     pub concurrency_cap: usize,
+    /// Largest response body accepted (bytes); a longer one fails the call, uncached.
+    pub max_response_bytes: u64,
 }
 
 impl Default for TransportConfig {
@@ -86,6 +88,7 @@ impl Default for TransportConfig {
             connect_timeout_s: 10,
             max_concurrency: None,
             concurrency_cap: 100,
+            max_response_bytes: crate::providers::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }

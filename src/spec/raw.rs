@@ -55,6 +55,8 @@ pub struct RawTransport {
     pub max_concurrency: Option<Spanned<usize>>,
     #[serde(default)]
     pub concurrency_cap: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub max_response_bytes: Option<Spanned<u64>>,
 }
 
 /// Per-model prices in US dollars per million tokens (for cost columns).

@@ -156,8 +156,15 @@ impl Resolver<'_> {
             }
             a.value.max(1)
         });
+        let max_response_bytes = raw.max_response_bytes.map_or(d.max_response_bytes, |b| {
+            if b.value == 0 {
+                self.push(position_of(&b), "`transport.max_response_bytes` must be at least 1", None);
+            }
+            b.value.max(1)
+        });
         TransportConfig {
             max_attempts,
+            max_response_bytes,
             retry_base_ms: raw.retry_base_ms.unwrap_or(d.retry_base_ms),
             retry_max_ms: raw.retry_max_ms.unwrap_or(d.retry_max_ms),
             call_timeout_s: raw.call_timeout_s.unwrap_or(d.call_timeout_s),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use evalgrid::providers::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
+use evalgrid::providers::mock::{Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
 use serde_json::Value;
 
 use crate::support::{Workspace, repo};
@@ -292,4 +292,109 @@ fn gc_keep_keeps_every_answered_call_even_of_a_cell_that_failed_half_way() {
         assert!(!answered.contains(&req.body.to_string()), "a call answered before gc was requested again");
     }
     assert_eq!(log.len() - seen_before, 1, "only the failed item is asked again");
+}
+
+/// Files under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
+    crate::support::snapshot_dir(dir)
+        .into_iter()
+        .filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// The model echoes the key in every answer and its reasoning, and the provider quotes it in
+/// a 400 message with the key straddling the 300-character cut. The key, or even its first
+/// six characters, must appear in no cache entry, failure record, report, transcript or
+/// output line; the answers are kept with the key replaced by `[REDACTED]`.
+#[test]
+fn echoed_key_reaches_no_artifact_or_output() {
+    const KEY: &str = "sk-evalgrid-ECHO-5d2b7a91c3e4";
+    let quoted = format!("{}{KEY} is not allowed to use this model", "x".repeat(294));
+    let mock = Mock::start(MockConfig {
+        require_api_key: Some(KEY.into()),
+        script: Script::function(|request| {
+            MockOutcome::Reply(MockReply {
+                reasoning: Some(format!("I was called with {}", request.api_key)),
+                ..MockReply::text(format!("My key is {}. The answer is: True", request.api_key))
+            })
+        }),
+        faults: FaultPlan::sequence([Fault::Status { status: 400, message: quoted }]),
+        ..MockConfig::default()
+    });
+    let ws = Workspace::new();
+    let m = format!(
+        "  - {{id: m, provider: openai, model: mock-1, base_url: \"{}\", api_key_env: EVALGRID_TEST_KEY, params: {{reasoning_effort: low}}}}\n",
+        mock.url()
+    );
+    ws.write("p.yaml", &pipeline(&m));
+    let data = data_dir().to_str().unwrap().to_owned();
+    let cmd = |args: &[&str]| {
+        ws.cmd().env("EVALGRID_TEST_KEY", KEY).args(["--data-dir", &data]).args(args).output().unwrap()
+    };
+    let run = cmd(&["run", "p.yaml", "--json"]);
+    let v: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(v["cells_failed"], 1, "the 400 fails one cell: {v}");
+    let error = v["failures"][0]["error"].as_str().unwrap();
+    assert!(error.contains("bad_request") && error.contains("x[RED"), "redacted, then cut: {error}");
+    let records = files_containing(&ws.path("cache/v1/failures"), "x[RED");
+    assert_eq!(records.len(), 1, "the failure record holds the redacted, cut message");
+    let leaks = files_containing(ws.dir.path(), &KEY[..6]);
+    assert!(leaks.is_empty(), "key (prefix) found after the failed run in {leaks:?}");
+    let mut outputs = vec![run];
+    outputs.push(cmd(&["run", "p.yaml", "--json", "--retry-errors"]));
+    assert!(outputs[1].status.success(), "{}", String::from_utf8_lossy(&outputs[1].stderr));
+    outputs.push(cmd(&["report", "p.yaml"]));
+    outputs.push(cmd(&["status", "p.yaml"]));
+    let status: Value = serde_json::from_slice(&cmd(&["status", "p.yaml", "--json"]).stdout).unwrap();
+    let cells: Vec<String> = status["cells"].as_array().unwrap().iter().map(|c| c["cell"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(cells.len(), 3, "{status}");
+    for cell in &cells {
+        outputs.push(cmd(&["show", "p.yaml", cell]));
+        outputs.push(cmd(&["show", "p.yaml", cell, "--json"]));
+        assert!(outputs.last().unwrap().status.success(), "show {cell}");
+    }
+    for out in &outputs {
+        for stream in [&out.stdout, &out.stderr] {
+            let text = String::from_utf8_lossy(stream);
+            assert!(!text.contains(&KEY[..6]), "key (prefix) printed: {text}");
+        }
+    }
+    let shown = String::from_utf8_lossy(&outputs[outputs.len() - 1].stdout).into_owned();
+    assert!(shown.contains("My key is [REDACTED]"), "the answer is kept, redacted: {shown}");
+    for dir in ["cache", "reports"] {
+        assert!(ws.path(dir).is_dir(), "{dir} written");
+        let leaks = files_containing(&ws.path(dir), &KEY[..6]);
+        assert!(leaks.is_empty(), "key (prefix) found in {dir}: {leaks:?}");
+    }
+    assert!(!files_containing(&ws.path("cache/v1/steps"), "My key is [REDACTED]").is_empty());
+    let leaks = files_containing(ws.dir.path(), &KEY[..6]);
+    assert!(leaks.is_empty(), "key (prefix) found in {leaks:?}");
+}
+
+/// A 1 TiB answer against a 64 KiB cap: its item fails at once with an error naming the
+/// cap (a client that buffered the body would time out instead), nothing of it is cached,
+/// and a later run asks that item again.
+#[test]
+fn answer_over_the_response_cap_fails_its_item_and_is_not_cached() {
+    let mock = Mock::start(MockConfig {
+        faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 1 << 40 }]),
+        ..MockConfig::default()
+    });
+    let ws = Workspace::new();
+    let yaml = pipeline(&model("m", "mock-1", &mock.url())).replace("max_concurrency: 16", "max_concurrency: 16, max_response_bytes: 65536");
+    ws.write("p.yaml", &yaml);
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["cells_failed"], 1, "{v}");
+    let error = v["failures"][0]["error"].as_str().unwrap();
+    assert!(error.contains("response_too_large") && error.contains("65536-byte cap"), "{error}");
+    assert!(error.contains("after 1 attempt"), "not retried: {error}");
+    assert_eq!(cached_call_bodies(&ws.path("cache")).len(), 59, "every other item is cached");
+    let padded = files_containing(&ws.path("cache"), &"a".repeat(1024));
+    assert!(padded.is_empty(), "part of the huge answer was stored: {padded:?}");
+    let before = mock.server().calls();
+    let (code, v) = run(&ws, &["run", "p.yaml", "--json", "--retry-errors"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(mock.server().calls() - before, 1, "only the uncached item is asked again");
 }

@@ -119,3 +119,9 @@ fn every_command_has_help_with_an_example() {
         assert!(text.contains("Example"), "{args:?} has no example:\n{text}");
     }
 }
+
+#[test]
+fn zero_response_cap_is_pointed_at() {
+    let err = check(&format!("name: x\n{GOOD_MODELS}tasks:\n  - benchmark: eleusis\nseeds: [0]\ntransport: {{max_response_bytes: 0}}\n"));
+    assert!(err.contains("bad.yaml:7:") && err.contains("`transport.max_response_bytes` must be at least 1"), "{err}");
+}

@@ -196,7 +196,30 @@ pub(super) async fn fault_response(
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
+        Fault::HugeAnswer { bytes } => huge_answer(request, bytes, answered_model),
     }
+}
+
+/// A valid success body whose answer text is `bytes` × `a`, generated chunk by chunk.
+fn huge_answer(request: &MockRequest, bytes: u64, answered_model: Option<&str>) -> Response {
+    const MARK: &str = "@@mock-huge-answer@@";
+    const CHUNK: u64 = 64 * 1024;
+    let full = success_body(request, &MockReply::text(MARK), answered_model).to_string();
+    let (head, tail) = full.split_once(MARK).unwrap_or((&full, ""));
+    let chunk = Bytes::from(vec![b'a'; 64 * 1024]);
+    let pieces = (0..bytes.div_ceil(CHUNK)).map(move |index| {
+        let len = (bytes - index * CHUNK).min(CHUNK);
+        chunk.slice(..usize::try_from(len).unwrap_or(0))
+    });
+    let stream = std::iter::once(Bytes::from(head.to_owned()))
+        .chain(pieces)
+        .chain(std::iter::once(Bytes::from(tail.to_owned())))
+        .map(Ok::<_, std::io::Error>);
+    let mut response = Response::new(Body::from_stream(futures::stream::iter(stream)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 pub(super) fn reply_response(

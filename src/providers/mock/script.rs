@@ -114,6 +114,13 @@ pub enum Fault {
     TruncatedJson,
     /// Headers promise the full body, half is sent, then the connection is closed.
     Disconnect,
+    /// HTTP 200 with a valid answer whose text is `bytes` bytes long, streamed in 64 KiB
+    /// chunks without `Content-Length`, so response caps are tested without the mock (or a
+    /// client that reads in chunks) ever holding the whole body.
+    HugeAnswer {
+        /// Length of the answer text in bytes.
+        bytes: u64,
+    },
 }
 
 /// Either a reply or a fault.
@@ -140,6 +147,9 @@ pub struct MockRequest {
     pub body: Value,
     /// 0-based index of this call on its route.
     pub route_index: u64,
+    /// The API key the request presented (empty if none), so a script can make the model
+    /// echo it back, as a leak test needs.
+    pub api_key: String,
 }
 
 /// A reply function; must be deterministic for reproducible episodes.

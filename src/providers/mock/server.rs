@@ -257,14 +257,17 @@ async fn handle(
             at: shared.started.elapsed(),
         });
     }
-    if let Some(required) = required_key {
-        let given = presented_key(protocol, &headers);
-        if given != required {
-            let message = format!("Incorrect API key provided: {given}");
-            return error_response(protocol, 401, &message, RetryHeader::None);
-        }
+    let given = presented_key(protocol, &headers);
+    if let Some(required) = required_key
+        && given != required
+    {
+        let message = format!("Incorrect API key provided: {given}");
+        return error_response(protocol, 401, &message, RetryHeader::None);
     }
-    let request = describe(protocol, url_model, body);
+    let request = MockRequest {
+        api_key: given,
+        ..describe(protocol, url_model, body)
+    };
     let plan = plan(&shared, index, request);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -380,6 +383,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
         wants_reasoning,
         body,
         route_index: 0,
+        api_key: String::new(),
     }
 }
 
