@@ -26,12 +26,13 @@ pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<u8, Failure> {
         "status" => status(env, args.cells, false),
         "report" => status(env, args.cells, true),
         "equivalence" => equivalence(),
+        "sandbox" => sandbox(),
         "quickstart" => quickstart(),
         "providers" => providers(args.cells.min(20_000)),
         "bbeh-score" => bbeh_score(env),
         "bbeh-run" => bbeh_run(env),
         other => Err(Failure::invalid(anyhow::anyhow!(
-            "unknown workload `{other}` (expected status, report, equivalence, quickstart, providers, bbeh-score or bbeh-run)"
+            "unknown workload `{other}` (expected status, report, equivalence, sandbox, quickstart, providers, bbeh-score or bbeh-run)"
         ))),
     }
 }
@@ -131,6 +132,62 @@ fn equivalence() -> Result<u8, Failure> {
         worst.0 * 1e3,
         worst.1,
         51.0 / mean_ms
+    ));
+    Ok(0)
+}
+
+/// Cost of the sandbox: one Eleusis check of a Python guess on a fresh sandboxed judge
+/// worker (start, handshake, 208,000 comparisons, kill), against the reference's ≈ 51 ms
+/// in-process check; and one sandboxed `pass` submission against a bare `python3 -c pass`.
+fn sandbox() -> Result<u8, Failure> {
+    use evalgrid::envs::eleusis::pyjudge::{PyJudge, PyJudgeConfig};
+    use evalgrid::sandbox::gpu::Slot;
+    use evalgrid::sandbox::{RunSpec, Sandbox, SandboxConfig};
+    let params = SimulationParams::default();
+    let rule = SecretRule::AlternatingColors;
+    let code = "if not mainline:\n    return True\nreturn card.color != mainline[-1].color";
+    let setup = RoundSetup::new(rule, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mainline = vec![setup.starter];
+    let reps = 10;
+    let (mut start_total, mut check_total) = (0.0, 0.0);
+    for _ in 0..reps {
+        let t = Instant::now();
+        let mut judge = PyJudge::new(PyJudgeConfig::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        start_total += t.elapsed().as_secs_f64();
+        let v = judge.check(&rule, Some(code), &mainline, &params);
+        drop(judge);
+        check_total += t.elapsed().as_secs_f64();
+        if !v.verdict.equivalent {
+            return Err(anyhow::anyhow!("sandboxed judge: {}", v.verdict.message).into());
+        }
+    }
+    let (start_ms, check_ms) = (start_total / f64::from(reps) * 1e3, check_total / f64::from(reps) * 1e3);
+    output::line(&format!(
+        "sandboxed Eleusis check, fresh worker each (rule 16, Python guess, 208,000 comparisons): mean {check_ms:.1} ms over {reps} (worker start + handshake {start_ms:.1} ms); reference in-process CPython ≈ 51 ms → {:.2}× the reference",
+        check_ms / 51.0
+    ));
+    let sandbox = Sandbox::new(SandboxConfig::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let data = tempfile::tempdir()?;
+    let slot = Slot::Cpu { id: 0, threads: 1 };
+    let spec = RunSpec { code: "pass\n", data_dir: data.path(), predictions_file: "results/p.txt", time_limit: Duration::from_secs(30), slot: &slot };
+    let python = sandbox.python().executable.clone();
+    let (mut boxed, mut bare) = (0.0, 0.0);
+    for _ in 0..reps {
+        let t = Instant::now();
+        let r = sandbox.run(&spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+        boxed += t.elapsed().as_secs_f64();
+        if !r.exit.success() {
+            return Err(anyhow::anyhow!("sandboxed `pass` failed: {}", r.output_view).into());
+        }
+        let t = Instant::now();
+        Command::new(&python).args(["-c", "pass"]).status()?;
+        bare += t.elapsed().as_secs_f64();
+    }
+    let (boxed_ms, bare_ms) = (boxed / f64::from(reps) * 1e3, bare / f64::from(reps) * 1e3);
+    output::line(&format!(
+        "sandboxed submission `pass` ({:?}): mean {boxed_ms:.1} ms vs bare python3 {bare_ms:.1} ms → start-up overhead {:.1} ms per submission",
+        sandbox.report().isolation,
+        boxed_ms - bare_ms
     ));
     Ok(0)
 }
