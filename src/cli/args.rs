@@ -92,7 +92,7 @@ pub(crate) struct RunArgs {
     pub(crate) reports_dir: PathBuf,
     /// Run model-written code with resource limits only when bubblewrap is missing
     /// (UNSAFE: it can read this user's files and use the network); the report says so.
-    #[arg(long)]
+    #[arg(long, env = "EVALGRID_UNSAFE_NO_SANDBOX")]
     pub(crate) unsafe_no_sandbox: bool,
 }
 

@@ -343,10 +343,12 @@ pub fn allow_unsandboxed(allow: bool) {
     ALLOW_UNSANDBOXED.store(allow, Ordering::SeqCst);
 }
 
-/// Whether the user opted out of the sandbox requirement for this process.
+/// Whether the user opted out of the sandbox requirement for this process (the flag, or
+/// `EVALGRID_UNSAFE_NO_SANDBOX=1` in the environment, which the command line also reads).
 #[must_use]
 pub fn unsandboxed_allowed() -> bool {
     ALLOW_UNSANDBOXED.load(Ordering::SeqCst)
+        || std::env::var_os("EVALGRID_UNSAFE_NO_SANDBOX").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
 /// The process-wide sandbox for `python` with default limits, probed once; used for

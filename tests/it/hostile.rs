@@ -161,8 +161,12 @@ fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
 
 #[test]
 fn escaping_guess_code_is_contained_by_the_sandbox() {
-    if std::process::Command::new("bwrap").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: bubblewrap is not installed (apt-get install bubblewrap); .ci/run installs it");
+    let works = std::process::Command::new("bwrap")
+        .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!("SKIPPED: bubblewrap is missing or cannot create namespaces here (apt-get install bubblewrap)");
         return;
     }
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -183,7 +187,7 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
             "name: hostile\nmodels:\n  - {{id: player, provider: openai, model: mock-player, base_url: \"{url}\", api_key_env: HOSTILE_KEY}}\ntasks:\n  - benchmark: eleusis\n    select: [only_red_cards, even_ranks_only]\n    params:\n      max_turns: 3\n      compiler: {{provider: openai, model: mock-compiler, base_url: \"{url}\", api_key_env: HOSTILE_KEY}}\nseeds: [0]\n"
         ),
     );
-    let out = ws.cmd().env("HOSTILE_KEY", SECRET).args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
+    let out = ws.cmd().env("HOSTILE_KEY", SECRET).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.code().is_some(), "evalgrid was killed: {:?}\n{stderr}", out.status);
@@ -229,7 +233,7 @@ fn model_code_without_bubblewrap_needs_an_explicit_opt_out() {
         "p.yaml",
         "name: weird-nosandbox\nmodels:\n  - {id: scripted, provider: builtin, model: scripted}\ntasks:\n  - {benchmark: weirdml, select: [mini-shapes], params: {iterations: 1, time_limit_s: 2}}\nseeds: [0]\n",
     );
-    let out = ws.cmd().env("PATH", &bin).args(["run", "p.yaml"]).output().unwrap();
+    let out = ws.cmd().env("PATH", &bin).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["run", "p.yaml"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bubblewrap") && stderr.contains("--unsafe-no-sandbox"), "{stderr}");

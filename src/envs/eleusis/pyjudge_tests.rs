@@ -22,6 +22,10 @@ fn judge_with(config: PyJudgeConfig) -> Option<PyJudge> {
             eprintln!("NOTE: python3 not found; skipping Python judge test ({detail})");
             None
         }
+        Err(JudgeError::Unavailable { detail }) if detail.contains("bubblewrap") => {
+            eprintln!("SKIPPED: the Python judge needs a working bubblewrap sandbox ({detail})");
+            None
+        }
         Err(e) => panic!("python3 is present but the judge failed to start: {e}"),
     }
 }
