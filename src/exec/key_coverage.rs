@@ -15,39 +15,18 @@ use crate::exec::calls::{CallSite, call_components};
 use crate::plan::grid::{episode_components, metrics_components, plan, report_components, score_components};
 use crate::plan::{KEY_SCHEMA_VERSION, StepKey};
 use crate::providers::{ChatRequest, Endpoint, Message, ProviderKind};
-use crate::spec::{MetricsConfig, ModelConfig, Pipeline, ReportConfig, TaskInstance};
+use crate::spec::Pipeline;
 
+/// The golden-key pipeline, played by an API model (so the model's URL and params count).
 fn pipeline() -> Pipeline {
-    Pipeline {
-        name: "keys".into(),
-        source_path: "p.yaml".into(),
-        source_hash: "h".into(),
-        models: vec![ModelConfig {
-            id: "m".into(),
-            provider: "openai".into(),
-            model: "gpt-x".into(),
-            base_url: Some("http://127.0.0.1:9".into()),
-            api_key_env: None,
-            params: [("temperature".to_owned(), json!(0.5))].into(),
-            price: None,
-        }],
-        tasks: vec![TaskInstance {
-            benchmark: "eleusis".into(),
-            task: "even_ranks_only".into(),
-            content_hash: "c0ffee".into(),
-            params: [("max_turns".to_owned(), json!(30))].into(),
-            episode_version: 1,
-            score_version: 1,
-            suite: "eleusis".into(),
-        }],
-        seeds: vec![0],
-        include: vec![],
-        exclude: vec![],
-        metrics: MetricsConfig::default(),
-        report: ReportConfig { title: "t".into(), decimals: 3 },
-        transport: crate::spec::TransportConfig::default(),
-        sandbox: crate::spec::SandboxMode::default(),
-    }
+    let mut p = crate::plan::grid::fixture_pipeline();
+    p.seeds = vec![0];
+    let m = &mut p.models[0];
+    m.provider = "openai".into();
+    m.model = "gpt-x".into();
+    m.base_url = Some("http://127.0.0.1:9".into());
+    m.params.insert("temperature".into(), json!(0.5));
+    p
 }
 
 /// Asserts the envelope shape and that every leaf under `inputs`, changed

@@ -141,43 +141,47 @@ pub fn report_components(pipeline: &Pipeline, metrics_key: StepKey) -> Value {
     key_components(StepKind::Report, "report", REPORT_VERSION, fields)
 }
 
+/// The one-model, one-task, two-seed pipeline behind the golden keys (tests only).
+#[cfg(test)]
+pub(crate) fn fixture_pipeline() -> Pipeline {
+    use crate::spec::{MetricsConfig, ModelConfig, ReportConfig, TaskInstance};
+    Pipeline {
+        name: "golden".into(),
+        source_path: "p.yaml".into(),
+        source_hash: "ignored".into(),
+        models: vec![ModelConfig {
+            id: "m".into(),
+            provider: "builtin".into(),
+            model: "random".into(),
+            base_url: None,
+            api_key_env: Some("IGNORED_KEY_VAR".into()),
+            params: [("salt".to_owned(), json!(0))].into(),
+            price: None,
+        }],
+        tasks: vec![TaskInstance {
+            benchmark: "eleusis".into(),
+            task: "even_ranks_only".into(),
+            content_hash: "c0ffee".into(),
+            params: [("max_turns".to_owned(), json!(30))].into(),
+            episode_version: 1,
+            score_version: 1,
+            suite: "eleusis".into(),
+        }],
+        seeds: vec![0, 1],
+        include: vec![],
+        exclude: vec![],
+        metrics: MetricsConfig::default(),
+        report: ReportConfig { title: "t".into(), decimals: 3 },
+        transport: crate::spec::TransportConfig::default(),
+    sandbox: crate::spec::SandboxMode::default(),
+    }
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{MetricsConfig, ModelConfig, ReportConfig, TaskInstance};
-
-    fn pipeline() -> Pipeline {
-        Pipeline {
-            name: "golden".into(),
-            source_path: "p.yaml".into(),
-            source_hash: "ignored".into(),
-            models: vec![ModelConfig {
-                id: "m".into(),
-                provider: "builtin".into(),
-                model: "random".into(),
-                base_url: None,
-                api_key_env: Some("IGNORED_KEY_VAR".into()),
-                params: [("salt".to_owned(), json!(0))].into(),
-                price: None,
-            }],
-            tasks: vec![TaskInstance {
-                benchmark: "eleusis".into(),
-                task: "even_ranks_only".into(),
-                content_hash: "c0ffee".into(),
-                params: [("max_turns".to_owned(), json!(30))].into(),
-                episode_version: 1,
-                score_version: 1,
-                suite: "eleusis".into(),
-            }],
-            seeds: vec![0, 1],
-            include: vec![],
-            exclude: vec![],
-            metrics: MetricsConfig::default(),
-            report: ReportConfig { title: "t".into(), decimals: 3 },
-            transport: crate::spec::TransportConfig::default(),
-        sandbox: crate::spec::SandboxMode::default(),
-        }
-    }
+    use super::fixture_pipeline as pipeline;
 
     /// Golden keys: if one of these changes, every cache entry of that kind
     /// is invalidated for every user. Change them only together with
