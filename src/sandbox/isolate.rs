@@ -36,6 +36,45 @@ pub(super) struct LaunchPlan {
     pub(super) argv: Vec<String>,
     /// Complete environment of the program.
     pub(super) env: BTreeMap<String, String>,
+    /// Fork, wait, and hand this file back over stderr (bubblewrap's tmpfs workspace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) collect: Option<Collect>,
+}
+
+/// A result file the launcher reads after the command exits and writes to its stderr.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct Collect {
+    /// Path relative to `/workspace`.
+    pub(super) path: String,
+    /// Largest file handed back.
+    pub(super) cap: u64,
+}
+
+/// First bytes of the launcher's collect channel: `EVALGRID-COLLECT <kind> <reason>\n`.
+pub(super) const COLLECT_HEADER: &[u8] = b"EVALGRID-COLLECT ";
+
+/// Splits the collect channel into (text that is not ours, e.g. bwrap's own errors, and the
+/// result file as the launcher found it); `Missing` when no header came (killed, timed out).
+pub(super) fn parse_collected(bytes: &[u8]) -> (Vec<u8>, Predictions) {
+    let at = (0..bytes.len()).find(|&i| {
+        (i == 0 || bytes[i - 1] == b'\n') && bytes[i..].starts_with(COLLECT_HEADER)
+    });
+    let Some(at) = at else {
+        return (bytes.to_vec(), Predictions::Missing);
+    };
+    let rest = &bytes[at + COLLECT_HEADER.len()..];
+    let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+        return (bytes[..at].to_vec(), Predictions::Invalid("result cut short".into()));
+    };
+    let line = String::from_utf8_lossy(&rest[..nl]);
+    let (kind, reason) = line.split_once(' ').unwrap_or((&line, ""));
+    let body = &rest[nl + 1..];
+    let found = match kind {
+        "present" => Predictions::Present(body.to_vec()),
+        "missing" => Predictions::Missing,
+        _ => Predictions::Invalid(reason.to_string()),
+    };
+    (bytes[..at].to_vec(), found)
 }
 
 /// Target ids of a privilege drop.
@@ -117,8 +156,12 @@ pub(super) fn python_bind_paths(py: &PythonInfo) -> Vec<PathBuf> {
 pub(super) struct BwrapLayout<'a> {
     pub(super) python: &'a PythonInfo,
     pub(super) code_dir: &'a Path,
-    /// Host directory bound writable at `/workspace`; `None` = a `tmpfs_bytes` tmpfs there.
+    /// Host directory bound writable at `/workspace`; `None` = a `workspace_bytes` tmpfs there.
     pub(super) work_dir: Option<&'a Path>,
+    /// Size of the `/workspace` tmpfs.
+    pub(super) workspace_bytes: u64,
+    /// Directories (relative) made writable inside a tmpfs `/workspace`.
+    pub(super) workspace_dirs: &'a [String],
     /// Host directory bound read-only at `/workspace/data`, if any.
     pub(super) data_dir: Option<&'a Path>,
     pub(super) tmpfs_bytes: u64,
@@ -255,8 +298,12 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         Some(dir) => push_bind(&mut a, "--bind", dir, Path::new(SANDBOX_WORK)),
         None => {
             push(&mut a, &["--perms", "0777", "--size"]);
-            a.push(l.tmpfs_bytes.max(1 << 20).to_string().into());
+            a.push(l.workspace_bytes.max(1 << 20).to_string().into());
             push(&mut a, &["--tmpfs", SANDBOX_WORK]);
+            for d in l.workspace_dirs {
+                push(&mut a, &["--perms", "0777", "--dir"]);
+                a.push(Path::new(SANDBOX_WORK).join(d).into());
+            }
         }
     }
     if let Some(data) = l.data_dir {
@@ -381,5 +428,27 @@ pub(super) fn infer_limit(exit: &ExitInfo, timed_out: bool, tail: &str) -> Optio
         Some(LimitKind::Processes)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collect_channel_is_split_into_stray_text_and_the_result() {
+        let (stray, p) = parse_collected(b"EVALGRID-COLLECT present \n0\n1\n");
+        assert!(stray.is_empty());
+        assert_eq!(p, Predictions::Present(b"0\n1\n".to_vec()));
+        let (stray, p) = parse_collected(b"bwrap: warning\nEVALGRID-COLLECT invalid results/p.txt is a symlink\n");
+        assert_eq!(stray, b"bwrap: warning\n");
+        assert_eq!(p, Predictions::Invalid("results/p.txt is a symlink".into()));
+        let (stray, p) = parse_collected(b"bwrap: Can't mount tmpfs\n");
+        assert_eq!(stray, b"bwrap: Can't mount tmpfs\n");
+        assert_eq!(p, Predictions::Missing);
+        // A header not at a line start is not ours; a header without its newline was cut.
+        assert_eq!(parse_collected(b"xEVALGRID-COLLECT present \nz").1, Predictions::Missing);
+        assert!(matches!(parse_collected(b"EVALGRID-COLLECT present").1, Predictions::Invalid(_)));
+        assert_eq!(parse_collected(b"EVALGRID-COLLECT missing \n").1, Predictions::Missing);
     }
 }

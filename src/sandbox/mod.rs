@@ -100,6 +100,8 @@ pub struct Limits {
     pub open_files: Option<u64>,
     /// Size of the bwrap `/tmp` tmpfs.
     pub tmpfs_bytes: u64,
+    /// Size of the bwrap `/workspace` tmpfs (the only other writable place): a disk cap.
+    pub workspace_bytes: u64,
 }
 
 impl Default for Limits {
@@ -111,6 +113,7 @@ impl Default for Limits {
             file_size_bytes: Some(4 << 30),
             open_files: Some(4096),
             tmpfs_bytes: 1 << 30,
+            workspace_bytes: 2 << 30,
         }
     }
 }
@@ -370,7 +373,61 @@ pub fn shared(python: &Path) -> Result<&'static Sandbox, SandboxError> {
 
 mod setup;
 
+/// Where one jailed command runs; see [`Sandbox::jail_command`].
+struct Jail<'a> {
+    /// Read-only at `/code`.
+    code_dir: &'a Path,
+    /// Bound at `/workspace` (rlimits-only runs there); `None` = a size-capped tmpfs.
+    work_dir: Option<&'a Path>,
+    /// Read-only at `/workspace/data`.
+    data_dir: Option<&'a Path>,
+    /// Writable directories made inside a tmpfs `/workspace`.
+    workspace_dirs: &'a [String],
+    /// Size of a tmpfs `/workspace`.
+    workspace_bytes: u64,
+    /// Bind the GPU devices.
+    gpu: bool,
+    /// Working directory without bubblewrap.
+    host_cwd: &'a Path,
+    /// `(name, value)` set in the environment of every process of the run, for the reaper.
+    marker: (&'a str, &'a str),
+}
+
 impl Sandbox {
+    /// The one place a sandboxed command is assembled: bubblewrap (or, opted out, nothing)
+    /// around the launcher that applies `plan`, with an empty environment but the marker.
+    fn jail_command(&self, j: &Jail<'_>, plan: &LaunchPlan) -> Command {
+        let py = &self.python.executable;
+        let tail = plan.command_tail(py);
+        let mut cmd = match &self.backend {
+            Backend::Bwrap(path) => {
+                let layout = BwrapLayout {
+                    python: &self.python,
+                    code_dir: j.code_dir,
+                    work_dir: j.work_dir,
+                    workspace_bytes: j.workspace_bytes,
+                    workspace_dirs: j.workspace_dirs,
+                    data_dir: j.data_dir,
+                    tmpfs_bytes: self.cfg.limits.tmpfs_bytes,
+                    gpu: j.gpu,
+                    unprivileged: !self.is_root,
+                    drop: plan.drop.is_some(),
+                    marker: j.marker,
+                };
+                let mut c = Command::new(path);
+                c.args(isolate::bwrap_args(&layout)).args(&tail).process_group(0);
+                c
+            }
+            Backend::RlimitsOnly => {
+                let mut c = Command::new(&tail[0]);
+                c.args(&tail[1..]).current_dir(j.host_cwd);
+                c
+            }
+        };
+        cmd.env_clear().env(j.marker.0, j.marker.1).env("PATH", "/usr/bin:/bin");
+        cmd
+    }
+
     /// Probes the interpreter and the backend once; see [`IsolationReport`] for the outcome.
     pub fn new(cfg: SandboxConfig) -> Result<Self, SandboxError> {
         setup::build(cfg)
@@ -540,36 +597,32 @@ impl Sandbox {
             drop: uid.map(|u| DropTo { uid: u, gid: u }),
             argv: vec![py.clone(), "-u".into(), "-B".into(), script],
             env,
+            // Under bubblewrap /workspace is a size-capped tmpfs that dies with the run.
+            collect: bwrap.then(|| isolate::Collect {
+                path: spec.predictions_file.to_string(),
+                cap: self.cfg.max_predictions_bytes,
+            }),
         };
-        let tail = plan.command_tail(&py);
-        let mut cmd = match &self.backend {
-            Backend::Bwrap(path) => {
-                let layout = BwrapLayout {
-                    python: &self.python,
-                    code_dir: &code_dir,
-                    work_dir: Some(&work),
-                    data_dir: Some(&data_copy),
-                    tmpfs_bytes: self.cfg.limits.tmpfs_bytes,
-                    gpu: spec.slot.is_gpu(),
-                    unprivileged: !self.is_root,
-                    drop: uid.is_some(),
-                    marker: (marker_key, &token),
-                };
-                let mut c = Command::new(path);
-                c.args(isolate::bwrap_args(&layout))
-                    .args(&tail)
-                    .process_group(0);
-                c
-            }
-            Backend::RlimitsOnly => {
-                let mut c = Command::new(&tail[0]);
-                c.args(&tail[1..]).current_dir(&cwd);
-                c
-            }
+        // Under bubblewrap the work dir is a tmpfs with `results/` and the predictions' folder.
+        let mut workspace_dirs = vec!["results".to_string()];
+        let mut parent = Path::new(spec.predictions_file).parent();
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            workspace_dirs.push(p.to_string_lossy().into_owned());
+            parent = p.parent();
+        }
+        workspace_dirs.sort();
+        workspace_dirs.dedup();
+        let jail = Jail {
+            code_dir: &code_dir,
+            work_dir: (!bwrap).then_some(work.as_path()),
+            data_dir: Some(&data_copy),
+            workspace_dirs: &workspace_dirs,
+            workspace_bytes: self.cfg.limits.workspace_bytes,
+            gpu: spec.slot.is_gpu(),
+            host_cwd: &cwd,
+            marker: (marker_key, &token),
         };
-        cmd.env_clear()
-            .env(marker_key, &token)
-            .env("PATH", "/usr/bin:/bin");
+        let cmd = self.jail_command(&jail, &plan);
 
         let grace = Duration::from_millis(self.cfg.kill_grace_ms);
         let killer = &self.killer;
@@ -587,8 +640,22 @@ impl Sandbox {
             o.log_head_bytes.max(4 * o.view_head_chars),
             o.log_tail_bytes.max(4 * o.view_tail_chars),
         );
-        let watched = run_watched(cmd, spec.time_limit, capture, &cleanup)
+        let collect_cap = bwrap.then(|| {
+            usize::try_from(self.cfg.max_predictions_bytes).unwrap_or(usize::MAX).saturating_add(64 << 10)
+        });
+        let mut watched = run_watched(cmd, spec.time_limit, capture, collect_cap, &cleanup)
             .map_err(io_err("running submission"))?;
+        let predictions = match watched.collected.take() {
+            Some(bytes) => {
+                let (stray, found) = isolate::parse_collected(&bytes);
+                if !stray.is_empty() {
+                    // bubblewrap's or the launcher's own complaints belong in the log.
+                    watched.output = watched.output.with_appended(&stray);
+                }
+                found
+            }
+            None => isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes),
+        };
 
         let mut exit = ExitInfo {
             code: watched.status.code(),
@@ -608,8 +675,6 @@ impl Sandbox {
         };
         let tail_text = String::from_utf8_lossy(&log_end).into_owned();
         let killed_by_limit = isolate::infer_limit(&exit, watched.timed_out, &tail_text);
-        let predictions =
-            isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes);
         Ok(RunResult {
             exit,
             timed_out: watched.timed_out,

@@ -121,6 +121,20 @@ pub fn truncate_view(text: &str, head: usize, tail: usize) -> (String, bool) {
 }
 
 impl CapturedOutput {
+    /// This log with `extra` (at most 4 KiB of it) written after it, e.g. the sandbox's own
+    /// error text that arrived on another pipe.
+    #[must_use]
+    pub fn with_appended(mut self, extra: &[u8]) -> Self {
+        let extra = &extra[..extra.len().min(4096)];
+        if self.tail.is_empty() && !self.dropped_middle {
+            self.head.extend_from_slice(extra);
+        } else {
+            self.tail.extend_from_slice(extra);
+        }
+        self.total_bytes += extra.len() as u64;
+        self
+    }
+
     /// The whole kept log as text (head, then tail; a gap marker only in this full log).
     pub fn log_text(&self) -> String {
         if !self.dropped_middle {

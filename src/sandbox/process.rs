@@ -256,10 +256,38 @@ pub struct Watched {
     pub output_complete: bool,
     /// Pids the cleanup could not kill (should be empty).
     pub survivors: Vec<u32>,
+    /// Bytes read from stderr when it had its own pipe (at most the cap asked for).
+    pub collected: Option<Vec<u8>>,
 }
 
-/// Spawns `cmd` with stdin from /dev/null and stdout+stderr on one pipe, reads it into
-/// `capture` as it arrives, and on `timeout` calls `cleanup(pid, true)` (child not yet
+/// Reads `r` to its end on a thread, keeping the first `cap` bytes (the rest is drained so
+/// the writer never blocks); the flag turns true at end of file.
+fn read_capped(mut r: std::io::PipeReader, cap: usize) -> (Arc<Mutex<Vec<u8>>>, Arc<AtomicBool>) {
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let (kept2, done2) = (Arc::clone(&kept), Arc::clone(&done));
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if let Ok(mut k) = kept2.lock() {
+                        let room = cap.saturating_sub(k.len()).min(n);
+                        k.extend_from_slice(&buf[..room]);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        done2.store(true, Ordering::SeqCst);
+    });
+    (kept, done)
+}
+
+/// Spawns `cmd` with stdin from /dev/null and stdout+stderr on one pipe (stderr on its own,
+/// read up to `collect_cap` bytes, when that is given), reads it into `capture` as it arrives, and on `timeout` calls `cleanup(pid, true)` (child not yet
 /// reaped) before killing it; after exit it always calls `cleanup(pid, false)` (kill group,
 /// reap stragglers; returns survivors). `cmd` is consumed so the parent's write
 /// end of the pipe is closed after spawning.
@@ -267,17 +295,28 @@ pub fn run_watched(
     mut cmd: Command,
     timeout: Duration,
     capture: OutputCapture,
+    collect_cap: Option<usize>,
     cleanup: &dyn Fn(u32, bool) -> Vec<u32>,
 ) -> std::io::Result<Watched> {
     let (mut reader, writer) = std::io::pipe()?;
-    cmd.stdin(Stdio::null())
-        .stdout(writer.try_clone()?)
-        .stderr(writer);
+    let mut collect = None;
+    cmd.stdin(Stdio::null());
+    match collect_cap {
+        Some(cap) => {
+            let (r, w) = std::io::pipe()?;
+            cmd.stdout(writer).stderr(w);
+            collect = Some((r, cap));
+        }
+        None => {
+            cmd.stdout(writer.try_clone()?).stderr(writer);
+        }
+    }
     let start = Instant::now();
     let spawned = cmd.spawn();
     drop(cmd);
     let mut child: Child = spawned?;
     let pid = child.id();
+    let collect = collect.map(|(r, cap)| read_capped(r, cap));
     let cap = Arc::new(Mutex::new(capture));
     let done = Arc::new(AtomicBool::new(false));
     let (cap2, done2) = (Arc::clone(&cap), Arc::clone(&done));
@@ -322,10 +361,18 @@ pub fn run_watched(
     let wall = start.elapsed();
     let survivors = cleanup(pid, false);
     let drain_deadline = Instant::now() + Duration::from_secs(1);
-    while !done.load(Ordering::SeqCst) && Instant::now() < drain_deadline {
+    let all_done = || {
+        done.load(Ordering::SeqCst)
+            && collect.as_ref().is_none_or(|(_, d)| d.load(Ordering::SeqCst))
+    };
+    while !all_done() && Instant::now() < drain_deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
-    let output_complete = done.load(Ordering::SeqCst);
+    let output_complete = all_done();
+    let collected = collect.map(|(kept, _)| match kept.lock() {
+        Ok(k) => k.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    });
     let output = match cap.lock() {
         Ok(c) => c.finish(),
         Err(poisoned) => poisoned.into_inner().finish(),
@@ -337,6 +384,7 @@ pub fn run_watched(
         output,
         output_complete,
         survivors,
+        collected,
     })
 }
 
@@ -357,6 +405,6 @@ pub fn run_probe(
         };
         target.reap(killer, Duration::from_millis(500))
     };
-    let w = run_watched(cmd, timeout, OutputCapture::new(1 << 20, 1 << 16), &cleanup)?;
+    let w = run_watched(cmd, timeout, OutputCapture::new(1 << 20, 1 << 16), None, &cleanup)?;
     Ok((w.status, w.output.log_text(), w.timed_out))
 }

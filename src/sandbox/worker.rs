@@ -5,12 +5,11 @@
 //! dropping the handle kills its whole process group, pid namespace and uid.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::isolate::{self, BwrapLayout, DropTo, LaunchPlan};
+use super::isolate::{self, DropTo, LaunchPlan};
 use super::process::ReapTarget;
 use super::{Backend, Sandbox, SandboxError, io_err};
 
@@ -76,6 +75,16 @@ impl SandboxedWorker {
         let _ = self.child.kill();
         self.target.reap(&self.killer, self.grace);
         let _ = self.child.wait();
+    }
+
+    /// The worker's exit status if it has exited (reaping it). Once reaped its pid may be
+    /// reused, so the later kill no longer walks the tree under that pid.
+    pub fn try_exit(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let st = self.child.try_wait()?;
+        if st.is_some() {
+            self.target.tree_root = None;
+        }
+        Ok(st)
     }
 
     /// Processes of this worker still alive (empty once killed).
@@ -146,35 +155,20 @@ impl Sandbox {
             drop: uid.map(|u| DropTo { uid: u, gid: u }),
             argv,
             env,
+            collect: None,
         };
-        let tail = plan.command_tail(&py);
-        let mut cmd = match &self.backend {
-            Backend::Bwrap(path) => {
-                let layout = BwrapLayout {
-                    python: &self.python,
-                    code_dir: &code,
-                    work_dir: None,
-                    data_dir: None,
-                    tmpfs_bytes: l.tmpfs_bytes,
-                    gpu: false,
-                    unprivileged: !self.is_root,
-                    drop: uid.is_some(),
-                    marker: (marker_key, &token),
-                };
-                let mut c = Command::new(path);
-                c.args(isolate::bwrap_args(&layout)).args(&tail).process_group(0);
-                c
-            }
-            Backend::RlimitsOnly => {
-                let mut c = Command::new(&tail[0]);
-                c.args(&tail[1..]).current_dir(&work);
-                c
-            }
+        let jail = super::Jail {
+            code_dir: &code,
+            work_dir: None,
+            data_dir: None,
+            workspace_dirs: &[],
+            workspace_bytes: l.tmpfs_bytes,
+            gpu: false,
+            host_cwd: &work,
+            marker: (marker_key, &token),
         };
-        cmd.env_clear()
-            .env(marker_key, &token)
-            .env("PATH", "/usr/bin:/bin")
-            .stdin(Stdio::piped())
+        let mut cmd = self.jail_command(&jail, &plan);
+        cmd            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let child = cmd.spawn().map_err(io_err("starting sandboxed worker"))?;

@@ -129,7 +129,7 @@ fn script(code: String) -> Script {
     })
 }
 
-fn procs_with(needle: &str) -> Vec<String> {
+pub(crate) fn procs_with(needle: &str) -> Vec<String> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let mut buf = Vec::new();
@@ -143,7 +143,7 @@ fn procs_with(needle: &str) -> Vec<String> {
     out
 }
 
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -159,13 +159,17 @@ fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
     hits
 }
 
-#[test]
-fn escaping_guess_code_is_contained_by_the_sandbox() {
-    let works = std::process::Command::new("bwrap")
+/// Whether bubblewrap is installed and can create namespaces here.
+pub(crate) fn bwrap_works() -> bool {
+    std::process::Command::new("bwrap")
         .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"])
         .status()
-        .is_ok_and(|s| s.success());
-    if !works {
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn escaping_guess_code_is_contained_by_the_sandbox() {
+    if !bwrap_works() {
         eprintln!("SKIPPED: bubblewrap is missing or cannot create namespaces here (apt-get install bubblewrap)");
         return;
     }

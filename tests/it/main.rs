@@ -26,3 +26,5 @@ mod bbq_llm;
 mod html_report;
 // Hostile model-written code against the sandbox; the sandbox opt-out.
 mod hostile;
+// Hostile WeirdML submissions and BBQ-Bench execute_python runs through the binary.
+mod hostile_submissions;

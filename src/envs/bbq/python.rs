@@ -72,6 +72,7 @@ impl PythonLimits {
                 file_size_bytes: Some(FILE_CAP_BYTES),
                 open_files: Some(256),
                 tmpfs_bytes: 64 << 20,
+                workspace_bytes: 64 << 20,
             },
             output: OutputLimits {
                 view_head_chars: head,

@@ -302,7 +302,7 @@ impl Worker {
     fn crashed(&mut self) -> WorkerFailure {
         self.to_worker = None;
         // The worker may have exited on its own: read its status before killing the rest.
-        let status = match self.child.child.try_wait() {
+        let status = match self.child.try_exit() {
             Ok(Some(s)) => s.to_string(),
             Ok(None) => "killed".to_owned(),
             Err(e) => format!("wait failed: {e}"),

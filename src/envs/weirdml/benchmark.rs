@@ -199,7 +199,7 @@ pub fn submission_components(episode: StepKey, submission: u32, code: &str) -> V
 }
 
 /// Version of a cached submission run (bump with the sandbox contract).
-const SUBMISSION_VERSION: u32 = 1;
+const SUBMISSION_VERSION: u32 = 2;
 
 /// Plays one WeirdML episode.
 pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {

@@ -461,3 +461,52 @@ print('uid', os.getuid())\nprint(*[l for l in st if l.startswith(('CapEff', 'Cap
         }
     }
 }
+
+#[test]
+fn filling_the_disk_stops_at_the_workspace_cap_and_predictions_still_come_back() {
+    // 1 MiB files until the write fails, in the work dir and in /tmp; the predictions file
+    // is written first and must still be handed back from the size-capped tmpfs.
+    let code = "import os\nopen('results/test_preds.txt', 'w').write('1\\n0\\n')\n\
+for where in ['results', os.environ.get('TMPDIR', '/tmp')]:\n    total = 0\n    try:\n        \
+for i in range(100000):\n            with open(os.path.join(where, 'fill%d' % i), 'wb') as f:\n                \
+f.write(b'x' * (1 << 20))\n            total += 1\n    except OSError as e:\n        \
+print('FULL', where, total, e.strerror, flush=True)\n";
+    for sb in backends() {
+        if !sb.report().filesystem_isolated {
+            eprintln!("SKIP disk fill on {}: no size-capped work dir without bubblewrap", name(sb));
+            continue;
+        }
+        let start = Instant::now();
+        let r = run(sb, code, Duration::from_secs(60));
+        assert!(r.exit.success(), "{}", r.output_view);
+        let full: Vec<(String, u64)> = r
+            .output_view
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some("FULL")).then(|| (w.next().unwrap_or("").to_string(), w.next().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)))
+            })
+            .collect();
+        assert_eq!(full.len(), 2, "both places fill up: {}", r.output_view);
+        for (place, mib) in &full {
+            // small_config caps /workspace and /tmp at 64 MiB each.
+            assert!(*mib <= 64, "{place}: wrote {mib} MiB past a 64 MiB cap");
+        }
+        assert!(r.output_view.contains("No space left on device"), "{}", r.output_view);
+        assert_eq!(r.predictions, Predictions::Present(b"1\n0\n".to_vec()));
+        assert!(r.survivors.is_empty());
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+}
+
+#[test]
+fn a_timed_out_run_hands_back_no_predictions() {
+    let code = "import time\nopen('results/test_preds.txt', 'w').write('1\\n')\ntime.sleep(60)\n";
+    for sb in backends() {
+        let r = run(sb, code, Duration::from_secs(2));
+        assert!(r.timed_out, "{}", r.output_view);
+        if sb.report().filesystem_isolated {
+            assert_eq!(r.predictions, Predictions::Missing, "the tmpfs died with the run");
+        }
+    }
+}

@@ -53,6 +53,7 @@ pub(crate) fn small_config(backend: BackendChoice) -> SandboxConfig {
             file_size_bytes: Some(64 << 20),
             open_files: Some(1024),
             tmpfs_bytes: 64 << 20,
+            workspace_bytes: 64 << 20,
         },
         kill_grace_ms: 3000,
         probe_timeout_s: 20,
