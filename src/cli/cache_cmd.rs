@@ -45,7 +45,7 @@ pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
                     let pipeline = load_pipeline(env, path)?;
                     let plan = plan(&pipeline, None);
                     let scored: Vec<_> = plan.cells.iter().filter(|c| store.contains(c.score_key)).cloned().collect();
-                    let metrics = StepKey::compute(&metrics_components(&pipeline, &scored));
+                    let metrics = StepKey::compute(&metrics_components(&pipeline, &plan.cells, &scored));
                     set.insert(metrics);
                     set.insert(StepKey::compute(&report_components(&pipeline, metrics)));
                     for c in &plan.cells {

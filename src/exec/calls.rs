@@ -254,5 +254,7 @@ fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResp
         answered_model: model.model.clone(),
         finish_reason: crate::providers::FinishReason::Stop,
         latency_ms: 0,
+        refusal: None,
+        usage_reported: true,
     })
 }

@@ -88,7 +88,7 @@ fn episode_and_score() {
 fn metrics_and_report() {
     let p = pipeline();
     let pl = plan(&p, None);
-    let metrics = metrics_components(&p, &pl.cells);
+    let metrics = metrics_components(&p, &pl.cells, &pl.cells);
     every_input_reaches_the_key("metrics", &metrics);
     let report = report_components(&p, pl.metrics_key);
     every_input_reaches_the_key("report", &report);
@@ -98,8 +98,9 @@ fn metrics_and_report() {
     titled.report.title = "u".into();
     distinct("metrics/report", &[
         ("metrics", StepKey::compute(&metrics)),
-        ("relabelled", StepKey::compute(&metrics_components(&p, &relabelled))),
-        ("no cells", StepKey::compute(&metrics_components(&p, &[]))),
+        ("relabelled", StepKey::compute(&metrics_components(&p, &pl.cells, &relabelled))),
+        ("no cells", StepKey::compute(&metrics_components(&p, &pl.cells, &[]))),
+        ("fewer planned", StepKey::compute(&metrics_components(&p, &pl.cells[1..], &pl.cells[1..]))),
         ("report", StepKey::compute(&report)),
         ("title", StepKey::compute(&report_components(&titled, pl.metrics_key))),
         ("metrics key", StepKey::compute(&report_components(&p, StepKey::compute(&json!(1))))),

@@ -20,12 +20,48 @@ pub struct EpisodeContext<'a> {
     pub episode_key: StepKey,
     /// Cached model calls.
     pub calls: &'a CallContext,
+    /// What the models did in this episode's calls (stored with the episode).
+    pub outcomes: &'a OutcomeTally,
 }
 
 impl EpisodeContext<'_> {
     /// Sends (or replays) a model call as a sub-step of this episode.
     pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<crate::providers::ChatResponse, StepError> {
-        self.calls.chat(self.episode_key, model, request, site).await
+        let response = self.calls.chat(self.episode_key, model, request, site).await?;
+        self.outcomes.count(&model.id, &response);
+        Ok(response)
+    }
+}
+
+/// Per model: answers used by an episode, how many were cut at the token limit, filtered,
+/// refused or malformed, and how many came without usage (their tokens and cost read 0).
+/// Stored in the episode record as `call_outcomes`, so the report can show the rates.
+#[derive(Debug, Default)]
+pub struct OutcomeTally(std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>>);
+
+/// The outcome counters a tally keeps, in report order.
+pub const OUTCOME_FIELDS: [&str; 6] = ["answers", "length", "content_filter", "refusal", "malformed", "no_usage"];
+
+impl OutcomeTally {
+    /// Counts one answer of `model`.
+    pub fn count(&self, model: &str, response: &crate::providers::ChatResponse) {
+        let Ok(mut all) = self.0.lock() else { return };
+        let counts = all.entry(model.to_owned()).or_default();
+        *counts.entry("answers".into()).or_default() += 1;
+        let class = response.finish_reason.class();
+        if OUTCOME_FIELDS.contains(&class) {
+            *counts.entry(class.into()).or_default() += 1;
+        }
+        if !response.usage_reported {
+            *counts.entry("no_usage".into()).or_default() += 1;
+        }
+    }
+
+    /// The counts as JSON (`{model: {field: n}}`), `None` when no call was made.
+    #[must_use]
+    pub fn to_value(&self) -> Option<Value> {
+        let all = self.0.lock().ok()?;
+        (!all.is_empty()).then(|| serde_json::json!(*all))
     }
 }
 

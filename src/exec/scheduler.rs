@@ -206,8 +206,12 @@ async fn run_cell(
     let episode_components = episode_components(pipeline, cell);
     let (episode, fresh_episode) = cached_or_compute(store, cell.episode_key, StepKind::Episode, &episode_components, || async {
         let started = Instant::now();
-        let ctx = EpisodeContext { episode_key: cell.episode_key, calls };
-        let output = runner.run_episode(ctx, model, task, cell.seed).await.map_err(|e| CellError::Step(StepKind::Episode, e))?;
+        let outcomes = crate::exec::runner::OutcomeTally::default();
+        let ctx = EpisodeContext { episode_key: cell.episode_key, calls, outcomes: &outcomes };
+        let mut output = runner.run_episode(ctx, model, task, cell.seed).await.map_err(|e| CellError::Step(StepKind::Episode, e))?;
+        if let (Some(record), Some(tally)) = (output.as_object_mut(), outcomes.to_value()) {
+            record.insert("call_outcomes".into(), tally);
+        }
         Ok((output, started.elapsed()))
     })
     .await?;

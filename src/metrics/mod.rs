@@ -5,4 +5,4 @@
 pub mod table;
 
 pub use crate::envs::metric::{Agg, MetricDef};
-pub use table::{BenchmarkTables, CellRow, MetricColumn, MetricsError, TableRow, aggregate, cells_parquet};
+pub use table::{BenchmarkTables, CellRow, MetricColumn, MetricsError, Planned, TableRow, aggregate, cells_parquet};

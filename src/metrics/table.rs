@@ -39,8 +39,43 @@ pub struct TableRow {
     pub task: Option<String>,
     /// Number of cells aggregated.
     pub n: u64,
-    /// Metric values by column name, in column order.
+    /// Metric values by column name, in column order (all empty when incomplete).
     pub values: Vec<Option<f64>>,
+    /// Cells planned for this row; more than `n` means the row is incomplete.
+    #[serde(default)]
+    pub planned: u64,
+}
+
+impl TableRow {
+    /// `incomplete (k of n)` when some planned cells are not scored: no aggregate of a
+    /// subset is ever shown as the model's number.
+    #[must_use]
+    pub fn incomplete(&self) -> Option<String> {
+        (self.planned > self.n).then(|| format!("incomplete ({} of {})", self.n, self.planned))
+    }
+}
+
+/// How many cells the plan holds per model and per model × task.
+#[derive(Clone, Debug, Default)]
+pub struct Planned {
+    models: Vec<(u32, String, u64)>,
+    tasks: BTreeMap<(String, String), u64>,
+    order: Vec<(String, String)>,
+}
+
+impl Planned {
+    /// Counts one planned cell.
+    pub fn add(&mut self, model_index: u32, model: &str, task: &str) {
+        match self.models.iter_mut().find(|m| m.1 == model) {
+            Some(m) => m.2 += 1,
+            None => self.models.push((model_index, model.to_owned(), 1)),
+        }
+        let key = (model.to_owned(), task.to_owned());
+        if !self.tasks.contains_key(&key) {
+            self.order.push(key.clone());
+        }
+        *self.tasks.entry(key).or_default() += 1;
+    }
 }
 
 /// Aggregates of one benchmark.
@@ -102,7 +137,7 @@ fn column_exprs(c: &MetricColumn) -> Vec<Expr> {
 }
 
 /// Computes both tables for one benchmark.
-pub fn aggregate(benchmark: &str, rows: &[&CellRow], columns: &[MetricColumn]) -> Result<BenchmarkTables, MetricsError> {
+pub fn aggregate(benchmark: &str, rows: &[&CellRow], columns: &[MetricColumn], planned: &Planned) -> Result<BenchmarkTables, MetricsError> {
     let frame = cells_frame(rows, columns)?;
     let aggs = || {
         let mut a = vec![len().alias("n")];
@@ -122,10 +157,51 @@ pub fn aggregate(benchmark: &str, rows: &[&CellRow], columns: &[MetricColumn]) -
         .agg(aggs())
         .sort(["model_index"], SortMultipleOptions::default())
         .collect()?;
-    let by_task_rows = rows_of(&by_task, columns, true)?;
+    let mut by_task_rows = rows_of(&by_task, columns, true)?;
     let mut by_model_rows = rows_of(&by_model, columns, false)?;
     harmonic_over_tasks(&by_task_rows, &mut by_model_rows, columns);
+    withhold_incomplete(&mut by_task_rows, &mut by_model_rows, planned, columns.len());
     Ok(BenchmarkTables { benchmark: benchmark.to_owned(), columns: columns.to_vec(), by_task: by_task_rows, by_model: by_model_rows })
+}
+
+/// Empties every row with planned cells unscored (issue 12: a harmonic mean over the
+/// tasks that happened to finish ranks a worse model higher) and adds a row for a model
+/// with no scored cell at all.
+fn withhold_incomplete(by_task: &mut Vec<TableRow>, by_model: &mut Vec<TableRow>, planned: &Planned, width: usize) {
+    for r in by_task.iter_mut() {
+        let task = r.task.clone().unwrap_or_default();
+        r.planned = planned.tasks.get(&(r.model.clone(), task)).copied().unwrap_or(r.n);
+    }
+    // A planned model × task with no scored cell still gets its row, in plan order.
+    let mut tasks: Vec<TableRow> = Vec::new();
+    for (model, task) in &planned.order {
+        match by_task.iter().position(|r| &r.model == model && r.task.as_deref() == Some(task.as_str())) {
+            Some(i) => tasks.push(by_task[i].clone()),
+            None => tasks.push(TableRow { model: model.clone(), task: Some(task.clone()), n: 0, values: vec![None; width], planned: planned.tasks[&(model.clone(), task.clone())] }),
+        }
+    }
+    for r in by_task.iter().filter(|r| !planned.order.iter().any(|(m, t)| *m == r.model && r.task.as_deref() == Some(t.as_str()))) {
+        tasks.push(r.clone());
+    }
+    *by_task = tasks;
+    let mut out: Vec<TableRow> = Vec::new();
+    for (_, model, count) in &planned.models {
+        let mut row = match by_model.iter().position(|r| &r.model == model) {
+            Some(i) => by_model[i].clone(),
+            None => TableRow { model: model.clone(), task: None, n: 0, values: vec![None; width], planned: 0 },
+        };
+        row.planned = *count;
+        out.push(row);
+    }
+    for r in by_model.iter().filter(|r| !planned.models.iter().any(|m| m.1 == r.model)) {
+        out.push(r.clone());
+    }
+    *by_model = out;
+    for r in by_task.iter_mut().chain(by_model.iter_mut()) {
+        if r.incomplete().is_some() {
+            r.values.iter_mut().for_each(|v| *v = None);
+        }
+    }
 }
 
 /// Fills per-model `HarmonicPercent` columns from the per-task percentages:
@@ -200,6 +276,7 @@ fn rows_of(df: &DataFrame, columns: &[MetricColumn], with_task: bool) -> Result<
             task: task.and_then(|t| t.get(i)).map(str::to_owned),
             n: n.get(i).unwrap_or(0),
             values: per_column.iter().map(|f| f(i)).collect(),
+            planned: 0,
         })
         .collect())
 }
@@ -243,7 +320,7 @@ mod tests {
             MetricDef::mean("mean_score", "score"),
             MetricDef::mean("success_rate", "success"),
         ];
-        let t = aggregate("b", &refs, &cols).unwrap();
+        let t = aggregate("b", &refs, &cols, &Planned::default()).unwrap();
         type Row = (String, Option<String>, u64, Vec<Option<f64>>);
         let by_task: Vec<Row> =
             t.by_task.iter().map(|r| (r.model.clone(), r.task.clone(), r.n, r.values.clone())).collect();
@@ -288,7 +365,7 @@ mod ratio_tests {
             MetricDef { name: "hm".into(), agg: Agg::HarmonicPercent("correct".into(), "n".into()) },
             MetricDef { name: "lo".into(), agg: Agg::WilsonLow("correct".into(), "n".into()) },
         ];
-        let t = aggregate("b", &refs, &cols).unwrap();
+        let t = aggregate("b", &refs, &cols, &Planned::default()).unwrap();
         assert_eq!(t.by_task[0].values[0], Some(0.5));
         assert_eq!(t.by_task[0].values[1], Some(50.0));
         // Micro: 50 / 300; harmonic: 2 / (1/51 + 1/1).
@@ -297,5 +374,33 @@ mod ratio_tests {
         assert!((hm - 2.0 / (1.0 / 51.0 + 1.0)).abs() < 1e-12, "{hm}");
         // Wilson lower bound of 50/100 (textbook value 0.4038).
         assert!((t.by_task[0].values[2].unwrap() - 0.4038).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_model_with_a_cell_missing_gets_no_aggregate_only_incomplete() {
+        // Spec example of issue 12: dropping the weak task would raise the harmonic mean.
+        let rows = [row("t1", 0, 40.0, 100.0), row("t2", 1, 2.0, 100.0), row("t2", 1, 2.0, 100.0)];
+        let refs: Vec<&CellRow> = rows.iter().collect();
+        let cols = vec![MetricDef { name: "hm".into(), agg: Agg::HarmonicPercent("correct".into(), "n".into()) }];
+        let mut planned = Planned::default();
+        planned.add(0, "m", "t1");
+        for _ in 0..3 {
+            planned.add(0, "m", "t2");
+        }
+        planned.add(1, "silent", "t1");
+        let t = aggregate("b", &refs, &cols, &planned).unwrap();
+        assert_eq!(t.by_task[0].values, vec![Some(40.0)], "a complete task keeps its number");
+        assert_eq!(t.by_task[1].values, vec![None]);
+        assert_eq!(t.by_task[1].incomplete().as_deref(), Some("incomplete (2 of 3)"));
+        assert_eq!(t.by_model[0].values, vec![None], "no harmonic mean over the tasks that finished");
+        assert_eq!(t.by_model[0].incomplete().as_deref(), Some("incomplete (3 of 4)"));
+        assert_eq!((t.by_model[1].model.as_str(), t.by_model[1].incomplete().as_deref()), ("silent", Some("incomplete (0 of 1)")));
+        assert_eq!((t.by_task[2].model.as_str(), t.by_task[2].incomplete().as_deref()), ("silent", Some("incomplete (0 of 1)")));
+        let mut all = Planned::default();
+        for task in ["t1", "t2", "t2"] {
+            all.add(0, "m", task);
+        }
+        let t = aggregate("b", &refs, &cols, &all).unwrap();
+        assert!(t.by_model[0].values[0].is_some() && t.by_model[0].incomplete().is_none());
     }
 }

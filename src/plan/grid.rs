@@ -9,7 +9,7 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 6;
+pub const METRICS_VERSION: u32 = 7;
 /// Version of the report rendering code (bump when its output changes).
 pub const REPORT_VERSION: u32 = 5;
 
@@ -73,7 +73,7 @@ pub fn plan(pipeline: &Pipeline, filter: Option<&CellFilter>) -> Plan {
             }
         }
     }
-    let metrics_key = StepKey::compute(&metrics_components(pipeline, &cells));
+    let metrics_key = StepKey::compute(&metrics_components(pipeline, &cells, &cells));
     let report_key = StepKey::compute(&report_components(pipeline, metrics_key));
     Plan { cells, filtered: filter.is_some(), metrics_key, report_key }
 }
@@ -106,10 +106,16 @@ pub fn score_components(pipeline: &Pipeline, task: usize, episode_key: StepKey) 
     key_components(StepKind::Score, &format!("{}.score", t.benchmark), t.score_version, fields)
 }
 
-/// Key components of the metrics step: its config and a digest of every
-/// (cell id, score key) pair, so any cell change or relabel re-aggregates.
+/// Key components of the metrics step: its config, the planned cells (a model or task
+/// with cells missing gets no aggregate) and a digest of every scored (cell id, score
+/// key) pair, so any cell change or relabel re-aggregates.
 #[must_use]
-pub fn metrics_components(pipeline: &Pipeline, cells: &[Cell]) -> Value {
+pub fn metrics_components(pipeline: &Pipeline, planned: &[Cell], cells: &[Cell]) -> Value {
+    let mut plan_digest = blake3::Hasher::new();
+    for c in planned {
+        plan_digest.update(c.id.as_bytes());
+        plan_digest.update(b"\n");
+    }
     let mut digest = blake3::Hasher::new();
     for c in cells {
         digest.update(c.id.as_bytes());
@@ -120,6 +126,7 @@ pub fn metrics_components(pipeline: &Pipeline, cells: &[Cell]) -> Value {
     let mut fields = Map::new();
     fields.insert("config".into(), json!(pipeline.metrics));
     fields.insert("cells".into(), json!(cells.len()));
+    fields.insert("planned".into(), json!(plan_digest.finalize().to_hex().to_string()));
     fields.insert("digest".into(), json!(digest.finalize().to_hex().to_string()));
     key_components(StepKind::Metrics, "metrics", METRICS_VERSION, fields)
 }
@@ -199,8 +206,8 @@ mod tests {
                 "2c10ca045930db4463e52a794ade3a97edaf87b93f467da952e06d289d67e80a",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "61ae5dc8f4abc4c31dbe3cfe7ac4cbbb388089a1bd480fcca19bfcb972817dcf");
-        assert_eq!(p.report_key.to_hex(), "9da6b84934c524a0d5fe5b98b9c23f687b877ae9a2323af60b7332b776d970d7");
+        assert_eq!(p.metrics_key.to_hex(), "415e3246067d8b766bc63ba909206346f46ef229af66c3ce71b8983e87afefff");
+        assert_eq!(p.report_key.to_hex(), "a05d89af258e450bb3924d2d65dacad4ca1f12d3aa78b1d89e570f4bef9654ea");
     }
 
     #[test]

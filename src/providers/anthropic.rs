@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{check_output, count, join_url, refusal, secret_header, text, tool_objects};
+use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// API version pinned in every request, so response shapes cannot drift under us.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -161,11 +161,14 @@ pub fn parse_response(
         answered_model: text(&json, "/model"),
         finish_reason: finish_reason(&stop_reason),
         latency_ms: 0,
+        refusal: None,
+        usage_reported: true,
     };
+    let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if stop_reason == "refusal" {
-        return Err(refusal("the model stopped with `refusal`", &response));
+        return Ok(refused(response, "the model stopped with `refusal`"));
     }
-    check_output(response)
+    Ok(response)
 }
 
 fn finish_reason(reason: &str) -> FinishReason {
@@ -173,7 +176,7 @@ fn finish_reason(reason: &str) -> FinishReason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
         "max_tokens" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
-        "refusal" => FinishReason::ContentFilter,
+        "refusal" => FinishReason::Refusal,
         "" => FinishReason::Other("unknown".into()),
         other => FinishReason::Other(other.to_owned()),
     }
@@ -253,12 +256,8 @@ mod tests {
             }
         );
         let refused = br#"{"type":"message","model":"m","stop_reason":"refusal","content":[]}"#;
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), refused)
-                .unwrap_err()
-                .class(),
-            "refusal"
-        );
+        let refused = parse_response(ok, &HeaderMap::new(), refused).unwrap();
+        assert_eq!((refused.finish_reason, refused.text.as_str(), refused.usage_reported), (FinishReason::Refusal, "", false));
         let overloaded =
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(

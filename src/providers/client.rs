@@ -209,7 +209,7 @@ fn body_error(error: reqwest::Error) -> CallError {
 
 fn feedback(result: &Result<ChatResponse, CallError>) -> Feedback {
     match result {
-        Ok(_) | Err(CallError::EmptyOutput { .. } | CallError::Refusal { .. }) => Feedback::Success,
+        Ok(_) => Feedback::Success,
         Err(CallError::RateLimited { .. }) => Feedback::RateLimited,
         Err(error) if error.is_retryable() => Feedback::ServerTrouble,
         Err(_) => Feedback::Neutral,

@@ -14,7 +14,6 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::retry::retry_after_from_headers;
-use super::types::{FinishReason, Usage};
 
 /// Longest provider message kept in an error, so a huge HTML error page cannot flood logs.
 const MAX_MESSAGE_CHARS: usize = 300;
@@ -81,22 +80,6 @@ pub enum CallError {
         /// Provider message; redacted, then truncated, by the time it leaves the client.
         message: String,
     },
-    /// The model answered with no text and no tool call; never an answer, never cached.
-    #[error("model returned no output (finish reason `{finish_reason}`)")]
-    EmptyOutput {
-        /// Why generation stopped (often `length` when reasoning ate the budget).
-        finish_reason: FinishReason,
-        /// Tokens billed for the empty answer.
-        usage: Usage,
-    },
-    /// The model or the provider's safety layer refused; never cached.
-    #[error("model refused: {message}")]
-    Refusal {
-        /// Refusal text or block reason; redacted, then truncated, by the time it leaves the client.
-        message: String,
-        /// Tokens billed for the refusal.
-        usage: Usage,
-    },
     /// The endpoint or client configuration is unusable (bad URL, key with invalid bytes).
     #[error("invalid endpoint configuration: {detail}")]
     Config {
@@ -106,8 +89,8 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// Whether sending the same request again may succeed. Empty outputs and refusals are
-    /// not retried here (that would double-bill silently); `retry-errors` handles them.
+    /// Whether sending the same request again may succeed. Empty, refused, filtered and
+    /// truncated answers are not errors at all: they are the model's outcome, cached and scored.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         matches!(
@@ -134,8 +117,6 @@ impl CallError {
             Self::ResponseTooLarge { .. } => "response_too_large",
             Self::Auth { .. } => "auth",
             Self::BadRequest { .. } => "bad_request",
-            Self::EmptyOutput { .. } => "empty_output",
-            Self::Refusal { .. } => "refusal",
             Self::Config { .. } => "config",
         }
     }
@@ -173,10 +154,6 @@ impl CallError {
             Self::BadRequest { status, message } => Self::BadRequest {
                 status,
                 message: truncate_message(&scrub(message)),
-            },
-            Self::Refusal { message, usage } => Self::Refusal {
-                message: truncate_message(&scrub(message)),
-                usage,
             },
             other => other,
         }
@@ -410,20 +387,10 @@ mod tests {
     fn key_split_by_the_length_bound_is_redacted_whole() {
         let key = "sk-live-0123456789abcdefXYZ";
         let text = format!("{}{key} was rejected", "x".repeat(MAX_MESSAGE_CHARS - 10));
-        for error in [
-            CallError::BadRequest {
-                status: 400,
-                message: text.clone(),
-            },
-            CallError::Refusal {
-                message: text.clone(),
-                usage: Usage::default(),
-            },
-        ] {
-            let shown = error.redact(Some(key)).to_string();
-            assert!(!shown.contains(&key[..8]), "key prefix survived: {shown}");
-            assert!(shown.contains("x[REDACTED]"), "{shown}");
-        }
+        let error = CallError::BadRequest { status: 400, message: text };
+        let shown = error.redact(Some(key)).to_string();
+        assert!(!shown.contains(&key[..8]), "key prefix survived: {shown}");
+        assert!(shown.contains("x[REDACTED]"), "{shown}");
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{check_output, count, join_url, refusal, secret_header, text, tool_objects};
+use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// The request URL; a `models/` prefix on the model id is tolerated.
 #[must_use]
@@ -131,13 +131,18 @@ pub fn parse_response(
         answered_model: text(&json, "/modelVersion"),
         finish_reason: FinishReason::Other("no_candidates".into()),
         latency_ms: 0,
+        refusal: None,
+        usage_reported: true,
     };
+    let usage_present = json.get("usageMetadata").is_some_and(Value::is_object);
     let Some(candidate) = json.pointer("/candidates/0") else {
         let block = text(&json, "/promptFeedback/blockReason");
         if !block.is_empty() {
-            return Err(refusal(&format!("prompt blocked: {block}"), &response));
+            let mut response = refused(settle(response, usage_present), &format!("prompt blocked: {block}"));
+            response.finish_reason = FinishReason::ContentFilter;
+            return Ok(response);
         }
-        return check_output(response);
+        return Ok(settle(response, usage_present));
     };
     let mut reasoning = String::new();
     let parts = candidate
@@ -163,13 +168,14 @@ pub fn parse_response(
     if response.finish_reason == FinishReason::Stop && !response.tool_calls.is_empty() {
         response.finish_reason = FinishReason::ToolCalls;
     }
-    check_output(response)
+    Ok(settle(response, usage_present))
 }
 
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "STOP" => FinishReason::Stop,
         "MAX_TOKENS" => FinishReason::Length,
+        "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => FinishReason::Malformed,
         "SAFETY" | "RECITATION" | "PROHIBITED_CONTENT" | "BLOCKLIST" | "SPII" | "IMAGE_SAFETY" => {
             FinishReason::ContentFilter
         }
@@ -226,23 +232,16 @@ mod tests {
     fn parses_blocked_and_safety() {
         let ok = StatusCode::OK;
         let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5}}"#;
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), blocked)
-                .unwrap_err()
-                .class(),
-            "refusal"
-        );
+        let blocked = parse_response(ok, &HeaderMap::new(), blocked).unwrap();
+        assert_eq!(blocked.finish_reason, FinishReason::ContentFilter);
+        assert_eq!(blocked.refusal.as_deref(), Some("prompt blocked: SAFETY"));
+        assert_eq!(blocked.usage.input, 5);
         let safety = br#"{"candidates":[{"finishReason":"SAFETY","content":{"parts":[]}}]}"#;
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), safety)
-                .unwrap_err()
-                .class(),
-            "refusal"
-        );
+        let safety = parse_response(ok, &HeaderMap::new(), safety).unwrap();
+        assert_eq!((safety.finish_reason, safety.usage_reported), (FinishReason::ContentFilter, false));
         let empty = br#"{"candidates":[{"finishReason":"MAX_TOKENS","content":{"parts":[{"text":"x","thought":true}]}}]}"#;
-        let error = parse_response(ok, &HeaderMap::new(), empty).unwrap_err();
-        assert_eq!(error.class(), "empty_output");
-        assert!(error.to_string().contains("length"), "{error}");
+        let cut = parse_response(ok, &HeaderMap::new(), empty).unwrap();
+        assert_eq!((cut.finish_reason, cut.text.as_str(), cut.reasoning.as_deref()), (FinishReason::Length, "", Some("x")));
     }
 
     #[tokio::test]

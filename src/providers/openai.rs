@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use super::error::{CallError, success_json};
 use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{
-    check_output, count, join_url, parse_arguments, refusal, secret_header, text, tool_objects,
+    count, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
 };
 
 /// The request URL; `base_url` may or may not already end in `/v1`.
@@ -105,15 +105,18 @@ pub fn parse_response(
         answered_model: text(&json, "/model"),
         finish_reason: finish_reason(&text(&json, "/choices/0/finish_reason")),
         latency_ms: 0,
+        refusal: None,
+        usage_reported: true,
     };
-    if let Some(refused) = message
+    let response = settle(response, json.get("usage").is_some_and(Value::is_object));
+    if let Some(message) = message
         .get("refusal")
         .and_then(Value::as_str)
         .filter(|text| !text.is_empty())
     {
-        return Err(refusal(refused, &response));
+        return Ok(refused(response, message));
     }
-    check_output(response)
+    Ok(response)
 }
 
 /// `content` is a string, null, or (in some gateways) an array of `{type, text}` parts.
@@ -203,12 +206,13 @@ mod tests {
     fn parses_refusal_tool_calls_and_bad_json() {
         let ok = StatusCode::OK;
         let refused = br#"{"model":"m","choices":[{"message":{"content":null,"refusal":"I can't help"},"finish_reason":"stop"}]}"#;
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), refused)
-                .unwrap_err()
-                .class(),
-            "refusal"
-        );
+        let refused = parse_response(ok, &HeaderMap::new(), refused).unwrap();
+        assert_eq!(refused.finish_reason, FinishReason::Refusal);
+        assert_eq!(refused.refusal.as_deref(), Some("I can't help"));
+        assert!(!refused.usage_reported, "no usage object in the body");
+        let broken = br#"{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3}}"#;
+        let broken = parse_response(ok, &HeaderMap::new(), broken).unwrap();
+        assert_eq!((broken.finish_reason.class(), broken.usage_reported), ("malformed", true));
         let tool = br#"{"model":"m","choices":[{"message":{"content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}]}"#;
         let parsed = parse_response(ok, &HeaderMap::new(), tool).unwrap();
         assert_eq!(parsed.tool_calls[0].arguments, json!({"a": 1}));

@@ -232,8 +232,29 @@ pub enum FinishReason {
     ToolCalls,
     /// Output withheld by a safety filter.
     ContentFilter,
+    /// The model declined (OpenAI `refusal`, Anthropic `stop_reason: refusal`).
+    Refusal,
+    /// The provider returned a tool call whose arguments are not valid JSON.
+    Malformed,
     /// Anything else, verbatim from the provider.
     Other(String),
+}
+
+impl FinishReason {
+    /// The normalised name: `stop`, `length`, `content_filter`, `refusal`, `tool_calls`,
+    /// `malformed` or `other` (the provider's own word is kept in `Display`).
+    #[must_use]
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolCalls => "tool_calls",
+            Self::ContentFilter => "content_filter",
+            Self::Refusal => "refusal",
+            Self::Malformed => "malformed",
+            Self::Other(_) => "other",
+        }
+    }
 }
 
 impl fmt::Display for FinishReason {
@@ -243,12 +264,15 @@ impl fmt::Display for FinishReason {
             Self::Length => f.write_str("length"),
             Self::ToolCalls => f.write_str("tool_calls"),
             Self::ContentFilter => f.write_str("content_filter"),
+            Self::Refusal => f.write_str("refusal"),
+            Self::Malformed => f.write_str("malformed"),
             Self::Other(other) => f.write_str(other),
         }
     }
 }
 
-/// A successful, non-empty model answer.
+/// What the model did in one completed HTTP exchange: an answer, or an empty, refused,
+/// filtered or truncated one (`finish_reason` says which). Each benchmark scores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
     /// The answer text (thinking excluded).
@@ -265,6 +289,21 @@ pub struct ChatResponse {
     pub finish_reason: FinishReason,
     /// Wall time of the successful attempt, in milliseconds.
     pub latency_ms: u64,
+    /// The refusal or block message, when the provider gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// False when the provider reported no usage at all (tokens and cost then read 0).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub usage_reported: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if signature")]
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl ChatResponse {
@@ -286,6 +325,9 @@ impl ChatResponse {
             scrub(reasoning);
         }
         scrub(&mut self.answered_model);
+        if let Some(refusal) = &mut self.refusal {
+            scrub(refusal);
+        }
         for call in &mut self.tool_calls {
             scrub(&mut call.id);
             scrub(&mut call.name);

@@ -77,36 +77,31 @@ pub(super) fn tool_objects(tools: &[ToolSpec], schema_key: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Rejects answers that must never be scored: filtered or empty output (lessons §7).
-pub(super) fn check_output(response: ChatResponse) -> Result<ChatResponse, CallError> {
-    let empty = response.text.trim().is_empty() && response.tool_calls.is_empty();
-    if empty && response.finish_reason == FinishReason::ContentFilter {
-        return Err(CallError::Refusal {
-            message: "output withheld by the provider's content filter".into(),
-            usage: response.usage,
-        });
+/// Settles what the model did (lessons §7, issue 12): an empty, filtered or refused
+/// answer is an outcome with its `finish_reason`, never an error; a tool call whose
+/// arguments did not parse marks the answer `malformed`; no usage object is recorded.
+pub(super) fn settle(mut response: ChatResponse, usage_present: bool) -> ChatResponse {
+    response.usage_reported = usage_present;
+    let broken_call = response.tool_calls.iter().any(|call| matches!(call.arguments, Value::String(_)));
+    if broken_call && matches!(response.finish_reason, FinishReason::Stop | FinishReason::ToolCalls) {
+        response.finish_reason = FinishReason::Malformed;
     }
-    if empty {
-        return Err(CallError::EmptyOutput {
-            finish_reason: response.finish_reason,
-            usage: response.usage,
-        });
-    }
-    Ok(response)
+    response
 }
 
-/// A refusal with provider text, kept whole: the client redacts, then truncates it.
-pub(super) fn refusal(message: &str, response: &ChatResponse) -> CallError {
-    CallError::Refusal {
-        message: message.to_owned(),
-        usage: response.usage,
-    }
+/// Marks `response` as refused with the provider's message, kept whole: the client
+/// redacts the key from it like from any answer text.
+pub(super) fn refused(mut response: ChatResponse, message: &str) -> ChatResponse {
+    response.finish_reason = FinishReason::Refusal;
+    response.refusal = Some(message.to_owned());
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::client::tests::{KINDS, ask, mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
+    use super::super::types::ProviderKind;
     use super::*;
 
     #[test]
@@ -136,14 +131,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn empty_output_and_refusal_are_errors() {
+    async fn empty_refused_filtered_and_truncated_answers_are_outcomes_on_every_protocol() {
         let script = Script::Sequence(vec![
             MockOutcome::Reply(MockReply::text("")),
-            MockOutcome::Reply(
-                MockReply::text("   ")
-                    .with_finish_reason(super::super::types::FinishReason::Length),
-            ),
+            MockOutcome::Reply(MockReply::text("The an").with_finish_reason(FinishReason::Length)),
             MockOutcome::Reply(MockReply::refusal()),
+            MockOutcome::Reply(MockReply::declined()),
         ]);
         for kind in KINDS {
             let server = MockServer::start(MockConfig {
@@ -155,18 +148,21 @@ mod tests {
             let endpoint = mock_endpoint(&server, kind, "m");
             let client = quick_client();
             let first = client.call_recorded(&endpoint, &ask("x")).await;
-            assert_eq!(first.result.unwrap_err().class(), "empty_output", "{kind}");
-            assert_eq!(
-                first.attempts, 1,
-                "empty output is not retried in the transport"
-            );
-            let second = client.call(&endpoint, &ask("x")).await.unwrap_err();
-            assert!(second.to_string().contains("length"), "{kind}: {second}");
-            assert_eq!(
-                client.call(&endpoint, &ask("x")).await.unwrap_err().class(),
-                "refusal",
-                "{kind}"
-            );
+            assert_eq!(first.attempts, 1, "an empty answer is not retried");
+            let first = first.result.unwrap();
+            assert_eq!((first.text.as_str(), first.finish_reason.class()), ("", "stop"), "{kind}");
+            let cut = client.call(&endpoint, &ask("x")).await.unwrap().response;
+            assert_eq!((cut.text.as_str(), cut.finish_reason.class()), ("The an", "length"), "{kind}");
+            let filtered = client.call(&endpoint, &ask("x")).await.unwrap().response;
+            let declined = client.call(&endpoint, &ask("x")).await.unwrap().response;
+            // Anthropic has one `refusal` stop reason for both; Gemini one `SAFETY`.
+            let expected = match kind {
+                ProviderKind::OpenAi => ("content_filter", "refusal"),
+                ProviderKind::Anthropic => ("refusal", "refusal"),
+                ProviderKind::Gemini => ("content_filter", "content_filter"),
+            };
+            assert_eq!((filtered.finish_reason.class(), declined.finish_reason.class()), expected, "{kind}");
+            assert_eq!(server.calls(), 4, "{kind}: each outcome is one request");
         }
     }
 }

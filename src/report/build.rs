@@ -19,7 +19,7 @@ use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
 use crate::envs::eleusis::export::analyze_rounds;
 use crate::cache::{CacheError, Entry, Store};
 use crate::envs::Registry;
-use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, aggregate, cells_parquet};
+use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, Planned, aggregate, cells_parquet};
 use crate::plan::{Cell, Plan, StepKey, StepKind, metrics_components, report_components};
 use crate::spec::Pipeline;
 
@@ -90,12 +90,12 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
         .collect::<Result<_, _>>()?;
     let scored: Vec<(&Cell, Value)> = plan.cells.iter().zip(read).filter_map(|(c, v)| v.map(|v| (c, v))).collect();
     let scored_cells: Vec<Cell> = scored.iter().map(|(c, _)| (*c).clone()).collect();
-    let metrics_comp = metrics_components(pipeline, &scored_cells);
+    let metrics_comp = metrics_components(pipeline, &plan.cells, &scored_cells);
     let metrics_key = StepKey::compute(&metrics_comp);
     let (metrics, metrics_cached) = match store.get(metrics_key)? {
         Some(e) => (serde_json::from_value::<MetricsOutput>(e.output).map_err(|_| ReportError::Malformed("metrics"))?, true),
         None => {
-            let out = compute_metrics(pipeline, &scored, store)?;
+            let out = compute_metrics(pipeline, plan, &scored, store)?;
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("metrics"))?;
             store.put(&entry(metrics_key, StepKind::Metrics, metrics_comp, value))?;
             (out, false)
@@ -141,7 +141,7 @@ fn entry(key: StepKey, kind: StepKind, components: Value, output: Value) -> Entr
     Entry { key, kind, components, output, duration_ms: 0, writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned() }
 }
 
-fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store) -> Result<MetricsOutput, ReportError> {
+fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store) -> Result<MetricsOutput, ReportError> {
     let rows: Vec<CellRow> = scored
         .iter()
         .map(|(cell, output)| {
@@ -173,7 +173,12 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
             .collect();
         let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == suite).collect();
         if !subset.is_empty() {
-            tables.push(aggregate(suite, &subset, &columns)?);
+            let mut planned = Planned::default();
+            for c in plan.cells.iter().filter(|c| pipeline.tasks[c.task].suite == suite) {
+                let model = &pipeline.models[c.model].id;
+                planned.add(u32::try_from(c.model).unwrap_or(u32::MAX), model, &pipeline.tasks[c.task].task);
+            }
+            tables.push(aggregate(suite, &subset, &columns, &planned)?);
         }
         for c in columns {
             if !all_columns.contains(&c) {
@@ -194,8 +199,50 @@ fn compute_metrics(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    let sections = eleusis_sections(pipeline, scored, store)?;
+    let mut sections = outcome_sections(scored, store)?;
+    sections.extend(eleusis_sections(pipeline, scored, store)?);
     Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections })
+}
+
+/// What the models did in the scored cells' calls (issue 12): the share of answers cut at
+/// the token limit, filtered, refused or malformed, and the answers with no usage reported
+/// (their tokens and cost read 0). Each benchmark has already scored these by its rules.
+fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
+    use crate::exec::runner::OUTCOME_FIELDS;
+    let read: Vec<Option<Value>> = scored
+        .par_iter()
+        .map(|(c, _)| store.get(c.episode_key).map(|e| e.and_then(|e| e.output.get("call_outcomes").cloned())))
+        .collect::<Result<_, _>>()?;
+    let mut totals: Vec<(String, BTreeMap<String, u64>)> = Vec::new();
+    for tally in read.into_iter().flatten() {
+        let Some(models) = tally.as_object() else { continue };
+        for (model, counts) in models {
+            let i = match totals.iter().position(|(m, _)| m == model) {
+                Some(i) => i,
+                None => {
+                    totals.push((model.clone(), BTreeMap::new()));
+                    totals.len() - 1
+                }
+            };
+            for field in OUTCOME_FIELDS {
+                *totals[i].1.entry(field.to_owned()).or_default() += counts.get(field).and_then(Value::as_u64).unwrap_or(0);
+            }
+        }
+    }
+    if totals.is_empty() {
+        return Ok(Vec::new());
+    }
+    let columns = vec!["answers".into(), "truncated".into(), "filtered".into(), "refused".into(), "malformed".into(), "no_usage".into()];
+    #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
+    let rows = totals
+        .into_iter()
+        .map(|(model, c)| {
+            let n = c["answers"] as f64;
+            let share = |f: &str| (n > 0.0).then(|| c[f] as f64 / n);
+            (model, vec![Some(n), share("length"), share("content_filter"), share("refusal"), share("malformed"), Some(c["no_usage"] as f64)])
+        })
+        .collect();
+    Ok(vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }])
 }
 
 /// Eleusis' own metrics (spec §5: caution, boldness, calibration, ...) per

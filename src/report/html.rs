@@ -308,7 +308,14 @@ fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: b
             push_escaped(out, r.task.as_deref().unwrap_or(""));
             out.push_str("</td>");
         }
-        let _ = write!(out, "<td class=\"num\">{}</td>", r.n);
+        match r.incomplete() {
+            Some(why) => {
+                let _ = write!(out, "<td class=\"num incomplete\">{why}</td>");
+            }
+            None => {
+                let _ = write!(out, "<td class=\"num\">{}</td>", r.n);
+            }
+        }
         let at = |i: usize| r.values.get(i).copied().flatten();
         for c in cols {
             let _ = write!(out, "<td class=\"num\">{}", value_text(at(c.index), decimals));

@@ -13,8 +13,8 @@ fn tables() -> Vec<BenchmarkTables> {
     vec![BenchmarkTables {
         benchmark: "bbeh<x>".into(),
         columns: vec![ratio("accuracy", Agg::Ratio), ratio("ci_low", Agg::WilsonLow), ratio("ci_high", Agg::WilsonHigh), MetricDef::mean("mean_score", "score")],
-        by_task: vec![TableRow { model: "m&1".into(), task: Some("t<1>".into()), n: 3, values: vec![Some(0.5), Some(0.25), Some(0.75), None] }],
-        by_model: vec![TableRow { model: "m&1".into(), task: None, n: 3, values: vec![Some(0.5), Some(0.25), Some(0.75), Some(f64::NAN)] }],
+        by_task: vec![TableRow { model: "m&1".into(), task: Some("t<1>".into()), n: 3, values: vec![Some(0.5), Some(0.25), Some(0.75), None], planned: 0 }],
+        by_model: vec![TableRow { model: "m&1".into(), task: None, n: 3, values: vec![Some(0.5), Some(0.25), Some(0.75), Some(f64::NAN)], planned: 0 }],
     }]
 }
 

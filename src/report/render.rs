@@ -98,7 +98,7 @@ fn table(out: &mut String, t: &BenchmarkTables, rows: &[TableRow], with_task: bo
         if with_task {
             cells.push(escape_md(r.task.as_deref().unwrap_or("")));
         }
-        cells.push(r.n.to_string());
+        cells.push(r.incomplete().unwrap_or_else(|| r.n.to_string()));
         cells.extend(r.values.iter().map(|v| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}"))));
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
@@ -116,7 +116,7 @@ pub fn csv(tables: &[BenchmarkTables]) -> String {
             }
         }
     }
-    let mut out = format!("suite,model,task,cells,{}\n", columns.join(","));
+    let mut out = format!("suite,model,task,cells,{},status\n", columns.join(","));
     for t in tables {
         for r in t.by_model.iter().chain(&t.by_task) {
             let mut fields = vec![csv_field(&t.benchmark), csv_field(&r.model), csv_field(r.task.as_deref().unwrap_or("*")), r.n.to_string()];
@@ -124,6 +124,7 @@ pub fn csv(tables: &[BenchmarkTables]) -> String {
                 let v = t.columns.iter().position(|c| c.name == *name).and_then(|i| r.values.get(i).copied().flatten());
                 fields.push(v.map(|x| x.to_string()).unwrap_or_default());
             }
+            fields.push(r.incomplete().unwrap_or_default());
             out.push_str(&fields.join(","));
             out.push('\n');
         }
@@ -142,7 +143,7 @@ pub fn latex(tables: &[BenchmarkTables], decimals: u32) -> String {
         let header: Vec<String> = ["model".to_owned(), "n".to_owned()].into_iter().chain(t.columns.iter().map(|c| latex_escape(&c.name))).collect();
         let _ = writeln!(out, "{} \\\\\n\\midrule", header.join(" & "));
         for r in &t.by_model {
-            let mut cells = vec![latex_escape(&r.model), r.n.to_string()];
+            let mut cells = vec![latex_escape(&r.model), r.incomplete().unwrap_or_else(|| r.n.to_string())];
             cells.extend(r.values.iter().map(|v| v.map_or_else(|| "--".to_owned(), |x| format!("{x:.d$}"))));
             let _ = writeln!(out, "{} \\\\", cells.join(" & "));
         }
@@ -189,8 +190,8 @@ mod tests {
         vec![BenchmarkTables {
             benchmark: "eleusis".into(),
             columns: vec![MetricColumn::mean("mean_score", "score")],
-            by_task: vec![TableRow { model: "a|b".into(), task: Some("t,1".into()), n: 3, values: vec![Some(1.0 / 3.0)] }],
-            by_model: vec![TableRow { model: "a|b".into(), task: None, n: 3, values: vec![None] }],
+            by_task: vec![TableRow { model: "a|b".into(), task: Some("t,1".into()), n: 3, values: vec![Some(1.0 / 3.0)], planned: 0 }],
+            by_model: vec![TableRow { model: "a|b".into(), task: None, n: 3, values: vec![None], planned: 0 }],
         }]
     }
 
@@ -235,9 +236,9 @@ mod tests {
     #[test]
     fn csv_quotes_and_keeps_precision() {
         insta::assert_snapshot!(csv(&tables()), @r#"
-        suite,model,task,cells,mean_score
-        eleusis,a|b,*,3,
-        eleusis,a|b,"t,1",3,0.3333333333333333
+        suite,model,task,cells,mean_score,status
+        eleusis,a|b,*,3,,
+        eleusis,a|b,"t,1",3,0.3333333333333333,
         "#);
     }
 }

@@ -71,7 +71,7 @@ fn console_lines(stderr: &str) -> Vec<&str> {
 
 fn tables() -> Vec<BenchmarkTables> {
     let ratio = |name: &str, agg: fn(String, String) -> Agg| MetricDef { name: name.into(), agg: agg("correct".into(), "n".into()) };
-    let row = |model: &str, task: Option<&str>, v: [f64; 3]| TableRow { model: model.into(), task: task.map(str::to_owned), n: 4, values: v.iter().map(|x| Some(*x)).collect() };
+    let row = |model: &str, task: Option<&str>, v: [f64; 3]| TableRow { model: model.into(), task: task.map(str::to_owned), n: 4, values: v.iter().map(|x| Some(*x)).collect(), planned: 4 };
     vec![
         BenchmarkTables {
             benchmark: "eleusis".into(),

@@ -28,3 +28,5 @@ mod html_report;
 mod hostile;
 // Hostile WeirdML submissions and BBQ-Bench execute_python runs through the binary.
 mod hostile_submissions;
+// Model outcomes (truncated, empty, filtered, refused) are scored; incomplete aggregates.
+mod outcomes;

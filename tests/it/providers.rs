@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::support::{Workspace, repo};
 
 /// BBEH data installed once for the whole test binary.
-fn data_dir() -> &'static Path {
+pub(crate) fn data_dir() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -31,21 +31,21 @@ fn data_dir() -> &'static Path {
     .path()
 }
 
-struct Mock {
+pub(crate) struct Mock {
     runtime: tokio::runtime::Runtime,
     server: Option<MockServer>,
 }
 
 impl Mock {
-    fn start(config: MockConfig) -> Self {
+    pub(crate) fn start(config: MockConfig) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let server = runtime.block_on(MockServer::start(config)).unwrap();
         Self { runtime, server: Some(server) }
     }
-    fn server(&self) -> &MockServer {
+    pub(crate) fn server(&self) -> &MockServer {
         self.server.as_ref().unwrap()
     }
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("{}/v1", self.server().base_url().trim_end_matches('/'))
     }
 }

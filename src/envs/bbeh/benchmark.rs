@@ -176,6 +176,10 @@ struct Answer {
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    /// Why generation stopped when not a normal stop (`length`, `content_filter`,
+    /// `refusal`, …): such an answer is scored like any other, so usually wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    finish_reason: Option<String>,
 }
 
 /// Asks every item of the task once and records the responses.
@@ -187,7 +191,7 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
             .iter()
             .map(|item| {
                 let response = random_answer(item, random_seed(salt, seed, item)).map(|a| format!("The answer is: {a}")).unwrap_or_default();
-                Ok(Answer { index: item.index, response, input_tokens: 0, output_tokens: 0 })
+                Ok(Answer { index: item.index, response, input_tokens: 0, output_tokens: 0, finish_reason: None })
             })
             .collect()
     } else {
@@ -195,7 +199,9 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
             let (request, site) = item_call(model, task, item, seed);
             async move {
                 let response = ctx.chat(model, &request, &site).await?;
-                Ok(Answer { index: item.index, response: response.text, input_tokens: response.usage.input, output_tokens: response.usage.output })
+                let finish = response.finish_reason.class();
+                let finish_reason = (finish != "stop").then(|| finish.to_owned());
+                Ok(Answer { index: item.index, response: response.text, input_tokens: response.usage.input, output_tokens: response.usage.output, finish_reason })
             }
         }))
         .await

@@ -23,6 +23,8 @@ fn response(text: &str, calls: Vec<ToolCall>) -> ChatResponse {
         answered_model: "fake".into(),
         finish_reason: FinishReason::Stop,
         latency_ms: 0,
+        refusal: None,
+        usage_reported: true,
     }
 }
 

@@ -47,7 +47,12 @@ struct TurnMeta {
 /// any other), and a verdict never depends on what ran before it.
 fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
     let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?;
-    Ok(j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default()))
+    let mut verdict = j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default());
+    if code.is_none() && verdict.judge_error.is_none() {
+        // Never cached (judge_error), never scored as the model's wrong guess.
+        verdict.judge_error = Some(super::pyjudge::JudgeError::NoCode);
+    }
+    Ok(verdict)
 }
 
 /// The rule-compiler model named by the task's `compiler` parameter.
@@ -142,9 +147,9 @@ async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -
                         let (text, result) = valid;
                         attempts.on_reply(&text, |_| result);
                     }
-                    Err(e) => {
-                        attempts.on_call_error(&e.to_string());
-                    }
+                    // A transport failure fails the cell like any other (retryable with
+                    // `--retry-errors`); it is never a guess without code.
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -98,6 +98,10 @@ pub enum JudgeError {
         /// The budget, in milliseconds.
         limit_ms: u64,
     },
+    /// The rule compiler answered every attempt without usable code (spec Q6): the verdict
+    /// is the reference's "No code provided", flagged so it is never taken for a wrong guess.
+    #[error("the rule compiler produced no usable code")]
+    NoCode,
     /// The worker died, hung past the grace period or broke the protocol; it was killed
     /// and is restarted on the next check.
     #[error("python judge worker failed: {detail}")]

@@ -260,7 +260,9 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
                     })
                 })
                 .collect();
-            let mut message = json!({"role": "assistant", "content": reply.text, "refusal": null});
+            let declined = *finish == FinishReason::Refusal;
+            let mut message = json!({"role": "assistant", "content": if declined { Value::Null } else { json!(reply.text) },
+                "refusal": if declined { json!(if reply.text.is_empty() { "I can't help with that." } else { reply.text.as_str() }) } else { Value::Null }});
             if let Some(reasoning) = &reply.reasoning {
                 message["reasoning_content"] = json!(reasoning);
             }
@@ -269,6 +271,8 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
             }
             let finish = match finish {
                 FinishReason::Other(other) => other.clone(),
+                FinishReason::Refusal => "stop".to_owned(),
+                FinishReason::Malformed => "tool_calls".to_owned(),
                 known => known.to_string(),
             };
             json!({
@@ -295,8 +299,8 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
             let stop = match finish {
                 FinishReason::Stop => "end_turn".to_owned(),
                 FinishReason::Length => "max_tokens".to_owned(),
-                FinishReason::ToolCalls => "tool_use".to_owned(),
-                FinishReason::ContentFilter => "refusal".to_owned(),
+                FinishReason::ToolCalls | FinishReason::Malformed => "tool_use".to_owned(),
+                FinishReason::ContentFilter | FinishReason::Refusal => "refusal".to_owned(),
                 FinishReason::Other(other) => other.clone(),
             };
             json!({
@@ -321,7 +325,8 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
             let finish = match finish {
                 FinishReason::Stop | FinishReason::ToolCalls => "STOP".to_owned(),
                 FinishReason::Length => "MAX_TOKENS".to_owned(),
-                FinishReason::ContentFilter => "SAFETY".to_owned(),
+                FinishReason::ContentFilter | FinishReason::Refusal => "SAFETY".to_owned(),
+                FinishReason::Malformed => "MALFORMED_FUNCTION_CALL".to_owned(),
                 FinishReason::Other(other) => other.to_uppercase(),
             };
             json!({

@@ -55,6 +55,15 @@ impl MockReply {
         }
     }
 
+    /// The model declining (OpenAI's `refusal` field, Anthropic's `stop_reason: refusal`).
+    #[must_use]
+    pub fn declined() -> Self {
+        Self {
+            finish_reason: FinishReason::Refusal,
+            ..Self::text("")
+        }
+    }
+
     /// Sets the reported usage.
     #[must_use]
     pub fn with_usage(mut self, usage: Usage) -> Self {

@@ -1,0 +1,85 @@
+//! What the model did is scored, not failed (issue 12): BBEH against the mock rendering
+//! each protocol's own body shapes for answers cut at the token limit, empty answers,
+//! content-filtered answers and refusals. Every cell finishes, those items count as wrong,
+//! the report shows the rates, and a model with a cell failed by transport gets
+//! `incomplete (k of n)` instead of a harmonic mean.
+
+use evalgrid::providers::FinishReason;
+use evalgrid::providers::mock::{Fault, MockConfig, MockOutcome, MockReply, MockRequest, Script};
+
+use crate::providers::{Mock, data_dir};
+use crate::support::Workspace;
+
+/// A stable number per prompt, so the same item always gets the same outcome.
+fn bucket(text: &str) -> u64 {
+    text.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) % 10
+}
+
+fn outcome(req: &MockRequest) -> MockOutcome {
+    // Model `flaky` fails every web_of_lies item as a transport error (HTTP 400).
+    if req.model == "flaky" && req.last_user.contains("ies") && req.last_user.to_lowercase().contains("truth") {
+        return MockOutcome::Fault(Fault::Status { status: 400, message: "mock: rejected".into() });
+    }
+    MockOutcome::Reply(match bucket(&req.last_user) {
+        0 => MockReply::text("The answer is: (A").with_finish_reason(FinishReason::Length),
+        1 => MockReply::text(""),
+        2 => MockReply::refusal(),
+        3 => MockReply::declined(),
+        _ => MockReply::text("The answer is: (A)"),
+    })
+}
+
+fn pipeline(url: &str, models: &[&str]) -> String {
+    let models: String = models
+        .iter()
+        .map(|m| format!("  - {{id: {m}, provider: openai, model: {m}, base_url: \"{url}\"}}\n"))
+        .collect();
+    format!(
+        "name: outcomes\nmodels:\n{models}tasks:\n  - benchmark: bbeh\n    select: [boardgame_qa, dyck_languages, web_of_lies]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_attempts: 2, retry_base_ms: 5, retry_max_ms: 20, request_timeout_s: 5}}\n"
+    )
+}
+
+#[test]
+fn truncated_empty_filtered_and_refused_answers_are_scored_and_shown_and_a_failed_cell_is_incomplete() {
+    let mock = Mock::start(MockConfig { script: Script::function(outcome), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&mock.url(), &["steady", "flaky"]));
+    let data = data_dir().to_str().unwrap().to_owned();
+    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    assert_eq!(v["cells_failed"], 1, "only flaky's web_of_lies cell fails: {v}");
+    assert_eq!(code, 1, "{v}");
+    let csv = std::fs::read_to_string(ws.path("reports/outcomes/summary.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row = |model: &str, task: &str| -> Vec<String> {
+        csv.lines().find(|l| l.starts_with(&format!("bbeh-mini,{model},{task},"))).unwrap_or_else(|| panic!("{model}/{task}:\n{csv}")).split(',').map(str::to_owned).collect()
+    };
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}: {csv}"));
+    // Every steady cell finished: its model row has a harmonic mean and is complete.
+    let steady = row("steady", "*");
+    assert!(!steady[col("harmonic_mean")].is_empty(), "{csv}");
+    assert_eq!(steady[col("status")], "", "{csv}");
+    // flaky: no harmonic mean over the two tasks that finished.
+    let flaky = row("flaky", "*");
+    assert_eq!(flaky[col("harmonic_mean")], "", "{csv}");
+    assert_eq!(flaky[col("status")], "incomplete (2 of 3)", "{csv}");
+    assert_eq!(row("flaky", "bbeh_web_of_lies/mini")[col("status")], "incomplete (0 of 1)", "{csv}");
+    // The report shows the outcome rates per model.
+    let md = std::fs::read_to_string(ws.path("reports/outcomes/summary.md")).unwrap();
+    assert!(md.contains("model outcomes"), "{md}");
+    let section = &md[md.find("model outcomes").unwrap()..];
+    let line = section.lines().find(|l| l.starts_with("| steady")).unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<f64> = line.split('|').map(str::trim).filter_map(|c| c.parse().ok()).collect();
+    assert_eq!(cells[0], 60.0, "60 answers: {line}");
+    assert!(cells[1] > 0.0 && cells[2] > 0.0 && cells[3] > 0.0, "truncated, filtered and refused shares: {line}");
+    assert!(md.contains("incomplete (2 of 3)"), "{md}");
+    // The outcomes are answers: cached, so a rerun of steady makes no call.
+    let before = mock.server().calls();
+    let (_, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json", "--filter", "model=steady"]);
+    assert_eq!(v["cells_cached"], 3, "{v}");
+    assert_eq!(mock.server().calls(), before, "no call repeated");
+    // Cut, empty, filtered and refused answers are recorded with their reason.
+    let (_, shown) = ws.run_json(&["--data-dir", &data, "show", "p.yaml", "steady/bbeh/bbeh_dyck_languages/mini/0", "--json"]);
+    let answers = shown["episode"]["answers"].as_array().unwrap();
+    let reasons: Vec<&str> = answers.iter().filter_map(|a| a["finish_reason"].as_str()).collect();
+    assert!(reasons.contains(&"length") && reasons.iter().any(|r| *r == "content_filter" || *r == "refusal"), "{reasons:?}");
+}
