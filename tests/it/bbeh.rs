@@ -63,7 +63,7 @@ fn random_baseline_report_rerun_suffix_and_metric_edits() {
     let (_, v) = ws.run_json(&["run", "bbeh-random.yaml", "--json"]);
     assert_eq!(v["cells_run"], 0);
     let csv = std::fs::read_to_string(ws.path("reports/bbeh-random/summary.csv")).unwrap();
-    assert!(csv.starts_with("suite,model,task,cells,accuracy,harmonic_mean\n"), "{csv}");
+    assert!(csv.starts_with("suite,model,task,cells,accuracy,harmonic_mean,status\n"), "{csv}");
 
     // Suffix edit: every cell is stale, and status names the field.
     let edited = edited.replace("    select: all\n  - benchmark", "    select: all\n    params: {suffix: \"Answer briefly.\"}\n  - benchmark");

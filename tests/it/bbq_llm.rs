@@ -142,6 +142,8 @@ fn scripted_model_through_the_mock_yields_the_exact_record() {
         .unwrap()
         .remove("llm")
         .expect("the llm log");
+    let outcomes = episode.as_object_mut().unwrap().remove("call_outcomes").expect("the call outcomes");
+    assert_eq!(outcomes, json!({"mock": {"answers": 9}}), "nine plain answers, all with usage");
     assert_eq!(episode, expected_record());
     assert_eq!(
         (
