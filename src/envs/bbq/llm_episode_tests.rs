@@ -497,3 +497,21 @@ async fn hostile_python_infinite_loop_is_killed_and_reported_to_the_model() {
     assert_eq!(record.failures[0].tool, Tool::ExecutePython);
     assert_eq!(record.failures[0].cause, "execute_python timed out");
 }
+
+#[tokio::test]
+async fn empty_and_malformed_replies_are_failed_attempts_not_failed_cells() {
+    // Gemini's MALFORMED_FUNCTION_CALL arrives with no text and no call; an OpenAI call
+    // with unparseable arguments arrives as a string. Both are the model's failed attempt.
+    let mut empty = text("");
+    empty.finish_reason = FinishReason::Malformed;
+    let mut broken = tool(QUERY, json!("{\"inputs\": [1"));
+    broken.finish_reason = FinishReason::Malformed;
+    let mut cut = text("I will query 4");
+    cut.finish_reason = FinishReason::Length;
+    let mut fake = Fake::new(vec![None, Some(empty), Some(broken), Some(cut)], json!(5));
+    let record = play_with(new_episode(TaskId::IsGreaterThan58), &mut fake, &NoPython).await;
+    let round1: Vec<&str> = record.failures.iter().filter(|f| f.round == 1).map(|f| f.cause.as_str()).collect();
+    assert_eq!(round1.len(), 3, "three failed attempts, then the phase is forfeited: {:?}", record.failures);
+    assert!(record.forfeits.iter().any(|f| f.round == 1), "{:?}", record.forfeits);
+    assert!(record.rounds.len() > 1, "the episode went on");
+}
