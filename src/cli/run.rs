@@ -52,7 +52,12 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 on_signal.cancel();
-                output::note("interrupted: finishing cells in flight; run the same command again to resume");
+                output::note("interrupted: stopping; answered calls are cached, run the same command again to resume (Ctrl-C again to quit at once)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    // The second Ctrl-C: no clean-up at all. Everything cached is already
+                    // durable (entries are renamed into place whole).
+                    std::process::exit(i32::from(EXIT_INTERRUPTED));
+                }
             }
         });
         run_cells(Arc::clone(&pipeline), &plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), &options, cancel.clone()).await

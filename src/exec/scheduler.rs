@@ -1,9 +1,10 @@
 //! The cell scheduler: runs every cell whose steps are not cached, up to
 //! `jobs` at a time, landing each finished step atomically in the cache.
 //!
-//! Ctrl-C (or [`Cancel::cancel`]) stops launching new cells; cells already
-//! running finish and land, so re-running the same command resumes exactly
-//! where it stopped. Two processes on one cache coordinate through per-key
+//! Ctrl-C (or [`Cancel::cancel`]) stops launching new cells and drops the cells in
+//! flight, cancelling their HTTP requests: every sub-step already answered (model calls,
+//! verdicts, submissions) is in the cache, an unanswered request is not, so re-running
+//! the same command resumes exactly where it stopped and pays only for what was lost. Two processes on one cache coordinate through per-key
 //! locks: the second waits for the first and then reads its result.
 
 use std::sync::Arc;
@@ -22,20 +23,33 @@ use crate::cache::{CacheError, Entry, Failure, Head, Store};
 use crate::plan::{Cell, Plan, StepKey, StepKind, episode_components, score_components};
 use crate::spec::Pipeline;
 
-/// Shared cancellation flag (set by Ctrl-C).
+/// Shared cancellation flag (set by Ctrl-C), awaitable so a waiting scheduler wakes at once.
 #[derive(Clone, Debug, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel(Arc<(AtomicBool, tokio::sync::Notify)>);
 
 impl Cancel {
-    /// Asks the scheduler to stop launching new cells.
+    /// Asks the scheduler to stop: no new cells, and the cells in flight are dropped.
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.0.store(true, Ordering::SeqCst);
+        self.0.1.notify_waiters();
     }
 
     /// Whether cancellation was requested.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.0.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancellation is requested.
+    pub async fn cancelled(&self) {
+        loop {
+            // Registered before the check, so a cancel in between is not missed.
+            let notified = self.0.1.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -128,6 +142,7 @@ pub async fn run_cells(
     let mut set = JoinSet::new();
     let mut queue = pending.into_iter();
     let mut launched = 0usize;
+    let (mut aborted, mut dropped) = (false, 0usize);
     let total_pending = queue.len();
     loop {
         while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
@@ -142,7 +157,21 @@ pub async fn run_cells(
                 (id, cell, result)
             });
         }
-        let Some(joined) = set.join_next().await else { break };
+        let joined = tokio::select! {
+            joined = set.join_next() => joined,
+            () = cancel.cancelled(), if !aborted => {
+                // Dropping the cells in flight cancels their HTTP requests now; what
+                // they had answered is already cached.
+                set.abort_all();
+                aborted = true;
+                continue;
+            }
+        };
+        let Some(joined) = joined else { break };
+        if joined.as_ref().is_err_and(tokio::task::JoinError::is_cancelled) {
+            dropped += 1;
+            continue;
+        }
         let (id, cell, result) = joined.map_err(|e| CacheError::Io {
             path: store.root().to_owned(),
             source: std::io::Error::other(format!("cell task failed: {e}")),
@@ -166,8 +195,8 @@ pub async fn run_cells(
         progress.set_extra(&calls.usage.summary());
     }
     progress.finish();
-    summary.cells_skipped += total_pending - launched;
-    summary.interrupted = cancel.is_cancelled() && launched < total_pending;
+    summary.cells_skipped += total_pending - launched + dropped;
+    summary.interrupted = cancel.is_cancelled() && (launched < total_pending || dropped > 0);
     Ok(summary)
 }
 

@@ -30,3 +30,5 @@ mod hostile;
 mod hostile_submissions;
 // Model outcomes (truncated, empty, filtered, refused) are scored; incomplete aggregates.
 mod outcomes;
+// Ctrl-C against a stalled provider; resume pays only the unanswered calls.
+mod interrupt;
