@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::render::ModelUsage;
+use super::render::{ModelUsage, Section};
 pub use super::svg::{Figure, FigureKind, Series, figure_csv, figure_file_stem, figure_svg};
 use crate::metrics::{Agg, BenchmarkTables, TableRow};
 
@@ -51,6 +51,8 @@ pub struct HtmlReport<'a> {
     pub decimals: u32,
     /// Warnings shown first, above everything (e.g. model code ran unsandboxed).
     pub warnings: Vec<String>,
+    /// Extra tables after the summary (model outcomes, the Eleusis §5 metrics).
+    pub sections: &'a [Section],
 }
 
 /// One cell of the grid as listed in the per-cell table.
@@ -148,7 +150,7 @@ tr.failed td{background:#fdecea}#cells-table th{cursor:pointer}\
 figure{margin:16px 0}svg.figure{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}\
 pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;padding:8px;border:1px solid #eee}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}dt{font-weight:600}dd{margin:0;word-break:break-all}\
-p.note{color:#555;font-size:13px}p.warning{background:#fde8e8;border:1px solid #c00;padding:8px}nav a{margin-right:12px}";
+p.note{color:#555;font-size:13px}div.scroll{overflow-x:auto;max-width:100%}td.incomplete{color:#8a5a00}p.warning{background:#fde8e8;border:1px solid #c00;padding:8px}nav a{margin-right:12px}";
 
 const SCRIPT: &str = "(function(){var t=document.getElementById('cells-table');if(!t||!t.tBodies.length)return;\
 var b=t.tBodies[0],hs=t.tHead.rows[0].cells,f=document.getElementById('cell-filter');\
@@ -281,11 +283,37 @@ fn summary(out: &mut String, report: &HtmlReport) {
             out.push_str("</details>\n");
         }
     }
+    for s in report.sections {
+        section_table(out, s, report.decimals);
+    }
     out.push_str("<p class=\"note\">Intervals in brackets are 95 % Wilson score intervals; n is the number of cells.</p>\n</section>\n");
 }
 
+/// One extra table: a row label (the model) and numbers, scrolling inside its box.
+fn section_table(out: &mut String, s: &Section, decimals: u32) {
+    out.push_str("<h3>");
+    push_escaped(out, &s.title);
+    out.push_str("</h3>\n<div class=\"scroll\"><table class=\"section\">\n<thead><tr><th>model</th>");
+    for c in &s.columns {
+        out.push_str("<th class=\"num\">");
+        push_escaped(out, c);
+        out.push_str("</th>");
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for (label, values) in &s.rows {
+        out.push_str("<tr><td>");
+        push_escaped(out, label);
+        out.push_str("</td>");
+        for v in values {
+            let _ = write!(out, "<td class=\"num\">{}</td>", value_text(*v, decimals));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+}
+
 fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: bool, decimals: u32) {
-    out.push_str("<table class=\"summary\">\n<thead><tr><th>model</th>");
+    out.push_str("<div class=\"scroll\"><table class=\"summary\">\n<thead><tr><th>model</th>");
     if with_task {
         out.push_str("<th>task</th>");
     }
@@ -326,7 +354,7 @@ fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: b
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</tbody>\n</table>\n");
+    out.push_str("</tbody>\n</table></div>\n");
 }
 
 fn figures(out: &mut String, figures: &[Figure]) {

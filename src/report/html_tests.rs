@@ -43,6 +43,7 @@ fn report<'a>(tables: &'a [BenchmarkTables], cells: Vec<CellLine>) -> HtmlReport
         ],
         decimals: 2,
         warnings: Vec::new(),
+        sections: &[],
     }
 }
 
@@ -110,20 +111,20 @@ fn summary_fragment_snapshot() {
     <section id="summary">
     <h2>Summary</h2>
     <h3>bbeh&lt;x&gt;</h3>
-    <table class="summary">
+    <div class="scroll"><table class="summary">
     <thead><tr><th>model</th><th class="num">n</th><th class="num">accuracy [95 % CI]</th><th class="num">mean_score</th></tr></thead>
     <tbody>
     <tr><td>m&amp;1</td><td class="num">3</td><td class="num">0.50 [0.25, 0.75]</td><td class="num">–</td></tr>
     </tbody>
-    </table>
+    </table></div>
     <details>
     <summary>By model × task (1 row)</summary>
-    <table class="summary">
+    <div class="scroll"><table class="summary">
     <thead><tr><th>model</th><th>task</th><th class="num">n</th><th class="num">accuracy [95 % CI]</th><th class="num">mean_score</th></tr></thead>
     <tbody>
     <tr><td>m&amp;1</td><td>t&lt;1&gt;</td><td class="num">3</td><td class="num">0.50 [0.25, 0.75]</td><td class="num">–</td></tr>
     </tbody>
-    </table>
+    </table></div>
     </details>
     <p class="note">Intervals in brackets are 95 % Wilson score intervals; n is the number of cells.</p>
     </section>

@@ -84,6 +84,7 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         usage: input.usage.clone(),
         decimals: pipeline.report.decimals,
         warnings: warnings(pipeline),
+        sections: input.sections,
     };
     out.push(("index.html".to_owned(), render_html(&report).into_bytes()));
     out.sort_by(|a, b| a.0.cmp(&b.0));

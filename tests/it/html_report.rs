@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use evalgrid::metrics::{Agg, BenchmarkTables, MetricDef, TableRow};
-use evalgrid::report::ModelUsage;
+use evalgrid::report::{ModelUsage, Section};
 use evalgrid::report::html::{
     CellLine, CellState, Figure, FigureKind, HtmlReport, Series, Transcript, figure_csv, figure_file_stem, figure_svg, render_html, render_transcript_html,
 };
@@ -154,6 +154,11 @@ fn report_renders_in_headless_chromium_without_errors() {
     let out = out_dir.as_path();
     let profile_dir = tempfile::tempdir().expect("temp dir");
     let tables = tables();
+    let sections = [Section {
+        title: "eleusis: spec §5 metrics <wide>".into(),
+        columns: (0..24).map(|i| format!("a_rather_long_metric_name_{i}")).collect(),
+        rows: vec![(HOSTILE.into(), (0..24).map(|i| Some(f64::from(i) / 7.0)).collect())],
+    }];
     let report = HtmlReport {
         title: "html report <test>",
         tables: &tables,
@@ -163,6 +168,7 @@ fn report_renders_in_headless_chromium_without_errors() {
         usage: vec![ModelUsage { model: "m1".into(), input_tokens: 1200, output_tokens: 300, cost_usd: Some(0.0123) }],
         decimals: 2,
         warnings: vec!["model code ran <unsandboxed>".into()],
+        sections: &sections,
     };
     let index = out.join("index.html");
     std::fs::write(&index, render_html(&report)).expect("write index");
@@ -192,6 +198,7 @@ fn report_renders_in_headless_chromium_without_errors() {
     }
     assert!(!dom.contains("<img") && !dom.contains("<script>alert"), "hostile markup became elements:\n{dom}");
     assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "hostile text missing:\n{dom}");
+    assert!(dom.contains("a_rather_long_metric_name_23") && dom.matches("<div class=\"scroll\">").count() >= 2, "wide tables scroll inside their box");
 
     // The linked transcript page and the standalone SVG files.
     let (dom, err) = run_chromium(&bin, &profile, &["--dump-dom".to_owned()], &url(&transcript));
@@ -232,6 +239,7 @@ fn quickstart_report_renders_in_headless_chromium() {
     assert_eq!(console_lines(&err), Vec::<&str>::new(), "console output on the quickstart report");
     let svgs: Vec<&str> = dom.split("<svg ").skip(1).filter(|s| s.split_once('>').is_some_and(|(tag, _)| tag.contains("class=\"figure\""))).collect();
     assert!(svgs.len() >= 4, "expected the Eleusis figures, found {}", svgs.len());
+    assert!(dom.contains("eleusis: spec §5 metrics") && dom.contains("eleusis: calibration"), "the Eleusis §5 tables are on the page");
     for svg in &svgs {
         let body = svg.split_once("</svg>").map_or(*svg, |(b, _)| b);
         assert!(["<path class=\"mark\"", "<rect class=\"mark\"", "<circle class=\"mark\"", "<polyline class=\"mark\""].iter().any(|m| body.contains(m)), "a figure has no drawn marks");
