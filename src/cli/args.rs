@@ -207,7 +207,8 @@ pub(crate) enum BbqCommand {
     Call {
         /// Function id, e.g. `is_prime`.
         task: String,
-        /// Input in the form the model would send.
+        /// Input in the form the model would send (may start with a minus: `-7`, `-abc`).
+        #[arg(allow_hyphen_values = true)]
         input: String,
     },
 }

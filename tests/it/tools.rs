@@ -43,6 +43,9 @@ fn bbq_call_prints_what_the_model_sees() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("error:"));
     let out = ws.run(&["bbq", "call", "no_such_task", "1"]);
     assert_eq!(out.status.code(), Some(2));
+    // An input with a leading minus is an input, not a flag.
+    let out = ws.run(&["bbq", "call", "is_prime", "-7"]);
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "0"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
