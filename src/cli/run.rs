@@ -110,6 +110,7 @@ fn client_config(t: &TransportConfig) -> ClientConfig {
             base_delay: Duration::from_millis(t.retry_base_ms),
             max_delay: Duration::from_millis(t.retry_max_ms),
             total_timeout: Duration::from_secs(t.call_timeout_s),
+            retry_rate_limits: true,
         },
         max_response_bytes: t.max_response_bytes,
         ..ClientConfig::default()
