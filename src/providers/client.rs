@@ -405,7 +405,12 @@ impl ProviderClient {
                 // Before the permit is freed, so no waiting request slips past the pause.
                 lane.pacer.rate_limited(ticket, *retry_after);
             }
-            permit.finish(feedback(&result));
+            permit.finish(match feedback(&result) {
+                // The pacer cut the rate already; cutting concurrency too would, after a
+                // few events, starve a lane whose limit is a rate, not a concurrency.
+                Feedback::RateLimited if ticket.paced() => Feedback::ServerTrouble,
+                other => other,
+            });
             match result {
                 Ok(mut response) => {
                     response.latency_ms =

@@ -23,7 +23,7 @@ mod retry;
 mod types;
 mod wire;
 
-pub use bench::{BenchReport, bench_throughput};
+pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
     CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, Lane, LaneSnapshot, ProviderClient,
     install_crypto_provider, request_body, request_fingerprint, request_url,

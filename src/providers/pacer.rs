@@ -61,13 +61,13 @@ impl Default for PacerConfig {
     fn default() -> Self {
         Self {
             min_stream: 4,
-            initial_fraction: 0.5,
+            initial_fraction: 0.4,
             slow_start_factor: 1.25,
-            decrease_factor: 0.9,
-            growth_fraction: 0.005,
+            decrease_factor: 0.95,
+            growth_fraction: 0.02,
             round: Duration::from_millis(250),
             cooldown: Duration::from_secs(2),
-            ceiling_margin: 0.93,
+            ceiling_margin: 0.97,
             ceiling_ttl: Duration::from_mins(1),
             min_rate: 1.0 / 60.0,
             max_rate: 10_000.0,
@@ -113,6 +113,13 @@ pub struct PaceTicket {
 }
 
 impl PaceTicket {
+    /// Whether the lane was paced when this request was let through: its 429 is then the
+    /// pacer's to learn from, and the concurrency limiter need not cut as well.
+    #[must_use]
+    pub fn paced(&self) -> bool {
+        self.rate_at_send.is_some()
+    }
+
     /// When the request was let through, for latency and spacing measurements.
     #[must_use]
     pub fn sent_at(&self) -> Instant {
