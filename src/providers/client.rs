@@ -682,6 +682,66 @@ pub(super) mod tests {
         );
     }
 
+    /// Ten 429s in a row with `max_attempts: 2`: the call still succeeds, because a rate
+    /// limit is pacing and only the time budget bounds it; a server error after them
+    /// still has its one retry.
+    #[tokio::test]
+    async fn rate_limits_do_not_use_up_the_attempts() {
+        let mut faults: Vec<Fault> = (0..10).map(|_| Fault::RateLimited(RetryHeader::Millis(1))).collect();
+        faults.push(Fault::ServerError);
+        let server = MockServer::start(MockConfig {
+            faults: FaultPlan::sequence(faults),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let policy = RetryPolicy {
+            max_attempts: 2,
+            ..quick_config().retry
+        };
+        let record = client_with(policy, ConcurrencyMode::default())
+            .call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x"))
+            .await;
+        assert!(record.result.is_ok(), "{:?}", record.result);
+        assert_eq!((record.attempts, server.calls()), (12, 12));
+        assert_eq!(record.failed_attempts.iter().filter(|class| **class == "rate_limited").count(), 10);
+    }
+
+    /// A provider that only ever says "slow down": the call gives up when its time budget
+    /// is spent, with the rate-limit error, never because attempts ran out.
+    #[tokio::test]
+    async fn endless_rate_limits_end_at_the_time_budget() {
+        let server = MockServer::start(MockConfig {
+            faults: FaultPlan::rate(1.0, vec![Fault::RateLimited(RetryHeader::Millis(50))], 0),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let policy = RetryPolicy {
+            max_attempts: 2,
+            total_timeout: Duration::from_millis(800),
+            ..quick_config().retry
+        };
+        let record = client_with(policy, ConcurrencyMode::default())
+            .call_recorded(&mock_endpoint(&server, ProviderKind::Anthropic, "m"), &ask("x"))
+            .await;
+        assert_eq!(record.result.unwrap_err().class(), "rate_limited");
+        assert!(record.attempts > 2, "more attempts than max_attempts: {}", record.attempts);
+        assert!(record.elapsed < Duration::from_secs(2), "{:?}", record.elapsed);
+    }
+
+    /// Two models on one server are two lanes (each with its own limiter and pacer).
+    #[tokio::test]
+    async fn lanes_are_per_model() {
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let client = quick_client();
+        let (a, b) = (mock_endpoint(&server, ProviderKind::OpenAi, "a"), mock_endpoint(&server, ProviderKind::OpenAi, "b"));
+        client.call(&a, &ask("x")).await.unwrap();
+        client.call(&b, &ask("x")).await.unwrap();
+        let names: Vec<String> = client.lane_snapshots().into_iter().map(|lane| lane.name).collect();
+        assert_eq!(names, ["openai a", "openai b"]);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_hundred_concurrent_calls_with_faults_complete() {
         let mix = vec![

@@ -413,12 +413,12 @@ mod tests {
         let snapshot = pacer.snapshot();
         assert_eq!((snapshot.phase, snapshot.cuts, snapshot.rate_limited), (PacerPhase::SlowStart, 1, 20));
         let rate = snapshot.rate.unwrap();
-        assert!((rate - 40.0).abs() < 1e-9, "0.5 × 20 sends in one 250 ms round: {rate}");
-        // Paced: starts are 1/40 s apart.
+        assert!((rate - 32.0).abs() < 1e-9, "0.4 × 20 sends in one 250 ms round: {rate}");
+        // Paced: starts are 1/32 s apart.
         let t0 = Instant::now();
         let times = starts(&pacer, 4, t0).await;
         let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(gaps.iter().all(|gap| *gap >= Duration::from_millis(25)), "{gaps:?}");
+        assert!(gaps.iter().all(|gap| *gap >= Duration::from_micros(31_250)), "{gaps:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -457,14 +457,18 @@ mod tests {
         pacer.rate_limited(ticket, None); // slow start → steady
         let ticket = pacer.acquire().await;
         let ceiling = ticket.rate_at_send.unwrap();
-        pacer.rate_limited(ticket, None); // steady cut: 0.9 × ceiling
-        assert!((pacer.snapshot().rate.unwrap() - ceiling * 0.9).abs() < 1e-9);
+        pacer.rate_limited(ticket, None); // steady cut: decrease × ceiling
+        let config = PacerConfig::default();
+        assert!((pacer.snapshot().rate.unwrap() - ceiling * config.decrease_factor).abs() < 1e-9);
         tokio::time::advance(Duration::from_secs(3)).await;
         for _ in 0..400 {
             pacer.acquire().await;
         }
         let rate = pacer.snapshot().rate.unwrap();
-        assert!(rate > ceiling * 0.9 && rate <= ceiling * 0.93 + 1e-9, "grows, capped by the ceiling: {rate} vs {ceiling}");
+        assert!(
+            rate > ceiling * config.decrease_factor && rate <= ceiling * config.ceiling_margin + 1e-9,
+            "grows, capped by the ceiling: {rate} vs {ceiling}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
