@@ -28,3 +28,5 @@ mod html_report;
 mod hostile;
 // Hostile WeirdML submissions and BBQ-Bench execute_python runs through the binary.
 mod hostile_submissions;
+// Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).
+mod rate_limits;

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::support::{Workspace, repo};
 
 /// BBEH data installed once for the whole test binary.
-fn data_dir() -> &'static Path {
+pub(crate) fn data_dir() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -76,7 +76,7 @@ fn run(ws: &Workspace, args: &[&str]) -> (i32, Value) {
 }
 
 /// Request bodies of every cached call in a workspace's cache.
-fn cached_call_bodies(cache: &Path) -> HashSet<String> {
+pub(crate) fn cached_call_bodies(cache: &Path) -> HashSet<String> {
     // Entries are renamed into place whole, so every file read is complete.
     let mut out = HashSet::new();
     let mut stack = vec![cache.join("v1/steps")];
