@@ -167,11 +167,17 @@ pub(crate) enum CacheCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Workload: `status`, `report`, `equivalence`, `quickstart`, `providers`, `bbeh-score` or `bbeh-run`.
+    /// Workload: `status`, `report`, `equivalence`, `quickstart`, `providers`, `bbeh-score`, `bbeh-run` or `rate-limit`.
     pub(crate) workload: String,
     /// Cells in the synthetic grid (for `status`).
     #[arg(long, default_value_t = 100_000)]
     pub(crate) cells: usize,
+    /// Requests per second the rate-limited server allows (for `rate-limit`).
+    #[arg(long, default_value_t = 40)]
+    pub(crate) rate: u32,
+    /// BBEH items to ask, rounded up to whole tasks (for `rate-limit`).
+    #[arg(long, default_value_t = 1720)]
+    pub(crate) items: usize,
 }
 
 #[derive(Debug, Subcommand)]

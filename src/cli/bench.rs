@@ -13,7 +13,7 @@ use evalgrid::cache::{Entry, Store};
 use evalgrid::envs::bbeh::benchmark::data_path;
 use evalgrid::envs::bbeh::{evaluate_correctness, load_all};
 use evalgrid::providers::mock::{MockConfig, MockServer};
-use evalgrid::providers::{bench_throughput, install_crypto_provider};
+use evalgrid::providers::{RateLimitedProxy, bench_throughput, install_crypto_provider};
 use evalgrid::envs::eleusis::{RoundSetup, SecretRule, SimulationParams, check};
 use evalgrid::plan::StepKind;
 use serde_json::json;
@@ -31,8 +31,9 @@ pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<u8, Failure> {
         "providers" => providers(args.cells.min(20_000)),
         "bbeh-score" => bbeh_score(env),
         "bbeh-run" => bbeh_run(env),
+        "rate-limit" => rate_limit(env, args.rate, args.items),
         other => Err(Failure::invalid(anyhow::anyhow!(
-            "unknown workload `{other}` (expected status, report, equivalence, sandbox, quickstart, providers, bbeh-score or bbeh-run)"
+            "unknown workload `{other}` (expected status, report, equivalence, sandbox, quickstart, providers, bbeh-score, bbeh-run or rate-limit)"
         ))),
     }
 }
@@ -301,6 +302,88 @@ fn bbeh_run(env: &Env) -> Result<u8, Failure> {
         100.0 * ideal / wall
     ));
     Ok(0)
+}
+
+/// BBEH tasks (full subset) adding up to at least `items`: disambiguation_qa's 120 first,
+/// then 200-item tasks in name order (1,720 = 120 + 8 × 200, the 9 cells).
+fn rate_limit_tasks(items: usize) -> (Vec<&'static str>, usize) {
+    const TASKS: [(&str, usize); 23] = [
+        ("disambiguation_qa", 120), ("boardgame_qa", 200), ("boolean_expressions", 200), ("buggy_tables", 200),
+        ("causal_understanding", 200), ("dyck_languages", 200), ("geometric_shapes", 200), ("hyperbaton", 200),
+        ("linguini", 200), ("movie_recommendation", 200), ("multistep_arithmetic", 200), ("nycc", 200),
+        ("object_counting", 200), ("object_properties", 200), ("sarc_triples", 200), ("shuffled_objects", 200),
+        ("spatial_reasoning", 200), ("sportqa", 200), ("temporal_sequence", 200), ("time_arithmetic", 200),
+        ("web_of_lies", 200), ("word_sorting", 200), ("zebra_puzzles", 200),
+    ];
+    let (mut chosen, mut total) = (Vec::new(), 0);
+    for (task, n) in TASKS {
+        if total >= items.max(1) {
+            break;
+        }
+        chosen.push(task);
+        total += n;
+    }
+    (chosen, total)
+}
+
+/// One `evalgrid run` of BBEH items against nginx `limit_req` at `rate` requests per second
+/// (429 with `Retry-After: 1` above it) in front of the mock at 50 ms latency: wall time
+/// against N / rate, and the share of requests nginx answered 429 (from its access log).
+fn rate_limit(env: &Env, rate: u32, items: usize) -> Result<u8, Failure> {
+    let (tasks, n) = rate_limit_tasks(items);
+    let dir = tempfile::tempdir()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let config = MockConfig { latency: Duration::from_millis(50), record_log: false, ..MockConfig::default() };
+    let server = runtime.block_on(MockServer::start(config))?;
+    let upstream = server.base_url().trim_end_matches('/').trim_start_matches("http://").to_owned();
+    let proxy = RateLimitedProxy::start(&upstream, rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let yaml = format!(
+        "name: bench-rate-limit\nmodels:\n  - {{id: limited, provider: openai, model: mock-limited, base_url: \"{}/v1\"}}\ntasks:\n  - {{benchmark: bbeh, select: [{}]}}\nseeds: [0]\n",
+        proxy.base_url(),
+        tasks.join(", ")
+    );
+    let pipeline = dir.path().join("bench.yaml");
+    fs_err::write(&pipeline, yaml)?;
+    let exe = std::env::current_exe()?;
+    let t = Instant::now();
+    let out = Command::new(&exe)
+        .arg("--data-dir")
+        .arg(env.registry.data_dir())
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .args(["run", "--json", "--jobs", "23", "--reports-dir"])
+        .arg(dir.path().join("reports"))
+        .arg(&pipeline)
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    let wall = t.elapsed().as_secs_f64();
+    let counts = proxy.status_counts();
+    let log = proxy.access_log();
+    drop(proxy);
+    // Per second of the run: requests answered 200 / 429, to show where the 429s were.
+    let seconds = log.iter().map(|(_, at)| *at).fold(0.0, f64::max).ceil() as usize + 1;
+    let mut timeline = vec![(0u32, 0u32); seconds];
+    for (status, at) in &log {
+        let slot = &mut timeline[*at as usize];
+        if *status == 429 { slot.1 += 1 } else { slot.0 += 1 }
+    }
+    let timeline: Vec<String> = timeline.iter().map(|(ok, limited)| if *limited > 0 { format!("{ok}+{limited}") } else { ok.to_string() }).collect();
+    output::note(&format!("per second (200s+429s): {}", timeline.join(" ")));
+    runtime.block_on(server.shutdown());
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let requests: u64 = counts.values().sum();
+    let limited = counts.get(&429).copied().unwrap_or(0);
+    let ideal = n as f64 / f64::from(rate);
+    output::line(&format!(
+        "rate-limit: {n} BBEH items ({} cells), nginx limit_req {rate} r/s (429 + Retry-After: 1), 50 ms latency: exit {}, {} cells failed, {wall:.2} s wall vs N/rate {ideal:.2} s → {:.3}× (goal ≤ 1.25×); {limited} of {requests} requests answered 429 ({:.1} %, goal ≤ 10 %); statuses {counts:?}",
+        tasks.len(),
+        out.status.code().unwrap_or(-1),
+        summary["cells_failed"],
+        wall / ideal,
+        100.0 * limited as f64 / requests.max(1) as f64,
+    ));
+    Ok(u8::from(!out.status.success()))
 }
 
 /// Builds the report of the synthetic grid (metrics, tables, figures, HTML)

@@ -115,6 +115,7 @@ fn client_config(t: &TransportConfig) -> ClientConfig {
             base_delay: Duration::from_millis(t.retry_base_ms),
             max_delay: Duration::from_millis(t.retry_max_ms),
             total_timeout: Duration::from_secs(t.call_timeout_s),
+            retry_rate_limits: true,
         },
         max_response_bytes: t.max_response_bytes,
         ..ClientConfig::default()
@@ -184,6 +185,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
             "calls": {
                 "live": get(&usage.live_calls), "cached": get(&usage.cached_calls), "failed": get(&usage.failed_calls),
+                "shared": get(&usage.shared_calls), "rate_limited": get(&usage.rate_limited),
                 "http_attempts": get(&usage.attempts), "input_tokens": get(&usage.input_tokens),
                 "output_tokens": get(&usage.output_tokens), "cost_usd": get(&usage.cost_micro_usd) as f64 / 1e6,
                 "answered_by_other_model": other_model,

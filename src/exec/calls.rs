@@ -8,9 +8,19 @@
 //! for are returned but not cached (a substituting gateway must not poison
 //! the cache). API keys are read from the environment at call time and never
 //! enter a key, an entry, a log line or an error message.
+//!
+//! Single-flight: identical calls (same call key) in flight at the same time
+//! make one HTTP request. The first caller makes it; the others wait for it and
+//! then read the cache entry it wrote (recorded under their own episodes), or,
+//! when its answer was not cacheable, get the same answer. An error is shared
+//! too: the first caller already spent the whole retry and time budget, and N
+//! waiters retrying would multiply the requests against a failing provider; the
+//! error is never cached, so the next run (or `--retry-errors`) calls again.
+//! Transport knobs (concurrency, retries, timeouts, pacing) never enter a key.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -60,6 +70,10 @@ pub struct Usage {
     pub cost_micro_usd: AtomicU64,
     /// Answers from a model other than the one requested (not cached).
     pub other_model: AtomicU64,
+    /// Calls answered by an identical call in flight at the same time (no HTTP).
+    pub shared_calls: AtomicU64,
+    /// HTTP 429 responses: pacing, not failures.
+    pub rate_limited: AtomicU64,
 }
 
 impl Usage {
@@ -69,15 +83,87 @@ impl Usage {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let live = get(&self.live_calls);
         let cached = get(&self.cached_calls);
-        if live + cached + get(&self.failed_calls) == 0 {
+        let shared = get(&self.shared_calls);
+        if live + cached + shared + get(&self.failed_calls) == 0 {
             return String::new();
         }
+        let shared = if shared > 0 { format!(" + {shared} shared") } else { String::new() };
         format!(
-            "calls {live} live + {cached} cached · tokens {} in / {} out · ${:.4}",
+            "calls {live} live + {cached} cached{shared} · tokens {} in / {} out · ${:.4}",
             get(&self.input_tokens),
             get(&self.output_tokens),
             get(&self.cost_micro_usd) as f64 / 1e6
         )
+    }
+}
+
+/// What an in-flight call leaves for identical calls that waited on it, when
+/// they cannot read it from the cache.
+#[derive(Debug, Clone)]
+enum Shared {
+    /// An answer that was not cached (another model answered).
+    Answer(ChatResponse),
+    /// The call failed; waiters fail with the same error.
+    Failed(SharedError),
+}
+
+#[derive(Debug, Clone)]
+enum SharedError {
+    Unsupported(String),
+    Episode(String),
+    Score(String),
+    Worker(String),
+}
+
+impl SharedError {
+    fn of(error: &StepError) -> Self {
+        match error {
+            StepError::Unsupported(m) => Self::Unsupported(m.clone()),
+            StepError::Episode(m) => Self::Episode(m.clone()),
+            StepError::Score(m) => Self::Score(m.clone()),
+            StepError::Worker(m) => Self::Worker(m.clone()),
+        }
+    }
+
+    fn to_error(&self) -> StepError {
+        match self {
+            Self::Unsupported(m) => StepError::Unsupported(m.clone()),
+            Self::Episode(m) => StepError::Episode(m.clone()),
+            Self::Score(m) => StepError::Score(m.clone()),
+            Self::Worker(m) => StepError::Worker(m.clone()),
+        }
+    }
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Shared>>>;
+
+/// Calls in flight by key; an entry lives while someone holds or waits on it.
+#[derive(Debug, Default)]
+struct InFlight(Mutex<HashMap<StepKey, Slot>>);
+
+/// Membership in one key's entry; leaving removes the entry when nobody else
+/// is in it, also when the call is cancelled (dropped mid-await).
+struct Joined<'a> {
+    map: &'a InFlight,
+    key: StepKey,
+    slot: Slot,
+}
+
+impl InFlight {
+    fn join(&self, key: StepKey) -> Joined<'_> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = Arc::clone(map.entry(key).or_default());
+        Joined { map: self, key, slot }
+    }
+}
+
+impl Drop for Joined<'_> {
+    fn drop(&mut self) {
+        let mut map = self.map.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only the map and this membership hold it: nobody else waits.
+        if map.get(&self.key).is_some_and(|slot| Arc::ptr_eq(slot, &self.slot)) && Arc::strong_count(&self.slot) == 2 {
+            map.remove(&self.key);
+        }
     }
 }
 
@@ -87,6 +173,7 @@ pub struct CallContext {
     store: Store,
     client: Arc<ProviderClient>,
     offline: bool,
+    in_flight: InFlight,
     /// Counters.
     pub usage: Usage,
 }
@@ -95,7 +182,27 @@ impl CallContext {
     /// Creates the context; `offline` serves only from the cache.
     #[must_use]
     pub fn new(store: Store, client: Arc<ProviderClient>, offline: bool) -> Self {
-        Self { store, client, offline, usage: Usage::default() }
+        Self { store, client, offline, in_flight: InFlight::default(), usage: Usage::default() }
+    }
+
+    /// Call counters plus, for every lane the provider has rate-limited, how it is
+    /// being paced: `paced openai m: 12 429s, 3 in flight (limit 9), 37.5 req/s`.
+    #[must_use]
+    pub fn progress_line(&self) -> String {
+        let mut parts = vec![self.usage.summary()];
+        for lane in self.client.lane_snapshots() {
+            if lane.pacer.rate_limited == 0 && lane.pacer.rate.is_none() {
+                continue;
+            }
+            let rate = lane.pacer.rate.map_or_else(|| "unpaced".to_owned(), |rate| format!("{rate:.1} req/s"));
+            let paused = if lane.pacer.paused { ", paused (Retry-After)" } else { "" };
+            parts.push(format!(
+                "paced {}: {} 429s, {} in flight (limit {}), {rate}{paused}",
+                lane.name, lane.pacer.rate_limited, lane.limiter.in_flight, lane.limiter.limit
+            ));
+        }
+        parts.retain(|part| !part.is_empty());
+        parts.join(" · ")
     }
 
     /// The cache, for the other sub-steps of an episode (verdicts, submissions).
@@ -113,6 +220,17 @@ impl CallContext {
         }
         let endpoint = endpoint(model)?;
         let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint, request, site));
+        // Declared before the lock guard so it is dropped after it.
+        let joined = self.in_flight.join(step.key());
+        let mut shared = joined.slot.lock().await;
+        if let Some(earlier) = shared.as_ref() {
+            self.usage.shared_calls.fetch_add(1, Ordering::Relaxed);
+            return match earlier {
+                Shared::Answer(response) => Ok(response.clone()),
+                Shared::Failed(error) => Err(error.to_error()),
+            };
+        }
+        let mut cacheable = true;
         let done = step
             .run(&self.store, || async {
                 if self.offline {
@@ -128,10 +246,21 @@ impl CallContext {
                     Ok(Fresh::cacheable(response))
                 } else {
                     self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                    cacheable = false;
                     Ok(Fresh::uncached(response))
                 }
             })
-            .await?;
+            .await;
+        // Waiters read a cached answer from the cache (recorded under their own
+        // episodes); anything else they get from here.
+        match &done {
+            Ok(done) if !cacheable => *shared = Some(Shared::Answer(done.value.clone())),
+            Ok(_) => {}
+            Err(error) => *shared = Some(Shared::Failed(SharedError::of(error))),
+        }
+        drop(shared);
+        drop(joined);
+        let done = done?;
         if done.hit {
             self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
         }
@@ -143,6 +272,8 @@ impl CallContext {
         let endpoint = with_key(endpoint, model)?;
         let record = self.client.call_recorded(&endpoint, request).await;
         self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
+        let rate_limited = record.failed_attempts.iter().filter(|class| **class == "rate_limited").count();
+        self.usage.rate_limited.fetch_add(rate_limited as u64, Ordering::Relaxed);
         let response = match record.result {
             Ok(response) => response,
             Err(error) => {
@@ -257,4 +388,95 @@ fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResp
         refusal: None,
         usage_reported: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::mock::{Fault, FaultPlan, MockConfig, MockServer};
+    use crate::providers::{ClientConfig, Message};
+    use std::time::Duration;
+
+    fn model(server: &MockServer, answered: &str) -> ModelConfig {
+        ModelConfig {
+            id: "m".into(),
+            provider: "openai".into(),
+            model: answered.into(),
+            base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))),
+            api_key_env: None,
+            params: crate::spec::Params::new(),
+            price: None,
+        }
+    }
+
+    fn context(dir: &std::path::Path) -> CallContext {
+        let config = ClientConfig { use_system_proxy: false, retry: crate::providers::RetryPolicy::no_retries(), ..ClientConfig::default() };
+        CallContext::new(Store::open(dir).unwrap(), Arc::new(ProviderClient::new(config).unwrap()), false)
+    }
+
+    fn ask(text: &str) -> ChatRequest {
+        ChatRequest { messages: vec![Message::user(text)], ..ChatRequest::default() }
+    }
+
+    /// Two identical calls from two episodes in flight together: one HTTP request, both
+    /// answered, the cache entry recorded under both episodes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn identical_calls_in_flight_make_one_request() {
+        let server = MockServer::start(MockConfig { latency: Duration::from_millis(300), ..MockConfig::default() }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "mock-1");
+        let (e1, e2) = (StepKey::compute(&json!("e1")), StepKey::compute(&json!("e2")));
+        let site = CallSite::default();
+        let request = ask("same question");
+        let (a, b) = tokio::join!(ctx.chat(e1, &model, &request, &site), ctx.chat(e2, &model, &request, &site));
+        assert_eq!(a.unwrap().text, b.unwrap().text);
+        assert_eq!(server.calls(), 1, "one HTTP request for two identical calls in flight");
+        assert_eq!(ctx.usage.live_calls.load(Ordering::Relaxed), 1);
+        let key = call_key(&model, &request, &site).unwrap();
+        assert_eq!(ctx.store().substeps(e2).unwrap(), vec![key], "the waiter's episode records the entry too");
+        // A different call is not held back by, nor merged with, the first.
+        let other = ctx.chat(e1, &model, &ask("other question"), &site).await.unwrap();
+        assert!(other.text.contains("other question"));
+        assert_eq!(server.calls(), 2);
+        assert!(ctx.in_flight.0.lock().unwrap().is_empty(), "finished calls leave no entry");
+    }
+
+    /// The error of the one request is shared, not retried by each waiter, and not cached:
+    /// the same call later makes a request again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiters_share_the_error_which_is_not_cached() {
+        let faults = FaultPlan::sequence([Fault::Status { status: 400, message: "no".into() }]);
+        let server = MockServer::start(MockConfig { latency: Duration::from_millis(300), faults, ..MockConfig::default() }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "mock-1");
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        let calls = futures::future::join_all((0..3).map(|_| ctx.chat(episode, &model, &request, &site))).await;
+        assert_eq!(server.calls(), 1);
+        for result in calls {
+            let error = result.unwrap_err().to_string();
+            assert!(error.contains("bad_request"), "{error}");
+        }
+        assert_eq!(ctx.usage.shared_calls.load(Ordering::Relaxed), 2);
+        let again = ctx.chat(episode, &model, &request, &site).await.unwrap();
+        assert!(again.text.contains('q'));
+        assert_eq!(server.calls(), 2, "the error was not cached");
+    }
+
+    /// An answer that may not be cached (another model answered) is handed to the waiters.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_uncacheable_answer_is_shared_in_flight() {
+        let config = MockConfig { latency: Duration::from_millis(300), answered_model: Some("other".into()), ..MockConfig::default() };
+        let server = MockServer::start(config).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "mock-1");
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        let (a, b) = tokio::join!(ctx.chat(episode, &model, &request, &site), ctx.chat(episode, &model, &request, &site));
+        assert_eq!(a.unwrap().answered_model, "other");
+        assert_eq!(b.unwrap().answered_model, "other");
+        assert_eq!(server.calls(), 1);
+        assert!(!ctx.store().contains(call_key(&model, &request, &site).unwrap()));
+    }
 }

@@ -138,6 +138,10 @@ pub async fn run_cells(
     if !options.progress {
         progress.finish();
     }
+    let _watch = options.progress.then(|| {
+        let calls = Arc::clone(&calls);
+        progress.watch(move || calls.progress_line())
+    });
     let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
     let mut set = JoinSet::new();
     let mut queue = pending.into_iter();
@@ -192,7 +196,7 @@ pub async fn run_cells(
         }
         progress.inc();
         progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
-        progress.set_extra(&calls.usage.summary());
+        progress.set_extra(&calls.progress_line());
     }
     progress.finish();
     summary.cells_skipped += total_pending - launched + dropped;

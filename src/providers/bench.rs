@@ -133,6 +133,154 @@ fn failed_report(calls: usize) -> BenchReport {
     }
 }
 
+/// An nginx `limit_req` server in front of an upstream: an independent implementation of
+/// "R requests per second, 429 with `Retry-After: 1` above that", for the rate-limit tests
+/// and `evalgrid bench rate-limit`. nginx runs as a child process with its own prefix in a
+/// temp dir and is killed on drop.
+#[derive(Debug)]
+pub struct RateLimitedProxy {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+/// Why the rate-limited proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// `nginx` is not on `PATH` (install it with `apt-get install nginx`).
+    #[error("nginx is not installed (apt-get install -y nginx)")]
+    NotInstalled,
+    /// Files, ports or the process could not be set up.
+    #[error("cannot start nginx: {0}")]
+    Io(#[from] std::io::Error),
+    /// nginx exited or never listened; its error log is attached.
+    #[error("nginx did not start: {0}")]
+    Failed(String),
+}
+
+impl RateLimitedProxy {
+    /// Whether an `nginx` binary can be run.
+    #[must_use]
+    pub fn nginx_available() -> bool {
+        std::process::Command::new("nginx")
+            .arg("-v")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+
+    /// Starts nginx on a free port of 127.0.0.1, allowing `rate` requests per second with
+    /// no burst (`limit_req ... nodelay`), proxying the rest to `upstream` (`host:port`).
+    ///
+    /// # Errors
+    /// [`ProxyError::NotInstalled`] without nginx; otherwise why it did not come up.
+    pub fn start(upstream: &str, rate: u32) -> Result<Self, ProxyError> {
+        if !Self::nginx_available() {
+            return Err(ProxyError::NotInstalled);
+        }
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let root = dir.path().display().to_string();
+        let config = format!(
+            r#"daemon off;
+master_process off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    log_format st '$status $msec';
+    access_log {root}/access.log st;
+    client_body_temp_path {root}/body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+    limit_req_zone $binary_remote_addr zone=lane:1m rate={rate}r/s;
+    map $status $retry_after {{ 429 1; default ""; }}
+    upstream model {{ server {upstream}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            limit_req zone=lane nodelay;
+            limit_req_status 429;
+            add_header Retry-After $retry_after always;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://model;
+        }}
+    }}
+}}
+"#
+        );
+        let config_path = dir.path().join("nginx.conf");
+        std::fs::write(&config_path, config)?;
+        let child = std::process::Command::new("nginx")
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .arg("-c")
+            .arg(&config_path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let mut proxy = Self { child, dir, port };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(proxy);
+            }
+            if proxy.child.try_wait()?.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = std::fs::read_to_string(proxy.dir.path().join("error.log")).unwrap_or_default();
+        Err(ProxyError::Failed(log))
+    }
+
+    /// `http://127.0.0.1:PORT`, the base URL to put in front of `/v1`.
+    #[must_use]
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Responses so far by HTTP status, from nginx's own access log.
+    #[must_use]
+    pub fn status_counts(&self) -> std::collections::BTreeMap<u16, u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (status, _) in self.access_log() {
+            *counts.entry(status).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Every response so far as (HTTP status, seconds since the first request).
+    #[must_use]
+    pub fn access_log(&self) -> Vec<(u16, f64)> {
+        let log = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        let entries: Vec<(u16, f64)> = log
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+            })
+            .collect();
+        let first = entries.iter().map(|(_, at)| *at).fold(f64::INFINITY, f64::min);
+        entries.into_iter().map(|(status, at)| (status, at - first)).collect()
+    }
+}
+
+impl Drop for RateLimitedProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,12 @@
-//! The provider client: one shared `reqwest::Client`, one limiter per (provider, base URL),
-//! and the retry loop that counts every attempt.
+//! The provider client: one shared `reqwest::Client`, one lane per (provider, base URL,
+//! model) holding a concurrency limiter and a request-rate pacer, and the retry loop that
+//! counts every attempt.
 //!
 //! A call builds the exact body once (returned to the caller for the cache key), then
-//! repeats acquire-permit → send → parse → report-to-limiter until it has an answer, a
-//! non-retryable error, or the retry policy says stop. Empty outputs and refusals are
+//! repeats acquire-permit → wait-for-pacer → send → parse → report-to-lane until it has an
+//! answer, a non-retryable error, or the retry policy says stop. A 429 is pacing, never
+//! failure: it does not use up `max_attempts`, its `Retry-After` pauses the whole lane, and
+//! only the call's time budget bounds how long a call waits for the provider. Empty outputs and refusals are
 //! errors, never answers. Bodies are read in chunks up to `max_response_bytes` and no
 //! further. Errors and answers are scrubbed of the API key before they are returned.
 
@@ -18,7 +21,8 @@ use tokio::time::{Instant, sleep, timeout_at};
 
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
-use super::retry::RetryPolicy;
+use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
+use super::retry::{RateLimitHeaders, RetryPolicy};
 use super::types::{ChatRequest, ChatResponse, Endpoint, ProviderKind, Secret};
 use super::{anthropic, gemini, openai};
 
@@ -38,8 +42,10 @@ pub struct ClientConfig {
     /// Optional idle timeout between reads; off by default because a non-streaming reply
     /// sends nothing until the model is done.
     pub read_timeout: Option<Duration>,
-    /// Concurrency control per (provider, base URL).
+    /// Concurrency control per lane (provider, base URL, model).
     pub concurrency: ConcurrencyMode,
+    /// Request-rate pacing per lane, learned from 429s and rate-limit headers.
+    pub pacing: PacerConfig,
     /// Retry policy.
     pub retry: RetryPolicy,
     /// Honour `HTTP(S)_PROXY`; tests turn it off so 127.0.0.1 is reached directly.
@@ -60,6 +66,7 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_mins(10),
             read_timeout: None,
             concurrency: ConcurrencyMode::default(),
+            pacing: PacerConfig::default(),
             retry: RetryPolicy::default(),
             use_system_proxy: true,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
@@ -102,12 +109,35 @@ pub struct CallRecord {
     pub elapsed: Duration,
 }
 
-/// The shared HTTP client plus per-endpoint limiters.
+/// Everything that paces one (provider, base URL, model): calls to the same model share
+/// its rate limit, so they share one concurrency limiter and one pacer.
+#[derive(Debug)]
+pub struct Lane {
+    /// Requests in flight (AIMD, down to 1).
+    pub limiter: Limiter,
+    /// Request starts per second (learned from 429s and headers).
+    pub pacer: Pacer,
+}
+
+/// A lane's name and state, for the progress line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneSnapshot {
+    /// `provider model`.
+    pub name: String,
+    /// Concurrency limiter state.
+    pub limiter: LimiterSnapshot,
+    /// Pacer state.
+    pub pacer: PacerSnapshot,
+}
+
+type LaneKey = (ProviderKind, String, String);
+
+/// The shared HTTP client plus per-lane limiters and pacers.
 #[derive(Debug)]
 pub struct ProviderClient {
     http: reqwest::Client,
     config: ClientConfig,
-    limiters: Mutex<HashMap<(ProviderKind, String), Arc<Limiter>>>,
+    lanes: Mutex<HashMap<LaneKey, Arc<Lane>>>,
 }
 
 /// The exact body for `request` in `kind`'s protocol, without calling anything.
@@ -239,27 +269,44 @@ impl ProviderClient {
         Ok(Self {
             http,
             config,
-            limiters: Mutex::new(HashMap::new()),
+            lanes: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The limiter shared by every call to this (provider, base URL).
-    pub fn limiter(&self, endpoint: &Endpoint) -> Arc<Limiter> {
+    /// The lane shared by every call to this (provider, base URL, model).
+    pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
         let key = (
             endpoint.kind,
             endpoint.base_url.trim_end_matches('/').to_owned(),
+            endpoint.model.clone(),
         );
-        let mut limiters = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(
-            limiters
-                .entry(key)
-                .or_insert_with(|| Arc::new(Limiter::new(self.config.concurrency))),
-        )
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(lanes.entry(key).or_insert_with(|| {
+            Arc::new(Lane {
+                limiter: Limiter::new(self.config.concurrency),
+                pacer: Pacer::new(self.config.pacing),
+            })
+        }))
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
     pub fn limiter_snapshot(&self, endpoint: &Endpoint) -> LimiterSnapshot {
-        self.limiter(endpoint).snapshot()
+        self.lane(endpoint).limiter.snapshot()
+    }
+
+    /// Every lane used so far with its limiter and pacer state, sorted by name.
+    pub fn lane_snapshots(&self) -> Vec<LaneSnapshot> {
+        let lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<LaneSnapshot> = lanes
+            .iter()
+            .map(|((kind, _, model), lane)| LaneSnapshot {
+                name: format!("{kind} {model}"),
+                limiter: lane.limiter.snapshot(),
+                pacer: lane.pacer.snapshot(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     /// Calls the model with retries; `Ok` only for a non-empty, non-refused answer.
@@ -330,19 +377,40 @@ impl ProviderClient {
     ) {
         let policy = self.config.retry;
         let deadline = started + policy.total_timeout;
-        let limiter = self.limiter(endpoint);
+        let lane = self.lane(endpoint);
         let url = request_url(endpoint);
+        // Failed attempts that use the retry budget (a 429 never does), and 429s so far.
+        let (mut failures, mut rate_limits) = (0_u32, 0_u32);
         loop {
-            let Ok(permit) = timeout_at(deadline, limiter.acquire()).await else {
+            let Ok(permit) = timeout_at(deadline, lane.limiter.acquire()).await else {
                 record.result = Err(CallError::Timeout);
+                return;
+            };
+            let Ok(ticket) = timeout_at(deadline, lane.pacer.acquire()).await else {
+                // Still paced when the budget ran out: the last 429 says why, if there was one.
+                if !matches!(record.result, Err(CallError::RateLimited { .. })) {
+                    record.result = Err(CallError::Timeout);
+                }
                 return;
             };
             record.attempts += 1;
             let sent = Instant::now();
-            let result = timeout_at(deadline, self.send_once(endpoint.kind, &url, headers, body))
-                .await
-                .unwrap_or(Err(CallError::Timeout));
-            permit.finish(feedback(&result));
+            let result = timeout_at(
+                deadline,
+                self.send_once(endpoint.kind, &url, headers, body, &lane.pacer),
+            )
+            .await
+            .unwrap_or(Err(CallError::Timeout));
+            if let Err(CallError::RateLimited { retry_after }) = &result {
+                // Before the permit is freed, so no waiting request slips past the pause.
+                lane.pacer.rate_limited(ticket, *retry_after);
+            }
+            permit.finish(match feedback(&result) {
+                // The pacer cut the rate already; cutting concurrency too would, after a
+                // few events, starve a lane whose limit is a rate, not a concurrency.
+                Feedback::RateLimited if ticket.paced() => Feedback::ServerTrouble,
+                other => other,
+            });
             match result {
                 Ok(mut response) => {
                     response.latency_ms =
@@ -360,7 +428,16 @@ impl ProviderClient {
                 }
                 Err(error) => {
                     record.failed_attempts.push(error.class());
-                    let delay = policy.next_delay(record.attempts, &error, started.elapsed());
+                    let delay = match &error {
+                        CallError::RateLimited { retry_after } => {
+                            rate_limits += 1;
+                            policy.rate_limit_delay(rate_limits, *retry_after, started.elapsed())
+                        }
+                        _ => {
+                            failures += 1;
+                            policy.next_delay(failures, &error, started.elapsed())
+                        }
+                    };
                     tracing::info!(
                         provider = %endpoint.kind,
                         model = %endpoint.model,
@@ -385,6 +462,7 @@ impl ProviderClient {
         url: &str,
         headers: &HeaderMap,
         body: &[u8],
+        pacer: &Pacer,
     ) -> Result<ChatResponse, CallError> {
         let response = self
             .http
@@ -397,6 +475,9 @@ impl ProviderClient {
             .map_err(transport_error)?;
         let status = response.status();
         let response_headers = response.headers().clone();
+        if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
+            pacer.observe_headers(&budget);
+        }
         let bytes = read_capped(response, self.config.max_response_bytes).await?;
         parse(kind, status, &response_headers, &bytes)
     }
@@ -437,11 +518,13 @@ pub(super) mod tests {
             request_timeout: Duration::from_millis(400),
             read_timeout: None,
             concurrency: ConcurrencyMode::default(),
+            pacing: PacerConfig::default(),
             retry: RetryPolicy {
                 max_attempts: 8,
                 base_delay: Duration::from_millis(5),
                 max_delay: Duration::from_millis(40),
                 total_timeout: Duration::from_secs(10),
+                retry_rate_limits: true,
             },
             use_system_proxy: false,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
@@ -597,6 +680,66 @@ pub(super) mod tests {
             record.result.unwrap_err().retry_after(),
             Some(Duration::from_secs(5))
         );
+    }
+
+    /// Ten 429s in a row with `max_attempts: 2`: the call still succeeds, because a rate
+    /// limit is pacing and only the time budget bounds it; a server error after them
+    /// still has its one retry.
+    #[tokio::test]
+    async fn rate_limits_do_not_use_up_the_attempts() {
+        let mut faults: Vec<Fault> = (0..10).map(|_| Fault::RateLimited(RetryHeader::Millis(1))).collect();
+        faults.push(Fault::ServerError);
+        let server = MockServer::start(MockConfig {
+            faults: FaultPlan::sequence(faults),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let policy = RetryPolicy {
+            max_attempts: 2,
+            ..quick_config().retry
+        };
+        let record = client_with(policy, ConcurrencyMode::default())
+            .call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x"))
+            .await;
+        assert!(record.result.is_ok(), "{:?}", record.result);
+        assert_eq!((record.attempts, server.calls()), (12, 12));
+        assert_eq!(record.failed_attempts.iter().filter(|class| **class == "rate_limited").count(), 10);
+    }
+
+    /// A provider that only ever says "slow down": the call gives up when its time budget
+    /// is spent, with the rate-limit error, never because attempts ran out.
+    #[tokio::test]
+    async fn endless_rate_limits_end_at_the_time_budget() {
+        let server = MockServer::start(MockConfig {
+            faults: FaultPlan::rate(1.0, vec![Fault::RateLimited(RetryHeader::Millis(50))], 0),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let policy = RetryPolicy {
+            max_attempts: 2,
+            total_timeout: Duration::from_millis(800),
+            ..quick_config().retry
+        };
+        let record = client_with(policy, ConcurrencyMode::default())
+            .call_recorded(&mock_endpoint(&server, ProviderKind::Anthropic, "m"), &ask("x"))
+            .await;
+        assert_eq!(record.result.unwrap_err().class(), "rate_limited");
+        assert!(record.attempts > 2, "more attempts than max_attempts: {}", record.attempts);
+        assert!(record.elapsed < Duration::from_secs(2), "{:?}", record.elapsed);
+    }
+
+    /// Two models on one server are two lanes (each with its own limiter and pacer).
+    #[tokio::test]
+    async fn lanes_are_per_model() {
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let client = quick_client();
+        let (a, b) = (mock_endpoint(&server, ProviderKind::OpenAi, "a"), mock_endpoint(&server, ProviderKind::OpenAi, "b"));
+        client.call(&a, &ask("x")).await.unwrap();
+        client.call(&b, &ask("x")).await.unwrap();
+        let names: Vec<String> = client.lane_snapshots().into_iter().map(|lane| lane.name).collect();
+        assert_eq!(names, ["openai a", "openai b"]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

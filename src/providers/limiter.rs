@@ -1,6 +1,8 @@
-//! Per-(provider, base URL) concurrency limiter with AIMD adaptation.
+//! Per-lane (provider, base URL, model) concurrency limiter with AIMD adaptation.
 //!
-//! Adaptive mode follows Inspect's defaults (lessons §6): start 20, floor 10, cap 100; an
+//! Adaptive mode follows Inspect's defaults (lessons §6) except the floor: start 20, floor
+//! 1 (a 40 requests/s server at 50 ms latency is saturated by 2 in flight, so a floor of 10
+//! cannot back off far enough), cap 100; an
 //! HTTP 429 multiplies the limit by 0.8 and starts a cooldown (15 s) during which the limit
 //! does not grow; 5xx/overload/timeouts pause growth without cutting; after a window of
 //! successes as large as the current limit, the limit grows additively. Static mode is a
@@ -34,11 +36,11 @@ pub struct AimdConfig {
 }
 
 impl Default for AimdConfig {
-    /// Inspect's adaptive defaults: 20 / 10 / 100, ×0.8, 15 s cooldown.
+    /// Inspect's adaptive defaults but floor 1: 20 / 1 / 100, ×0.8, 15 s cooldown.
     fn default() -> Self {
         Self {
             initial: 20,
-            floor: 10,
+            floor: 1,
             cap: 100,
             decrease_factor: 0.8,
             cooldown: Duration::from_secs(15),
@@ -283,7 +285,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cuts_by_factor_to_floor() {
         let limiter = adaptive();
-        let expected = [16, 12, 10, 10];
+        let expected = [16, 12, 9, 7, 5, 4, 3, 2, 1, 1];
         for want in expected {
             limiter.acquire().await.finish(Feedback::RateLimited);
             assert_eq!(limiter.snapshot().limit, want);
@@ -420,8 +422,8 @@ mod tests {
         let snapshot = client.limiter_snapshot(&endpoint);
         assert_eq!(
             (snapshot.limit, snapshot.cuts, snapshot.in_flight),
-            (10, 3, 0),
-            "20 → 16 → 12 → 10"
+            (9, 3, 0),
+            "20 → 16 → 12 → 9"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! Model-provider HTTP layer: OpenAI, Anthropic and Gemini chat calls with bounded
-//! retries, adaptive (AIMD) concurrency and error classification.
+//! retries, adaptive (AIMD) concurrency, request-rate pacing and error classification.
 //!
 //! Responsibilities: encode a provider-neutral [`ChatRequest`] as each protocol's exact,
 //! deterministic JSON body; send it through one shared `reqwest::Client`; classify every
@@ -17,19 +17,24 @@ mod error;
 pub mod gemini;
 mod limiter;
 pub mod mock;
+mod pacer;
 pub mod openai;
 mod retry;
 mod types;
 mod wire;
 
-pub use bench::{BenchReport, bench_throughput};
+pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
-    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, ProviderClient,
+    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, Lane, LaneSnapshot, ProviderClient,
     install_crypto_provider, request_body, request_fingerprint, request_url,
 };
 pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
-pub use retry::{RetryPolicy, parse_http_date, retry_after_from_headers};
+pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
+pub use retry::{
+    RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339,
+    retry_after_from_headers,
+};
 pub use types::{
     ChatRequest, ChatResponse, Endpoint, FinishReason, Message, ProviderKind, Role, Secret,
     ToolCall, ToolSpec, Usage, canonical_json,

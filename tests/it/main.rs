@@ -32,3 +32,5 @@ mod hostile_submissions;
 mod outcomes;
 // Ctrl-C against a stalled provider; resume pays only the unanswered calls.
 mod interrupt;
+// Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).
+mod rate_limits;

@@ -76,7 +76,7 @@ fn run(ws: &Workspace, args: &[&str]) -> (i32, Value) {
 }
 
 /// Request bodies of every cached call in a workspace's cache.
-fn cached_call_bodies(cache: &Path) -> HashSet<String> {
+pub(crate) fn cached_call_bodies(cache: &Path) -> HashSet<String> {
     // Entries are renamed into place whole, so every file read is complete.
     let mut out = HashSet::new();
     let mut stack = vec![cache.join("v1/steps")];

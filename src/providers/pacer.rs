@@ -1,0 +1,487 @@
+//! Per-lane request-rate pacer: rate limits are pacing, never failure (issue 12, lessons §6).
+//!
+//! A lane (provider, base URL, model) starts unpaced. The first HTTP 429 of a stream of
+//! requests turns pacing on at a rate estimated from the requests sent in the last second;
+//! from then on the pacer spaces request starts `1 / rate` apart, FIFO, measured from the
+//! previous request's *actual* start (no burst credit, so a late wake-up never produces two
+//! requests closer together than the rate allows).
+//!
+//! Learning, TCP-like, one congestion event per burst (a 429 only counts if its request was
+//! sent after the previous cut):
+//! - *slow start* after the first event: ×[`PacerConfig::slow_start_factor`] per round in which
+//!   the pacer actually held requests back, until the next 429, which drops the rate back
+//!   to the last rate that drew none;
+//! - *congestion avoidance* afterwards: a 429 at send rate `s` sets `rate = decrease · s` and
+//!   remembers `s` as a ceiling; after a cooldown the rate grows by a small fraction per
+//!   binding round, never above `ceiling_margin · ceiling` while the ceiling is fresh.
+//!
+//! `Retry-After` (and an exhausted `x-ratelimit-*` / `anthropic-ratelimit-*` budget) pauses
+//! the whole lane, not just one request. Rate-limit headers that say the budget is nearly
+//! spent pace the lane at the rate the budget refills.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+
+use super::retry::RateLimitHeaders;
+
+/// Tuning of the pacer; the defaults are what `evalgrid run` uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacerConfig {
+    /// Fewer sends than this in the last second say nothing about a rate: a lone 429 pauses
+    /// the lane (`Retry-After`) but does not turn pacing on.
+    pub min_stream: usize,
+    /// First rate after the first 429, as a fraction of the send rate over the last second
+    /// (counted over at least one round, so a burst does not look infinitely fast).
+    pub initial_fraction: f64,
+    /// Rate multiplier per binding round during slow start.
+    pub slow_start_factor: f64,
+    /// A 429 in congestion avoidance sets the rate to this fraction of the send rate.
+    pub decrease_factor: f64,
+    /// Additive growth per binding round in congestion avoidance, as a fraction of the rate.
+    pub growth_fraction: f64,
+    /// Length of a growth round.
+    pub round: Duration,
+    /// No growth for this long after a cut.
+    pub cooldown: Duration,
+    /// Growth stops at this fraction of the lowest send rate that drew a 429 ...
+    pub ceiling_margin: f64,
+    /// ... until that ceiling is this old (then the pacer may probe above it again).
+    pub ceiling_ttl: Duration,
+    /// Lowest rate ever paced at (requests per second), so a lane never stops.
+    pub min_rate: f64,
+    /// Above this rate the pacer switches itself off (requests per second).
+    pub max_rate: f64,
+}
+
+impl Default for PacerConfig {
+    /// Tuned against nginx `limit_req` (BENCHMARKS.md, "rate-limited server").
+    fn default() -> Self {
+        Self {
+            min_stream: 4,
+            initial_fraction: 0.4,
+            slow_start_factor: 1.25,
+            decrease_factor: 0.95,
+            growth_fraction: 0.02,
+            round: Duration::from_millis(250),
+            cooldown: Duration::from_secs(2),
+            ceiling_margin: 0.97,
+            ceiling_ttl: Duration::from_mins(1),
+            min_rate: 1.0 / 60.0,
+            max_rate: 10_000.0,
+        }
+    }
+}
+
+/// Where the pacer is in its learning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacerPhase {
+    /// No 429 seen: requests start as soon as the concurrency limiter allows.
+    Unpaced,
+    /// Doubling-like growth after the first 429 until the next one.
+    SlowStart,
+    /// Small additive growth under a remembered ceiling.
+    Steady,
+}
+
+/// A snapshot of a pacer, for progress lines and tests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacerSnapshot {
+    /// Learning phase.
+    pub phase: PacerPhase,
+    /// Current rate in requests per second; `None` while unpaced.
+    pub rate: Option<f64>,
+    /// Rate-limit responses (HTTP 429) seen on this lane.
+    pub rate_limited: u64,
+    /// Requests started on this lane.
+    pub sent: u64,
+    /// Congestion events that cut the rate.
+    pub cuts: u64,
+    /// Whether the lane is paused (`Retry-After` or an exhausted budget) right now.
+    pub paused: bool,
+}
+
+/// Handed out by [`Pacer::acquire`]; given back with the outcome so the pacer can tell
+/// which congestion event a 429 belongs to and how fast the lane was sending.
+#[derive(Debug, Clone, Copy)]
+pub struct PaceTicket {
+    generation: u64,
+    rate_at_send: Option<f64>,
+    sent_at: Instant,
+}
+
+impl PaceTicket {
+    /// Whether the lane was paced when this request was let through: its 429 is then the
+    /// pacer's to learn from, and the concurrency limiter need not cut as well.
+    #[must_use]
+    pub fn paced(&self) -> bool {
+        self.rate_at_send.is_some()
+    }
+
+    /// When the request was let through, for latency and spacing measurements.
+    #[must_use]
+    pub fn sent_at(&self) -> Instant {
+        self.sent_at
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    phase: PacerPhase,
+    rate: f64,
+    last_start: Option<Instant>,
+    paused_until: Option<Instant>,
+    generation: u64,
+    last_cut: Option<Instant>,
+    ceiling: Option<(f64, Instant)>,
+    round_start: Instant,
+    round_binding: bool,
+    recent: VecDeque<Instant>,
+    rate_limited: u64,
+    sent: u64,
+}
+
+/// The request-rate pacer of one lane; see the module docs for the algorithm.
+#[derive(Debug)]
+pub struct Pacer {
+    config: PacerConfig,
+    state: Mutex<State>,
+    /// FIFO gate: one waiter at a time sleeps on the clock, the rest queue here.
+    gate: tokio::sync::Mutex<()>,
+}
+
+impl Pacer {
+    /// A pacer that starts unpaced.
+    #[must_use]
+    pub fn new(config: PacerConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            config,
+            state: Mutex::new(State {
+                phase: PacerPhase::Unpaced,
+                rate: f64::INFINITY,
+                last_start: None,
+                paused_until: None,
+                generation: 0,
+                last_cut: None,
+                ceiling: None,
+                round_start: now,
+                round_binding: false,
+                recent: VecDeque::new(),
+                rate_limited: 0,
+                sent: 0,
+            }),
+            gate: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until the lane may start one more request (pause over, spacing kept).
+    /// Cancellation-safe: a dropped waiter takes no slot.
+    pub async fn acquire(&self) -> PaceTicket {
+        let _gate = self.gate.lock().await;
+        let mut waited = false;
+        loop {
+            let earliest = {
+                let mut state = self.lock();
+                let now = Instant::now();
+                let spacing = state.interval().zip(state.last_start).map(|(gap, last)| last + gap);
+                let earliest = [spacing, state.paused_until].into_iter().flatten().max();
+                match earliest {
+                    Some(at) if at > now => at,
+                    _ => {
+                        if waited && state.phase != PacerPhase::Unpaced {
+                            state.round_binding = true;
+                        }
+                        return self.start(&mut state, now);
+                    }
+                }
+            };
+            waited = true;
+            sleep_until(earliest).await;
+        }
+    }
+
+    fn start(&self, state: &mut State, now: Instant) -> PaceTicket {
+        state.last_start = Some(now);
+        state.sent += 1;
+        state.recent.push_back(now);
+        while state.recent.front().is_some_and(|at| now.duration_since(*at) > Duration::from_secs(1)) {
+            state.recent.pop_front();
+        }
+        self.grow(state, now);
+        PaceTicket {
+            generation: state.generation,
+            rate_at_send: (state.phase != PacerPhase::Unpaced).then_some(state.rate),
+            sent_at: now,
+        }
+    }
+
+    /// Round bookkeeping: grow the rate once per round in which the pacer held requests back.
+    fn grow(&self, state: &mut State, now: Instant) {
+        if now.duration_since(state.round_start) < self.config.round {
+            return;
+        }
+        let binding = std::mem::take(&mut state.round_binding);
+        state.round_start = now;
+        let cooling = state.last_cut.is_some_and(|cut| now.duration_since(cut) < self.config.cooldown);
+        if !binding || cooling {
+            return;
+        }
+        if state.ceiling.is_some_and(|(_, at)| now.duration_since(at) > self.config.ceiling_ttl) {
+            state.ceiling = None;
+        }
+        let grown = match state.phase {
+            PacerPhase::Unpaced => return,
+            PacerPhase::SlowStart => state.rate * self.config.slow_start_factor,
+            PacerPhase::Steady => state.rate * (1.0 + self.config.growth_fraction),
+        };
+        let cap = state.ceiling.map_or(f64::INFINITY, |(ceiling, _)| ceiling * self.config.ceiling_margin);
+        if state.phase == PacerPhase::SlowStart && grown >= cap {
+            state.phase = PacerPhase::Steady;
+        }
+        state.rate = grown.min(cap).max(state.rate);
+        if state.rate > self.config.max_rate {
+            state.phase = PacerPhase::Unpaced;
+            state.rate = f64::INFINITY;
+        }
+    }
+
+    /// An HTTP 429 answered the request of `ticket`: pause the lane for `retry_after` and,
+    /// once per congestion event, cut the rate.
+    pub fn rate_limited(&self, ticket: PaceTicket, retry_after: Option<Duration>) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.rate_limited += 1;
+        if let Some(wait) = retry_after {
+            state.pause_until(now + wait);
+        }
+        if ticket.generation != state.generation {
+            return;
+        }
+        let config = self.config;
+        let new_rate = match (state.phase, ticket.rate_at_send) {
+            (PacerPhase::Unpaced, _) | (_, None) => {
+                let in_window: Vec<&Instant> = state.recent.iter().filter(|at| now.duration_since(**at) <= Duration::from_secs(1)).collect();
+                if in_window.len() < config.min_stream {
+                    return;
+                }
+                // Sends per second over the window actually covered, at least one round.
+                let span = in_window.first().map_or(Duration::ZERO, |first| now.duration_since(**first)).max(config.round);
+                #[expect(clippy::cast_precision_loss, reason = "at most a few thousand sends per second")]
+                let sent = in_window.len() as f64 / span.as_secs_f64();
+                state.phase = PacerPhase::SlowStart;
+                sent * config.initial_fraction
+            }
+            (PacerPhase::SlowStart, Some(sent_at_rate)) => {
+                state.phase = PacerPhase::Steady;
+                state.ceiling = Some((sent_at_rate, now));
+                sent_at_rate / config.slow_start_factor
+            }
+            (PacerPhase::Steady, Some(sent_at_rate)) => {
+                state.ceiling = Some((sent_at_rate, now));
+                sent_at_rate * config.decrease_factor
+            }
+        };
+        state.rate = new_rate.min(state.rate).max(config.min_rate);
+        state.generation += 1;
+        state.last_cut = Some(now);
+    }
+
+    /// Applies the provider's rate-limit headers from any response: an exhausted budget
+    /// pauses the lane until one request is available again; a nearly spent one (under a
+    /// tenth left) paces the lane at the rate the budget refills.
+    pub fn observe_headers(&self, headers: &RateLimitHeaders) {
+        let (Some(remaining), Some(reset)) = (headers.remaining, headers.reset) else { return };
+        if reset.is_zero() {
+            return;
+        }
+        let mut state = self.lock();
+        let now = Instant::now();
+        if remaining == 0 {
+            let one = headers.limit.filter(|limit| *limit > 0).map_or(reset, |limit| reset / u32::try_from(limit).unwrap_or(u32::MAX));
+            state.pause_until(now + one);
+            return;
+        }
+        let Some(limit) = headers.limit else { return };
+        if remaining.saturating_mul(10) > limit {
+            return;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "request budgets are far below 2^52")]
+        let refill = limit.saturating_sub(remaining).max(1) as f64 / reset.as_secs_f64();
+        if refill < state.rate {
+            state.rate = refill.max(self.config.min_rate);
+            if state.phase != PacerPhase::Steady {
+                state.phase = PacerPhase::Steady;
+            }
+        }
+    }
+
+    /// Current phase, rate and counters.
+    pub fn snapshot(&self) -> PacerSnapshot {
+        let state = self.lock();
+        PacerSnapshot {
+            phase: state.phase,
+            rate: (state.phase != PacerPhase::Unpaced).then_some(state.rate),
+            rate_limited: state.rate_limited,
+            sent: state.sent,
+            cuts: state.generation,
+            paused: state.paused_until.is_some_and(|until| until > Instant::now()),
+        }
+    }
+}
+
+impl State {
+    fn interval(&self) -> Option<Duration> {
+        (self.phase != PacerPhase::Unpaced && self.rate.is_finite() && self.rate > 0.0)
+            .then(|| Duration::from_secs_f64(1.0 / self.rate))
+    }
+
+    fn pause_until(&mut self, until: Instant) {
+        if self.paused_until.is_none_or(|current| current < until) {
+            self.paused_until = Some(until);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn pacer() -> Arc<Pacer> {
+        Arc::new(Pacer::new(PacerConfig::default()))
+    }
+
+    /// Sends `n` requests back to back and returns their start times relative to `t0`.
+    async fn starts(pacer: &Pacer, n: usize, t0: Instant) -> Vec<Duration> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let ticket = pacer.acquire().await;
+            out.push(ticket.sent_at.duration_since(t0));
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unpaced_until_the_first_429() {
+        let pacer = pacer();
+        let t0 = Instant::now();
+        let times = starts(&pacer, 50, t0).await;
+        assert!(times.iter().all(Duration::is_zero), "no 429 yet, no waiting: {times:?}");
+        assert_eq!(pacer.snapshot().phase, PacerPhase::Unpaced);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_429_pauses_but_does_not_pace() {
+        let pacer = pacer();
+        let ticket = pacer.acquire().await;
+        pacer.rate_limited(ticket, Some(Duration::from_millis(300)));
+        let t0 = Instant::now();
+        let times = starts(&pacer, 3, t0).await;
+        assert_eq!(times, [Duration::from_millis(300); 3], "after the pause, unpaced again");
+        assert_eq!(pacer.snapshot().rate, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_pauses_the_whole_lane() {
+        let pacer = pacer();
+        let rejected = pacer.acquire().await;
+        let t0 = Instant::now();
+        pacer.rate_limited(rejected, Some(Duration::from_secs(1)));
+        // Other requests of the lane, not only the rejected one, wait out the pause.
+        let others: Vec<_> = futures::future::join_all((0..3).map(|_| pacer.acquire())).await;
+        for ticket in others {
+            assert_eq!(ticket.sent_at.duration_since(t0), Duration::from_secs(1));
+        }
+        let snapshot = pacer.snapshot();
+        assert_eq!((snapshot.rate_limited, snapshot.paused), (1, false));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn first_burst_of_429s_turns_pacing_on_once() {
+        let pacer = pacer();
+        let tickets: Vec<_> = futures::future::join_all((0..20).map(|_| pacer.acquire())).await;
+        for ticket in tickets {
+            pacer.rate_limited(ticket, None);
+        }
+        let snapshot = pacer.snapshot();
+        assert_eq!((snapshot.phase, snapshot.cuts, snapshot.rate_limited), (PacerPhase::SlowStart, 1, 20));
+        let rate = snapshot.rate.unwrap();
+        assert!((rate - 32.0).abs() < 1e-9, "0.4 × 20 sends in one 250 ms round: {rate}");
+        // Paced: starts are 1/32 s apart.
+        let t0 = Instant::now();
+        let times = starts(&pacer, 4, t0).await;
+        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|gap| *gap >= Duration::from_micros(31_250)), "{gaps:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_start_grows_then_backs_off_to_the_last_good_rate() {
+        let pacer = pacer();
+        let tickets: Vec<_> = futures::future::join_all((0..20).map(|_| pacer.acquire())).await;
+        for ticket in tickets {
+            pacer.rate_limited(ticket, None);
+        }
+        tokio::time::advance(Duration::from_secs(3)).await;
+        // Keep the pacer busy: the rate grows ×1.25 per binding round.
+        let mut last = pacer.acquire().await;
+        for _ in 0..60 {
+            last = pacer.acquire().await;
+        }
+        let grown = pacer.snapshot().rate.unwrap();
+        assert!(grown > 30.0, "slow start grows the rate: {grown}");
+        let sent_rate = last.rate_at_send.unwrap();
+        pacer.rate_limited(last, None);
+        let snapshot = pacer.snapshot();
+        assert_eq!(snapshot.phase, PacerPhase::Steady);
+        assert!((snapshot.rate.unwrap() - sent_rate / 1.25).abs() < 1e-9, "back to the last rate that drew no 429");
+        // A second 429 from a request sent before that cut is the same event.
+        pacer.rate_limited(last, None);
+        assert_eq!(pacer.snapshot().cuts, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn steady_growth_stays_under_the_ceiling() {
+        let pacer = pacer();
+        let tickets: Vec<_> = futures::future::join_all((0..40).map(|_| pacer.acquire())).await;
+        for ticket in tickets {
+            pacer.rate_limited(ticket, None);
+        }
+        let ticket = pacer.acquire().await;
+        pacer.rate_limited(ticket, None); // slow start → steady
+        let ticket = pacer.acquire().await;
+        let ceiling = ticket.rate_at_send.unwrap();
+        pacer.rate_limited(ticket, None); // steady cut: decrease × ceiling
+        let config = PacerConfig::default();
+        assert!((pacer.snapshot().rate.unwrap() - ceiling * config.decrease_factor).abs() < 1e-9);
+        tokio::time::advance(Duration::from_secs(3)).await;
+        for _ in 0..400 {
+            pacer.acquire().await;
+        }
+        let rate = pacer.snapshot().rate.unwrap();
+        assert!(
+            rate > ceiling * config.decrease_factor && rate <= ceiling * config.ceiling_margin + 1e-9,
+            "grows, capped by the ceiling: {rate} vs {ceiling}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn exhausted_budget_pauses_and_low_budget_paces() {
+        let pacer = pacer();
+        pacer.observe_headers(&RateLimitHeaders { limit: Some(60), remaining: Some(0), reset: Some(Duration::from_secs(60)) });
+        let t0 = Instant::now();
+        let ticket = pacer.acquire().await;
+        assert_eq!(ticket.sent_at.duration_since(t0), Duration::from_secs(1), "one request refills in 60 s / 60");
+        pacer.observe_headers(&RateLimitHeaders { limit: Some(100), remaining: Some(5), reset: Some(Duration::from_secs(19)) });
+        let rate = pacer.snapshot().rate.unwrap();
+        assert!((rate - 5.0).abs() < 1e-9, "95 requests refill in 19 s: {rate}");
+        pacer.observe_headers(&RateLimitHeaders { limit: Some(100), remaining: Some(50), reset: Some(Duration::from_secs(1)) });
+        assert!((pacer.snapshot().rate.unwrap() - 5.0).abs() < 1e-9, "a half-full budget changes nothing");
+    }
+}
