@@ -3,16 +3,17 @@
 //! The key covers the provider, exact model id, base URL and the exact
 //! request body (via [`request_fingerprint`]), the sample index, and the
 //! call's position in its episode, so k samples are k entries and a resumed
-//! episode replays finished calls for free. Errors, refusals and empty
-//! outputs are never stored; answers from a model other than the one asked
-//! for are returned but not cached (a substituting gateway must not poison
-//! the cache). API keys are read from the environment at call time and never
-//! enter a key, an entry, a log line or an error message.
+//! episode replays finished calls for free. Errors are never stored; empty,
+//! refused, filtered and truncated answers are the model's answers and are. An
+//! answer from a model other than the one asked for fails the call (never
+//! scored, never cached) unless the model entry says `accept_other_model`; a
+//! dated snapshot of the requested alias is the same model. API keys are read
+//! from the environment at call time and never enter a key, an entry, a log
+//! line or an error message.
 //!
 //! Single-flight: identical calls (same call key) in flight at the same time
 //! make one HTTP request. The first caller makes it; the others wait for it and
-//! then read the cache entry it wrote (recorded under their own episodes), or,
-//! when its answer was not cacheable, get the same answer. An error is shared
+//! then read the cache entry it wrote (recorded under their own episodes). An error is shared
 //! too: the first caller already spent the whole retry and time budget, and N
 //! waiters retrying would multiply the requests against a failing provider; the
 //! error is never cached, so the next run (or `--retry-errors`) calls again.
@@ -97,16 +98,8 @@ impl Usage {
     }
 }
 
-/// What an in-flight call leaves for identical calls that waited on it, when
-/// they cannot read it from the cache.
-#[derive(Debug, Clone)]
-enum Shared {
-    /// An answer that was not cached (another model answered).
-    Answer(ChatResponse),
-    /// The call failed; waiters fail with the same error.
-    Failed(SharedError),
-}
-
+/// What a failed in-flight call leaves for identical calls that waited on it: they
+/// fail with the same error (an answer they read from the cache).
 #[derive(Debug, Clone)]
 enum SharedError {
     Unsupported(String),
@@ -135,7 +128,7 @@ impl SharedError {
     }
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Shared>>>;
+type Slot = Arc<tokio::sync::Mutex<Option<SharedError>>>;
 
 /// Calls in flight by key; an entry lives while someone holds or waits on it.
 #[derive(Debug, Default)]
@@ -223,14 +216,10 @@ impl CallContext {
         // Declared before the lock guard so it is dropped after it.
         let joined = self.in_flight.join(step.key());
         let mut shared = joined.slot.lock().await;
-        if let Some(earlier) = shared.as_ref() {
+        if let Some(error) = shared.as_ref() {
             self.usage.shared_calls.fetch_add(1, Ordering::Relaxed);
-            return match earlier {
-                Shared::Answer(response) => Ok(response.clone()),
-                Shared::Failed(error) => Err(error.to_error()),
-            };
+            return Err(error.to_error());
         }
-        let mut cacheable = true;
         let done = step
             .run(&self.store, || async {
                 if self.offline {
@@ -241,22 +230,29 @@ impl CallContext {
                     )));
                 }
                 let response = self.send(endpoint, model, request).await?;
-                // A substituting gateway must not poison the cache.
-                if same_model(&model.model, &response.answered_model) {
-                    Ok(Fresh::cacheable(response))
-                } else {
-                    self.usage.other_model.fetch_add(1, Ordering::Relaxed);
-                    cacheable = false;
-                    Ok(Fresh::uncached(response))
+                match answered_as(&model.model, &response.answered_model) {
+                    // A dated snapshot of the alias is the model asked for (noted in the
+                    // report's provenance).
+                    Answered::Same | Answered::Snapshot => Ok(Fresh::cacheable(response)),
+                    Answered::Other if model.accept_other_model => {
+                        self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                        Ok(Fresh::cacheable(response))
+                    }
+                    // Never scored silently, never cached.
+                    Answered::Other => {
+                        self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                        Err(StepError::Episode(format!(
+                            "the server answered with model `{}` when `{}` was asked for; set `accept_other_model: true` on model `{}` to score its answers",
+                            response.answered_model, model.model, model.id
+                        )))
+                    }
                 }
             })
             .await;
         // Waiters read a cached answer from the cache (recorded under their own
         // episodes); anything else they get from here.
-        match &done {
-            Ok(done) if !cacheable => *shared = Some(Shared::Answer(done.value.clone())),
-            Ok(_) => {}
-            Err(error) => *shared = Some(Shared::Failed(SharedError::of(error))),
+        if let Err(error) = &done {
+            *shared = Some(SharedError::of(error));
         }
         drop(shared);
         drop(joined);
@@ -285,7 +281,7 @@ impl CallContext {
         self.usage.input_tokens.fetch_add(response.usage.input, Ordering::Relaxed);
         self.usage.output_tokens.fetch_add(response.usage.output, Ordering::Relaxed);
         if let Some(price) = model.price {
-            let usd = response.usage.input as f64 * price.input_per_mtok / 1e6 + response.usage.output as f64 * price.output_per_mtok / 1e6;
+            let usd = price.cost(response.usage.input, response.usage.cached, response.usage.output);
             #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "cost is small and non-negative")]
             self.usage.cost_micro_usd.fetch_add((usd * 1e6).round() as u64, Ordering::Relaxed);
         }
@@ -337,9 +333,31 @@ fn with_key(endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepErr
     }
 }
 
-fn same_model(requested: &str, answered: &str) -> bool {
+/// How the model a server says answered relates to the one asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// The same id (or none reported).
+    Same,
+    /// A dated or numbered snapshot of the requested alias (`gpt-4.1` →
+    /// `gpt-4.1-2025-04-14`, `claude-sonnet-4-5` → `claude-sonnet-4-5-20250929`).
+    Snapshot,
+    /// Anything else: a gateway answered with another model.
+    Other,
+}
+
+/// Classifies `answered` against `requested`; Gemini's `models/` prefix is ignored.
+#[must_use]
+pub fn answered_as(requested: &str, answered: &str) -> Answered {
     let strip = |m: &str| m.strip_prefix("models/").unwrap_or(m).to_owned();
-    strip(requested) == strip(answered)
+    let (requested, answered) = (strip(requested), strip(answered));
+    if answered.is_empty() || requested == answered {
+        return Answered::Same;
+    }
+    let snapshot = answered
+        .strip_prefix(&requested)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '-') && v.chars().any(|c| c.is_ascii_digit()));
+    if snapshot { Answered::Snapshot } else { Answered::Other }
 }
 
 fn describe(error: &CallError, attempts: u32) -> String {
@@ -406,6 +424,7 @@ mod tests {
             api_key_env: None,
             params: crate::spec::Params::new(),
             price: None,
+            accept_other_model: false,
         }
     }
 
@@ -464,19 +483,57 @@ mod tests {
         assert_eq!(server.calls(), 2, "the error was not cached");
     }
 
-    /// An answer that may not be cached (another model answered) is handed to the waiters.
+    /// Another model's answer fails the call (one request, shared by the waiters) and is
+    /// not cached; with `accept_other_model` it is an answer like any other.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_uncacheable_answer_is_shared_in_flight() {
+    async fn another_models_answer_fails_unless_accepted() {
         let config = MockConfig { latency: Duration::from_millis(300), answered_model: Some("other".into()), ..MockConfig::default() };
         let server = MockServer::start(config).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let ctx = context(dir.path());
-        let model = model(&server, "mock-1");
+        let mut model = model(&server, "mock-1");
         let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
         let (a, b) = tokio::join!(ctx.chat(episode, &model, &request, &site), ctx.chat(episode, &model, &request, &site));
-        assert_eq!(a.unwrap().answered_model, "other");
-        assert_eq!(b.unwrap().answered_model, "other");
+        for result in [a, b] {
+            let error = result.unwrap_err().to_string();
+            assert!(error.contains("`other`") && error.contains("accept_other_model"), "{error}");
+        }
         assert_eq!(server.calls(), 1);
         assert!(!ctx.store().contains(call_key(&model, &request, &site).unwrap()));
+        model.accept_other_model = true;
+        assert_eq!(ctx.chat(episode, &model, &request, &site).await.unwrap().answered_model, "other");
+        assert!(ctx.store().contains(call_key(&model, &request, &site).unwrap()), "accepted: cached");
+    }
+
+    /// A dated snapshot of the alias is the model asked for: cached, so a resume is free.
+    #[tokio::test]
+    async fn a_dated_snapshot_of_the_alias_is_cached() {
+        let config = MockConfig { answered_model: Some("gpt-4.1-2025-04-14".into()), ..MockConfig::default() };
+        let server = MockServer::start(config).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "gpt-4.1");
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        assert_eq!(ctx.chat(episode, &model, &request, &site).await.unwrap().answered_model, "gpt-4.1-2025-04-14");
+        ctx.chat(episode, &model, &request, &site).await.unwrap();
+        assert_eq!(server.calls(), 1, "the second call was served from the cache");
+    }
+
+    #[test]
+    fn answered_ids_are_classified() {
+        for (requested, answered, expected) in [
+            ("gpt-4.1", "gpt-4.1", Answered::Same),
+            ("gpt-4.1", "", Answered::Same),
+            ("gemini-2.5-pro", "models/gemini-2.5-pro", Answered::Same),
+            ("gpt-4.1", "gpt-4.1-2025-04-14", Answered::Snapshot),
+            ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929", Answered::Snapshot),
+            ("gemini-2.0-flash", "gemini-2.0-flash-001", Answered::Snapshot),
+            ("gpt-4.1", "gpt-4.1-mini", Answered::Other),
+            ("gpt-4.1", "gpt-4.1-mini-2025-04-14", Answered::Other),
+            ("gpt-4.1", "gpt-4o", Answered::Other),
+            ("gpt-4.1", "gpt-4.1-", Answered::Other),
+        ] {
+            assert_eq!(answered_as(requested, answered), expected, "{requested} → {answered}");
+        }
     }
 }

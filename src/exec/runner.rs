@@ -34,10 +34,11 @@ impl EpisodeContext<'_> {
 }
 
 /// Per model: answers used by an episode, how many were cut at the token limit, filtered,
-/// refused or malformed, and how many came without usage (their tokens and cost read 0).
-/// Stored in the episode record as `call_outcomes`, so the report can show the rates.
+/// refused or malformed, how many came without usage (their tokens and cost read 0), and
+/// the model ids the server said answered (`answered_by`). Stored in the episode record as
+/// `call_outcomes`, so the report can show the rates and the provenance.
 #[derive(Debug, Default)]
-pub struct OutcomeTally(std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>>);
+pub struct OutcomeTally(std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeMap<String, Value>>>);
 
 /// The outcome counters a tally keeps, in report order.
 pub const OUTCOME_FIELDS: [&str; 6] = ["answers", "length", "content_filter", "refusal", "malformed", "no_usage"];
@@ -47,13 +48,29 @@ impl OutcomeTally {
     pub fn count(&self, model: &str, response: &crate::providers::ChatResponse) {
         let Ok(mut all) = self.0.lock() else { return };
         let counts = all.entry(model.to_owned()).or_default();
-        *counts.entry("answers".into()).or_default() += 1;
+        let add = |counts: &mut std::collections::BTreeMap<String, Value>, field: &str, n: u64| {
+            let total = counts.get(field).and_then(Value::as_u64).unwrap_or(0) + n;
+            counts.insert(field.to_owned(), Value::from(total));
+        };
+        add(counts, "answers", 1);
+        add(counts, "input_tokens", response.usage.input);
+        add(counts, "cached_tokens", response.usage.cached);
+        add(counts, "output_tokens", response.usage.output);
         let class = response.finish_reason.class();
         if OUTCOME_FIELDS.contains(&class) {
-            *counts.entry(class.into()).or_default() += 1;
+            add(counts, class, 1);
         }
         if !response.usage_reported {
-            *counts.entry("no_usage".into()).or_default() += 1;
+            add(counts, "no_usage", 1);
+        }
+        if !response.answered_model.is_empty() {
+            let ids = counts.entry("answered_by".into()).or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(ids) = ids
+                && !ids.iter().any(|id| id == response.answered_model.as_str())
+            {
+                ids.push(Value::from(response.answered_model.clone()));
+                ids.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            }
         }
     }
 

@@ -157,6 +157,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         source_path: "p.yaml".into(),
         source_hash: "ignored".into(),
         models: vec![ModelConfig {
+            accept_other_model: false,
             id: "m".into(),
             provider: "builtin".into(),
             model: "random".into(),
@@ -221,7 +222,7 @@ mod tests {
         p.report.decimals = 5;
         p.transport.max_attempts = 1;
         p.transport.max_response_bytes = 1024;
-        p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0 });
+        p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0, cached_input_per_mtok: None });
         let other = plan(&p, None);
         assert_eq!(base.cells[0].episode_key, other.cells[0].episode_key);
         assert_eq!(base.cells[0].score_key, other.cells[0].score_key);

@@ -57,6 +57,13 @@ struct MetricsOutput {
     /// Extra benchmark-specific tables.
     #[serde(default)]
     sections: Vec<Section>,
+    /// Per model id: the model ids the servers said answered its scored cells.
+    #[serde(default)]
+    answered_by: BTreeMap<String, Vec<String>>,
+    /// Per model id that made calls (pipeline models and helpers such as the Eleusis rule
+    /// compiler): input, cached input and output tokens of every answer the cells used.
+    #[serde(default)]
+    call_tokens: Vec<(String, u64, u64, u64)>,
 }
 
 /// What the report step stores: file name → blob hash.
@@ -106,23 +113,14 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     let (report, report_cached) = match store.get(report_key)? {
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
-            let usage: Vec<ModelUsage> = metrics
-                .tokens
-                .iter()
-                .filter(|(_, i, o)| i + o > 0)
-                .map(|(model, input_tokens, output_tokens)| {
-                    let price = pipeline.models.iter().find(|m| &m.id == model).and_then(|m| m.price);
-                    let cost_usd = price.map(|p| *input_tokens as f64 * p.input_per_mtok / 1e6 + *output_tokens as f64 * p.output_per_mtok / 1e6);
-                    ModelUsage { model: model.clone(), input_tokens: *input_tokens, output_tokens: *output_tokens, cost_usd }
-                })
-                .collect();
+            let usage = usage_rows(pipeline, &metrics);
             let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
             let mut files = BTreeMap::new();
             files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).as_bytes())?);
             files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
             files.insert("summary.tex".to_owned(), store.put_blob(latex(&metrics.tables, pipeline.report.decimals).as_bytes())?);
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
-            let input = PageInput { tables: &metrics.tables, sections: &metrics.sections, scored: &scored, usage };
+            let input = PageInput { tables: &metrics.tables, sections: &metrics.sections, scored: &scored, usage, answered_by: &metrics.answered_by };
             for (name, bytes) in page_files(pipeline, plan, &input, store)? {
                 files.insert(name, store.put_blob(&bytes)?);
             }
@@ -135,6 +133,29 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     let dir = reports_root.join(&pipeline.name);
     write_files(&dir, &report, store)?;
     Ok(ReportOutcome { dir, files: report.files.keys().cloned().collect(), metrics_cached, report_cached })
+}
+
+/// Tokens and cost per model: from the answers the cells used (cached input priced apart
+/// where the provider reported it), else from the score records; then one line per
+/// helper model that is not a pipeline model (the Eleusis rule compiler), unpriced.
+fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
+    let mut rows = Vec::new();
+    for (model, input, output) in &metrics.tokens {
+        let price = pipeline.models.iter().find(|m| &m.id == model).and_then(|m| m.price);
+        let (input, cached, output) = match metrics.call_tokens.iter().find(|(m, ..)| m == model) {
+            Some((_, i, c, o)) => (*i, *c, *o),
+            None => (*input, 0, *output),
+        };
+        if input + output > 0 {
+            rows.push(ModelUsage { model: model.clone(), input_tokens: input, output_tokens: output, cost_usd: price.map(|p| p.cost(input, cached, output)) });
+        }
+    }
+    for (model, input, _, output) in &metrics.call_tokens {
+        if input + output > 0 && !pipeline.models.iter().any(|m| &m.id == model) {
+            rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd: None });
+        }
+    }
+    rows
 }
 
 fn entry(key: StepKey, kind: StepKind, components: Value, output: Value) -> Entry {
@@ -199,21 +220,25 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    let mut sections = outcome_sections(scored, store)?;
+    let (outcomes, answered_by, call_tokens) = outcome_sections(scored, store)?;
+    let mut sections = outcomes;
     sections.extend(eleusis_sections(pipeline, scored, store)?);
-    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections })
+    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections, answered_by, call_tokens })
 }
 
 /// What the models did in the scored cells' calls (issue 12): the share of answers cut at
 /// the token limit, filtered, refused or malformed, and the answers with no usage reported
 /// (their tokens and cost read 0). Each benchmark has already scored these by its rules.
-fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
+type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, u64, u64)>);
+
+fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
     use crate::exec::runner::OUTCOME_FIELDS;
     let read: Vec<Option<Value>> = scored
         .par_iter()
         .map(|(c, _)| store.get(c.episode_key).map(|e| e.and_then(|e| e.output.get("call_outcomes").cloned())))
         .collect::<Result<_, _>>()?;
     let mut totals: Vec<(String, BTreeMap<String, u64>)> = Vec::new();
+    let mut answered_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for tally in read.into_iter().flatten() {
         let Some(models) = tally.as_object() else { continue };
         for (model, counts) in models {
@@ -224,14 +249,22 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Sect
                     totals.len() - 1
                 }
             };
-            for field in OUTCOME_FIELDS {
-                *totals[i].1.entry(field.to_owned()).or_default() += counts.get(field).and_then(Value::as_u64).unwrap_or(0);
+            for field in OUTCOME_FIELDS.iter().chain(&["input_tokens", "cached_tokens", "output_tokens"]) {
+                *totals[i].1.entry((*field).to_owned()).or_default() += counts.get(*field).and_then(Value::as_u64).unwrap_or(0);
             }
+            let ids = answered_by.entry(model.clone()).or_default();
+            for id in counts.get("answered_by").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                if !ids.iter().any(|known| known == id) {
+                    ids.push(id.to_owned());
+                }
+            }
+            ids.sort();
         }
     }
     if totals.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), answered_by, Vec::new()));
     }
+    let call_tokens = totals.iter().map(|(m, c)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
     let columns = vec!["answers".into(), "truncated".into(), "filtered".into(), "refused".into(), "malformed".into(), "no_usage".into()];
     #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
     let rows = totals
@@ -242,7 +275,7 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Sect
             (model, vec![Some(n), share("length"), share("content_filter"), share("refusal"), share("malformed"), Some(c["no_usage"] as f64)])
         })
         .collect();
-    Ok(vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }])
+    Ok((vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }], answered_by, call_tokens))
 }
 
 /// Eleusis' own metrics (spec §5: caution, boldness, calibration, ...) per

@@ -30,6 +30,8 @@ pub struct PageInput<'a> {
     pub scored: &'a [(&'a Cell, Value)],
     /// Tokens and cost.
     pub usage: Vec<ModelUsage>,
+    /// Per model id: the model ids the servers said answered.
+    pub answered_by: &'a std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Renders `index.html`, `cells.csv`, figure SVG/CSV files and transcript
@@ -127,7 +129,14 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
     ];
     for m in &pipeline.models {
         let url = m.base_url.as_deref().unwrap_or("default endpoint");
-        p.push((format!("model {}", m.id), format!("{} `{}` ({url})", m.provider, m.model)));
+        let mut line = format!("{} `{}` ({url})", m.provider, m.model);
+        // Snapshots (and, where accepted, other models) that answered, as the server said.
+        let answered: Vec<&String> = input.answered_by.get(&m.id).into_iter().flatten().filter(|id| **id != m.model).collect();
+        if !answered.is_empty() {
+            let ids: Vec<String> = answered.iter().map(|id| format!("`{id}`")).collect();
+            line.push_str(&format!(", answered as {}", ids.join(", ")));
+        }
+        p.push((format!("model {}", m.id), line));
     }
     for t in &pipeline.tasks {
         p.push((format!("task {}", t.qualified()), format!("content blake3 {}", &t.content_hash[..t.content_hash.len().min(16)])));

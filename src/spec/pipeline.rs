@@ -100,6 +100,36 @@ pub struct Price {
     pub input_per_mtok: f64,
     /// Output tokens, reasoning included.
     pub output_per_mtok: f64,
+    /// Input tokens served from the provider's prompt cache, where it reports them
+    /// (`None`: priced as other input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+}
+
+#[cfg(test)]
+mod price_tests {
+    use super::Price;
+
+    #[test]
+    fn cached_input_is_priced_apart_only_where_a_rate_is_given() {
+        let p = Price { input_per_mtok: 2.0, output_per_mtok: 8.0, cached_input_per_mtok: Some(0.5) };
+        // 600k fresh × 2 + 400k cached × 0.5 + 100k × 8 = 1.2 + 0.2 + 0.8.
+        assert!((p.cost(1_000_000, 400_000, 100_000) - 2.2).abs() < 1e-12);
+        let flat = Price { cached_input_per_mtok: None, ..p };
+        assert!((flat.cost(1_000_000, 400_000, 100_000) - 2.8).abs() < 1e-12);
+        assert!((p.cost(10, 50, 0) - 10.0 * 0.5 / 1e6).abs() < 1e-15, "cached never exceeds input");
+    }
+}
+
+impl Price {
+    /// US dollars for `input` prompt tokens of which `cached` were cache hits, and `output`.
+    #[must_use]
+    #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
+        let cached = cached.min(input);
+        let cached_rate = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
+        ((input - cached) as f64 * self.input_per_mtok + cached as f64 * cached_rate + output as f64 * self.output_per_mtok) / 1e6
+    }
 }
 
 /// One model entry: who answers, and with which settings.
@@ -120,6 +150,9 @@ pub struct ModelConfig {
     pub params: Params,
     /// Optional prices for the cost table (not part of any key).
     pub price: Option<Price>,
+    /// Score answers the server says came from a model other than `model` (a gateway that
+    /// routes elsewhere); off by default, so such an answer fails its call instead.
+    pub accept_other_model: bool,
 }
 
 impl ModelConfig {

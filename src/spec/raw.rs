@@ -65,6 +65,8 @@ pub struct RawTransport {
 pub struct RawPrice {
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+    #[serde(default)]
+    pub cached_input_per_mtok: Option<f64>,
 }
 
 /// One entry of `models:`.
@@ -82,6 +84,8 @@ pub struct RawModel {
     pub params: BTreeMap<String, Spanned<serde_json::Value>>,
     #[serde(default)]
     pub price: Option<RawPrice>,
+    #[serde(default)]
+    pub accept_other_model: Option<Spanned<bool>>,
 }
 
 /// One entry of `tasks:`.

@@ -337,7 +337,8 @@ impl Resolver<'_> {
                 base_url: m.base_url.as_ref().map(|b| b.value.trim_end_matches('/').to_owned()),
                 api_key_env: m.api_key_env.as_ref().map(|k| k.value.clone()),
                 params,
-                price: m.price.as_ref().map(|p| Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok }),
+                price: m.price.as_ref().map(|p| Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok }),
+                accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
             });
         }
         out

@@ -143,7 +143,9 @@ fn scripted_model_through_the_mock_yields_the_exact_record() {
         .remove("llm")
         .expect("the llm log");
     let outcomes = episode.as_object_mut().unwrap().remove("call_outcomes").expect("the call outcomes");
-    assert_eq!(outcomes, json!({"mock": {"answers": 9}}), "nine plain answers, all with usage");
+    assert_eq!(outcomes["mock"]["answers"], 9, "{outcomes}");
+    assert_eq!(outcomes["mock"]["answered_by"], json!(["mock-model"]), "{outcomes}");
+    assert!(outcomes["mock"].get("no_usage").is_none() && outcomes["mock"].get("length").is_none(), "nine plain answers, all with usage: {outcomes}");
     assert_eq!(episode, expected_record());
     assert_eq!(
         (

@@ -51,6 +51,10 @@ fn full_78_round_grid_against_the_mock_with_scripted_player_and_compiler() {
     let col = |name: &str| header.split(',').position(|h| h == name).unwrap();
     assert_eq!(row("only_red_cards")[col("mean_score")], "30");
     assert_eq!(row("even_ranks_only")[col("mean_failed_guesses")], "30");
+    // The rule compiler's calls have their own tokens line, apart from the player's.
+    let md = std::fs::read_to_string(ws.path("reports/eleusis-mock/summary.md")).unwrap();
+    let usage = &md[md.find("## Tokens and cost").expect("usage table")..];
+    assert!(usage.lines().any(|l| l.starts_with("| player |")) && usage.lines().any(|l| l.starts_with("| rule-compiler |")), "{usage}");
     // One compile call for the one guess text; everything replays from the cache.
     let (code, v) = ws.run_json(&["run", "p.yaml", "--json", "--offline"]);
     assert_eq!(code, 0, "{v}");

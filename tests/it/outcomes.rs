@@ -16,6 +16,14 @@ fn bucket(text: &str) -> u64 {
 }
 
 fn outcome(req: &MockRequest) -> MockOutcome {
+    // Model `snap` is served by a dated snapshot of its alias.
+    if req.model == "snap" {
+        return MockOutcome::Reply(MockReply::text("The answer is: (A)").with_model("snap-2025-04-14"));
+    }
+    // Model `gateway` is answered by another model altogether.
+    if req.model == "gateway" {
+        return MockOutcome::Reply(MockReply::text("The answer is: (A)").with_model("someone-else"));
+    }
     // Model `flaky` fails every web_of_lies item as a transport error (HTTP 400).
     if req.model == "flaky" && req.last_user.contains("ies") && req.last_user.to_lowercase().contains("truth") {
         return MockOutcome::Fault(Fault::Status { status: 400, message: "mock: rejected".into() });
@@ -79,7 +87,35 @@ fn truncated_empty_filtered_and_refused_answers_are_scored_and_shown_and_a_faile
     assert_eq!(mock.server().calls(), before, "no call repeated");
     // Cut, empty, filtered and refused answers are recorded with their reason.
     let (_, shown) = ws.run_json(&["--data-dir", &data, "show", "p.yaml", "steady/bbeh/bbeh_dyck_languages/mini/0", "--json"]);
+    assert_eq!(shown["episode"]["call_outcomes"]["steady"]["answers"], 20, "{}", shown["episode"]["call_outcomes"]);
+    let (_, shown) = ws.run_json(&["--data-dir", &data, "show", "p.yaml", "steady/bbeh/bbeh_dyck_languages/mini/0", "--json"]);
     let answers = shown["episode"]["answers"].as_array().unwrap();
     let reasons: Vec<&str> = answers.iter().filter_map(|a| a["finish_reason"].as_str()).collect();
     assert!(reasons.contains(&"length") && reasons.iter().any(|r| *r == "content_filter" || *r == "refusal"), "{reasons:?}");
+}
+
+#[test]
+fn a_snapshot_of_the_alias_is_cached_and_shown_and_another_model_fails_unless_accepted() {
+    let mock = Mock::start(MockConfig { script: Script::function(outcome), ..MockConfig::default() });
+    let ws = Workspace::new();
+    let url = mock.url();
+    let text = pipeline(&url, &["snap", "gateway"]);
+    ws.write("p.yaml", &text);
+    let data = data_dir().to_str().unwrap().to_owned();
+    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    assert_eq!((code, v["cells_failed"].as_u64()), (1, Some(3)), "every gateway cell fails: {v}");
+    let failure = v["failures"].to_string();
+    assert!(failure.contains("someone-else") && failure.contains("accept_other_model"), "{failure}");
+    let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
+    assert!(html.contains("answered as `snap-2025-04-14`"), "the snapshot is in the provenance");
+    // The snapshot's answers were cached: nothing of `snap` is asked again.
+    let before = mock.server().calls();
+    let (_, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json", "--filter", "model=snap"]);
+    assert_eq!((v["cells_cached"].as_u64(), mock.server().calls()), (Some(3), before), "{v}");
+    // Accepted explicitly, the other model's answers are scored and cached.
+    ws.write("p.yaml", &text.replace("model: gateway,", "model: gateway, accept_other_model: true,"));
+    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    assert_eq!((code, v["cells_failed"].as_u64()), (0, Some(0)), "{v}");
+    let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
+    assert!(html.contains("answered as `someone-else`"), "the other model is in the provenance");
 }
