@@ -429,6 +429,10 @@ impl ProviderClient {
                 Err(error) => {
                     record.failed_attempts.push(error.class());
                     let delay = match &error {
+                        // A timed-out attempt is only tried again when a whole attempt still
+                        // fits the call's budget: a long reasoning call cut by the budget
+                        // would otherwise be sent, and billed, twice for nothing.
+                        CallError::Timeout if deadline.saturating_duration_since(Instant::now()) < self.config.request_timeout => None,
                         CallError::RateLimited { retry_after } => {
                             rate_limits += 1;
                             policy.rate_limit_delay(rate_limits, *retry_after, started.elapsed())
@@ -898,5 +902,19 @@ pub(super) mod tests {
             assert_eq!(response.tool_calls[0].arguments["key"], "[REDACTED]", "{kind}");
             assert!(!format!("{response:?}").contains(KEY), "{kind}: {response:?}");
         }
+    }
+
+    /// A timed-out attempt is retried only while a whole attempt fits the remaining budget.
+    #[tokio::test]
+    async fn a_timeout_is_not_retried_when_the_budget_cannot_fit_another_attempt() {
+        let server = MockServer::start(MockConfig { faults: FaultPlan::rate(1.0, vec![Fault::Slow(Duration::from_secs(30))], 1), ..MockConfig::default() }).await.unwrap();
+        let endpoint = mock_endpoint(&server, ProviderKind::OpenAi, "m");
+        let retry = |total_ms| RetryPolicy { total_timeout: Duration::from_millis(total_ms), ..quick_config().retry };
+        // 400 ms attempts in a 700 ms budget: after the first, 300 ms are left.
+        let record = client_with(retry(700), ConcurrencyMode::default()).call_recorded(&endpoint, &ask("x")).await;
+        assert_eq!((record.attempts, record.result.unwrap_err().class()), (1, "timeout"));
+        // In a 2 s budget the second and third attempts fit, the fourth does not.
+        let record = client_with(retry(2000), ConcurrencyMode::default()).call_recorded(&endpoint, &ask("x")).await;
+        assert!((2..=4).contains(&record.attempts), "{} attempts", record.attempts);
     }
 }

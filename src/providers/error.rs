@@ -66,6 +66,13 @@ pub enum CallError {
         /// What was wrong.
         detail: String,
     },
+    /// HTTP 429 that is not a rate limit but the account's quota or credit being used up
+    /// (OpenAI `insufficient_quota`): waiting does not help, so it is not retried.
+    #[error("quota exhausted: {message}")]
+    Quota {
+        /// Provider message; redacted, then truncated, by the time it leaves the client.
+        message: String,
+    },
     /// HTTP 401/403: the key is missing, wrong or lacks permission.
     #[error("authentication failed: HTTP {status}")]
     Auth {
@@ -109,6 +116,7 @@ impl CallError {
     pub fn class(&self) -> &'static str {
         match self {
             Self::RateLimited { .. } => "rate_limited",
+            Self::Quota { .. } => "quota",
             Self::Overloaded { .. } => "overloaded",
             Self::Server { .. } => "server",
             Self::Timeout => "timeout",
@@ -153,6 +161,9 @@ impl CallError {
             },
             Self::BadRequest { status, message } => Self::BadRequest {
                 status,
+                message: truncate_message(&scrub(message)),
+            },
+            Self::Quota { message } => Self::Quota {
                 message: truncate_message(&scrub(message)),
             },
             other => other,
@@ -204,6 +215,7 @@ pub(super) fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &[
         code @ (429 | 503 | 529) if overloaded || code == 529 => {
             CallError::Overloaded { retry_after }
         }
+        429 if json.as_ref().is_some_and(is_quota_body) => CallError::Quota { message },
         429 => CallError::RateLimited { retry_after },
         401 | 403 => CallError::Auth {
             status: status.as_u16(),
@@ -219,6 +231,12 @@ pub(super) fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &[
             message,
         },
     }
+}
+
+/// OpenAI's "you exceeded your current quota" (billing), as opposed to a rate limit.
+fn is_quota_body(json: &Value) -> bool {
+    let error = json.get("error").unwrap_or(json);
+    ["code", "type"].iter().any(|k| error.get(*k).and_then(Value::as_str) == Some("insufficient_quota"))
 }
 
 /// Detects an error object inside an HTTP 200 body (`{"error": {...}}` or Anthropic's
@@ -312,6 +330,11 @@ mod tests {
             )
         };
         assert_eq!(classify(429, "{}").class(), "rate_limited");
+        // OpenAI's billing quota (shape from its error-codes guide) is not a rate limit.
+        let quota = r#"{"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}"#;
+        let error = classify(429, quota);
+        assert_eq!(error.class(), "quota");
+        assert!(!error.is_retryable() && error.to_string().contains("exceeded your current quota"), "{error}");
         assert_eq!(classify(529, "").class(), "overloaded");
         assert_eq!(
             classify(503, r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#).class(),
