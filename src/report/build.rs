@@ -137,7 +137,8 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
 
 /// Tokens and cost per model: from the answers the cells used (cached input priced apart
 /// where the provider reported it), else from the score records; then one line per
-/// helper model that is not a pipeline model (the Eleusis rule compiler), unpriced.
+/// helper model that is not a pipeline model (the Eleusis rule compiler), priced from
+/// `report.prices`.
 fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
     let mut rows = Vec::new();
     for (model, input, output) in &metrics.tokens {
@@ -150,9 +151,10 @@ fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
             rows.push(ModelUsage { model: model.clone(), input_tokens: input, output_tokens: output, cost_usd: price.map(|p| p.cost(input, cached, output)) });
         }
     }
-    for (model, input, _, output) in &metrics.call_tokens {
+    for (model, input, cached, output) in &metrics.call_tokens {
         if input + output > 0 && !pipeline.models.iter().any(|m| &m.id == model) {
-            rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd: None });
+            let cost_usd = pipeline.report.prices.get(model).map(|p| p.cost(*input, *cached, *output));
+            rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd });
         }
     }
     rows
@@ -222,7 +224,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         .collect();
     let (outcomes, answered_by, call_tokens) = outcome_sections(scored, store)?;
     let mut sections = outcomes;
-    sections.extend(eleusis_sections(pipeline, scored, store)?);
+    sections.extend(eleusis_sections(pipeline, plan, scored, store)?);
     Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections, answered_by, call_tokens })
 }
 
@@ -280,12 +282,17 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
 
 /// Eleusis' own metrics (spec §5: caution, boldness, calibration, ...) per
 /// model, computed by the same code that reproduces the published tables.
-fn eleusis_sections(pipeline: &Pipeline, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
+fn eleusis_sections(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
     let mut headline = Section { title: "eleusis: spec §5 metrics (95 % bootstrap CI of the floored score)".into(), ..Section::default() };
     let mut calibration = Section { title: "eleusis: calibration (checks with confidence ≥ 5)".into(), columns: vec!["level".into(), "accuracy".into(), "n".into()], ..Section::default() };
     let mut guess_rate = Section { title: "eleusis: guess rate per confidence level".into(), columns: vec!["level".into(), "guess_rate".into(), "turns".into()], ..Section::default() };
     for model in &pipeline.models {
         let cells: Vec<&Cell> = scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id).map(|(c, _)| *c).collect();
+        let planned = plan.cells.iter().filter(|c| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id).count();
+        if cells.len() < planned {
+            // No model average over the rounds that happened to finish (issue 12).
+            continue;
+        }
         let read: Vec<Option<Value>> = cells.par_iter().map(|c| store.get(c.episode_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
         let rounds: Vec<Value> = read.into_iter().flatten().collect();
         if rounds.is_empty() {

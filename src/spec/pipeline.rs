@@ -233,6 +233,10 @@ pub struct ReportConfig {
     pub title: String,
     /// Decimal places in tables.
     pub decimals: u32,
+    /// Prices of helper models that are not pipeline models, by the id their calls are
+    /// counted under (the Eleusis `rule-compiler`): only the cost table uses them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// Shell-style glob with `*` (any run) and `?` (one character).

@@ -141,6 +141,8 @@ pub struct RawReport {
     pub title: Option<String>,
     #[serde(default)]
     pub decimals: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub prices: BTreeMap<String, RawPrice>,
 }
 
 impl<'de> Deserialize<'de> for RawSelect {

@@ -48,8 +48,9 @@ pub fn resolve(
     let exclude = raw.exclude.iter().map(filter).collect::<Vec<_>>();
     let metrics = r.metrics(raw.metrics.and_then(|m| m.select).unwrap_or_default(), &benchmarks);
     let report = raw.report.map_or_else(
-        || ReportConfig { title: name.clone(), decimals: 3 },
+        || ReportConfig { title: name.clone(), decimals: 3, prices: BTreeMap::new() },
         |rep| ReportConfig {
+            prices: rep.prices.iter().map(|(id, p)| (id.clone(), Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok })).collect(),
             title: rep.title.unwrap_or_else(|| name.clone()),
             decimals: rep.decimals.map_or(3, |d| {
                 if d.value > 12 {
