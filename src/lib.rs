@@ -3,10 +3,12 @@
 //! Data flows one way: [`spec`] (YAML → validated pipeline) → [`plan`] (grid →
 //! steps with keys) → [`cache`] (content-addressed store) → [`exec`]
 //! (scheduler; [`envs`] hold each benchmark's episode logic) → [`metrics`]
-//! (polars) → [`report`]. No module imports one above it.
+//! (polars) → [`report`]. No module imports one above it. [`exhibit`] (tables and figures
+//! as plain data) and [`sandbox`] sit beside the flow and are used by it.
 
 pub mod cache;
 pub mod envs;
+pub mod exhibit;
 pub mod exec;
 pub mod metrics;
 pub mod plan;

@@ -1,13 +1,20 @@
-//! Benchmarks: each folder holds one benchmark's episode logic, scorer and
-//! built-in agents; [`Registry`] exposes them to the spec and exec layers.
+//! Benchmarks: each folder holds one benchmark's episode logic, scorer, built-in agents and
+//! report exhibits behind the [`Benchmark`] trait; [`registry`] lists them and exposes them
+//! to the spec and exec layers.
 
 pub mod bbeh;
 pub mod bbq;
+pub mod benchmark;
 pub mod eleusis;
+pub mod guess;
+// Every step kind's key reacts to every input (all benchmarks' sub-step builders).
+#[cfg(test)]
+mod key_coverage;
 pub mod metric;
 pub mod pystr;
 pub mod registry;
 pub mod splitmix;
 pub mod weirdml;
 
-pub use registry::{BENCHMARKS, PROVIDERS, Registry, transcript};
+pub use benchmark::{Benchmark, FigureInput, ScoredCell, SectionInput};
+pub use registry::{PROVIDERS, Registry, transcript};

@@ -1,23 +1,38 @@
-//! The set of benchmarks evalgrid knows, as a spec [`Catalog`] and an exec
-//! [`EpisodeRunner`]. Adding a benchmark = one folder under `envs/` plus a
-//! few match arms here.
+//! The benchmarks evalgrid knows: one list of [`Benchmark`] trait objects, exposed to the
+//! spec layer as a [`Catalog`] and to the scheduler as an [`EpisodeRunner`]. Adding a
+//! benchmark = one folder under `envs/` plus one line in [`ALL`].
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::bbeh::benchmark as bbeh;
-use super::bbq::benchmark as bbq;
-use super::eleusis::benchmark as eleusis;
-use super::weirdml::benchmark as weirdml;
+use super::benchmark::Benchmark;
 use super::metric::MetricDef;
-use crate::exec::{BoxFuture, CallSite, EpisodeContext, EpisodeRunner, StepError, on_cpu};
+use crate::exec::{BoxFuture, CallSite, EpisodeContext, EpisodeRunner, StepError};
 use crate::providers::ChatRequest;
 use crate::spec::resolve::BUILTIN_PROVIDER;
 use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
+/// Every benchmark, in listing order: the one place they are named.
+pub static ALL: &[&dyn Benchmark] = &[
+    &super::eleusis::benchmark::Eleusis,
+    &super::bbeh::benchmark::Bbeh,
+    &super::bbq::benchmark::Bbq,
+    &super::weirdml::benchmark::WeirdMl,
+    &super::guess::Guess,
+];
+
+/// The benchmark called `name`.
+#[must_use]
+pub fn get(name: &str) -> Option<&'static dyn Benchmark> {
+    ALL.iter().copied().find(|b| b.name() == name)
+}
+
 /// Names of the benchmarks, for listings.
-pub const BENCHMARKS: &[&str] = &[eleusis::NAME, bbeh::NAME, bbq::NAME, weirdml::NAME];
+#[must_use]
+pub fn names() -> Vec<&'static str> {
+    ALL.iter().map(|b| b.name()).collect()
+}
 
 /// Model providers a pipeline may name.
 pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini", crate::spec::resolve::SCRIPTED_PROVIDER];
@@ -42,32 +57,22 @@ impl Registry {
     }
 
     /// Whether a cell of `benchmark` played by `model` runs model-written code (and so
-    /// needs the sandbox): WeirdML always, Eleusis and BBQ-Bench with API players.
+    /// needs the sandbox).
     #[must_use]
     pub fn runs_model_code(benchmark: &str, model: &ModelConfig) -> bool {
-        match benchmark {
-            weirdml::NAME => true,
-            eleusis::NAME | bbq::NAME => model.provider != BUILTIN_PROVIDER,
-            _ => false,
-        }
+        get(benchmark).is_some_and(|b| b.runs_model_code(model))
     }
 
     /// Table columns of a benchmark.
     #[must_use]
     pub fn metric_defs(benchmark: &str) -> Vec<MetricDef> {
-        match benchmark {
-            eleusis::NAME => eleusis::metrics(),
-            bbeh::NAME => bbeh::metrics(),
-            bbq::NAME => bbq::metrics(),
-            weirdml::NAME => weirdml::metrics(),
-            _ => Vec::new(),
-        }
+        get(benchmark).map(|b| b.metrics()).unwrap_or_default()
     }
 }
 
 impl Catalog for Registry {
     fn benchmarks(&self) -> Vec<&'static str> {
-        BENCHMARKS.to_vec()
+        names()
     }
 
     fn metrics(&self, benchmark: &str) -> Vec<String> {
@@ -79,28 +84,19 @@ impl Catalog for Registry {
     }
 
     fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
-        match benchmark {
-            eleusis::NAME => eleusis::resolve_tasks(select, params),
-            bbeh::NAME => bbeh::resolve_tasks(&self.data_dir, select, params),
-            bbq::NAME => bbq::resolve_tasks(select, params),
-            weirdml::NAME => weirdml::resolve_tasks(&self.data_dir, select, params),
-            other => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{other}`"), hint: None }]),
+        match get(benchmark) {
+            Some(b) => b.resolve_tasks(&self.data_dir, select, params),
+            None => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{benchmark}`"), hint: None }]),
         }
     }
 
     fn resolve_builtin(&self, agent: &str, params: &Params, benchmarks: &[String]) -> Result<Params, Vec<CatalogIssue>> {
         let mut resolved = None;
-        for b in benchmarks {
-            let r = match b.as_str() {
-                eleusis::NAME => eleusis::resolve_builtin(agent, params),
-                bbeh::NAME => bbeh::resolve_builtin(agent, params),
-                bbq::NAME => bbq::resolve_builtin(agent, params),
-                weirdml::NAME => weirdml::resolve_builtin(agent, params),
-                _ => continue,
-            };
-            resolved = Some(r.map_err(|mut issues| {
+        for name in benchmarks {
+            let Some(b) = get(name) else { continue };
+            resolved = Some(b.resolve_builtin(agent, params).map_err(|mut issues| {
                 for i in &mut issues {
-                    i.message = format!("{} (benchmark `{b}`)", i.message);
+                    i.message = format!("{} (benchmark `{name}`)", i.message);
                 }
                 issues
             })?);
@@ -111,42 +107,24 @@ impl Catalog for Registry {
 
 impl EpisodeRunner for Registry {
     fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>> {
-        Box::pin(async move {
-            match task.benchmark.as_str() {
-                eleusis::NAME if model.provider != BUILTIN_PROVIDER => super::eleusis::llm_episode::run_task(ctx, model, task, seed).await,
-                eleusis::NAME => {
-                    let (model, task) = (model.clone(), task.clone());
-                    on_cpu(move || eleusis::run_episode(&model, &task, seed)).await?
-                }
-                bbeh::NAME => bbeh::run_episode(ctx, &self.data_dir, model, task, seed).await,
-                bbq::NAME if model.provider != BUILTIN_PROVIDER => super::bbq::llm_episode::run(ctx, model, task, seed).await,
-                bbq::NAME => {
-                    let (model, task) = (model.clone(), task.clone());
-                    on_cpu(move || bbq::run_episode(&model, &task, seed)).await?
-                }
-                weirdml::NAME => weirdml::run_episode(ctx, &self.data_dir, model, task, seed).await,
-                other => Err(StepError::Unsupported(format!("benchmark `{other}` has no episode runner"))),
-            }
-        })
+        match get(&task.benchmark) {
+            Some(b) => b.run_episode(ctx, &self.data_dir, model, task, seed),
+            None => Box::pin(async move { Err(StepError::Unsupported(format!("benchmark `{}` has no episode runner", task.benchmark))) }),
+        }
     }
 
     fn planned_calls(&self, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
         if model.provider == BUILTIN_PROVIDER {
+            // Built-in agents never call a model.
             return Some(Vec::new());
         }
-        match task.benchmark.as_str() {
-            bbeh::NAME => bbeh::planned_calls(&self.data_dir, model, task, seed).ok(),
-            _ => None,
-        }
+        get(&task.benchmark)?.planned_calls(&self.data_dir, model, task, seed)
     }
 
     fn score(&self, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
-        match task.benchmark.as_str() {
-            eleusis::NAME => eleusis::score(episode),
-            bbeh::NAME => bbeh::score(&self.data_dir, task, episode),
-            bbq::NAME => bbq::score(episode),
-            weirdml::NAME => weirdml::score(episode),
-            other => Err(StepError::Unsupported(format!("benchmark `{other}` has no scorer"))),
+        match get(&task.benchmark) {
+            Some(b) => b.score(&self.data_dir, task, episode),
+            None => Err(StepError::Unsupported(format!("benchmark `{}` has no scorer", task.benchmark))),
         }
     }
 }
@@ -154,8 +132,63 @@ impl EpisodeRunner for Registry {
 /// Human-readable transcript of an episode record of `benchmark`.
 #[must_use]
 pub fn transcript(benchmark: &str, episode: &Value) -> String {
-    match benchmark {
-        eleusis::NAME => eleusis::transcript(episode),
-        _ => serde_json::to_string_pretty(episode).unwrap_or_default(),
+    match get(benchmark) {
+        Some(b) => b.transcript(episode),
+        None => serde_json::to_string_pretty(episode).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outside `src/envs/` and `src/cli/`, no code names a benchmark (issue 15): plan,
+    /// exec, metrics and report only see `&dyn Benchmark`. Comments and test code may.
+    #[test]
+    fn no_layer_outside_envs_and_cli_names_a_benchmark() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut offenders = Vec::new();
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    if rel != "envs" && rel != "cli" {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                if !rel.ends_with(".rs") || rel.ends_with("_tests.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                for (n, line) in code.lines().enumerate() {
+                    let line = line.trim_start();
+                    if line.starts_with("//") {
+                        continue;
+                    }
+                    for b in ALL {
+                        let quoted = format!("\"{}", b.name());
+                        let path_use = format!("envs::{}", b.name());
+                        if line.contains(&quoted) || line.contains(&path_use) {
+                            offenders.push(format!("src/{rel}:{}: {line}", n + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(offenders.is_empty(), "benchmark names outside envs/ and cli/:\n{}", offenders.join("\n"));
+    }
+
+    #[test]
+    fn every_benchmark_is_listed_once_and_found_by_name() {
+        let names = names();
+        for name in &names {
+            assert_eq!(get(name).map(|b| b.name()), Some(*name));
+            assert_eq!(names.iter().filter(|n| *n == name).count(), 1, "{name} listed twice");
+        }
+        assert!(get("no-such-benchmark").is_none());
     }
 }

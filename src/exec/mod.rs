@@ -12,5 +12,3 @@ pub use runner::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
 pub use substep::{Done, Fresh, SubStep, SubStepError};
 pub use scheduler::{Cancel, CellState, RunOptions, RunSummary, classify, run_cells};
 
-#[cfg(test)]
-mod key_coverage;

@@ -16,9 +16,10 @@ use serde_json::Value;
 
 use super::page::{PageInput, files as page_files};
 use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
-use crate::envs::eleusis::export::analyze_rounds;
 use crate::cache::{CacheError, Entry, Store};
-use crate::envs::Registry;
+use crate::envs::registry::{self, Registry};
+use crate::envs::{ScoredCell, SectionInput};
+use crate::exec::StepError;
 use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, Planned, aggregate, cells_parquet};
 use crate::plan::{Cell, Plan, StepKey, StepKind, metrics_components, report_components};
 use crate::spec::Pipeline;
@@ -35,6 +36,9 @@ pub enum ReportError {
     /// A cached output had an unexpected shape.
     #[error("cached {0} output is malformed; run `evalgrid cache verify`")]
     Malformed(&'static str),
+    /// A benchmark could not compute its extra tables.
+    #[error("benchmark tables: {0}")]
+    Benchmark(String),
     /// Writing the report files failed.
     #[error("cannot write report file `{path}`")]
     Write {
@@ -54,9 +58,12 @@ struct MetricsOutput {
     cells_parquet: String,
     /// Per model (pipeline order): Σ input tokens, Σ output tokens.
     tokens: Vec<(String, u64, u64)>,
-    /// Extra benchmark-specific tables.
+    /// Extra tables: the model outcomes, then each benchmark's own.
     #[serde(default)]
     sections: Vec<Section>,
+    /// The benchmark that made each section (empty for evalgrid's own).
+    #[serde(default)]
+    section_owners: Vec<String>,
     /// Per model id: the model ids the servers said answered its scored cells.
     #[serde(default)]
     answered_by: BTreeMap<String, Vec<String>>,
@@ -120,7 +127,7 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
             files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
             files.insert("summary.tex".to_owned(), store.put_blob(latex(&metrics.tables, pipeline.report.decimals).as_bytes())?);
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
-            let input = PageInput { tables: &metrics.tables, sections: &metrics.sections, scored: &scored, usage, answered_by: &metrics.answered_by };
+            let input = PageInput { tables: &metrics.tables, sections: &metrics.sections, section_owners: &metrics.section_owners, scored: &scored, usage, answered_by: &metrics.answered_by };
             for (name, bytes) in page_files(pipeline, plan, &input, store)? {
                 files.insert(name, store.put_blob(&bytes)?);
             }
@@ -223,9 +230,13 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         })
         .collect();
     let (outcomes, answered_by, call_tokens) = outcome_sections(scored, store)?;
+    let mut section_owners = vec![String::new(); outcomes.len()];
     let mut sections = outcomes;
-    sections.extend(eleusis_sections(pipeline, plan, scored, store)?);
-    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections, answered_by, call_tokens })
+    for (owner, section) in benchmark_sections(pipeline, plan, scored, store)? {
+        section_owners.push(owner);
+        sections.push(section);
+    }
+    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections, section_owners, answered_by, call_tokens })
 }
 
 /// What the models did in the scored cells' calls (issue 12): the share of answers cut at
@@ -280,43 +291,38 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     Ok((vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }], answered_by, call_tokens))
 }
 
-/// Eleusis' own metrics (spec §5: caution, boldness, calibration, ...) per
-/// model, computed by the same code that reproduces the published tables.
-fn eleusis_sections(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<Section>, ReportError> {
-    let mut headline = Section { title: "eleusis: spec §5 metrics (95 % bootstrap CI of the floored score)".into(), ..Section::default() };
-    let mut calibration = Section { title: "eleusis: calibration (checks with confidence ≥ 5)".into(), columns: vec!["level".into(), "accuracy".into(), "n".into()], ..Section::default() };
-    let mut guess_rate = Section { title: "eleusis: guess rate per confidence level".into(), columns: vec!["level".into(), "guess_rate".into(), "turns".into()], ..Section::default() };
-    for model in &pipeline.models {
-        let cells: Vec<&Cell> = scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id).map(|(c, _)| *c).collect();
-        let planned = plan.cells.iter().filter(|c| pipeline.tasks[c.task].benchmark == "eleusis" && pipeline.models[c.model].id == model.id).count();
-        if cells.len() < planned {
-            // No model average over the rounds that happened to finish (issue 12).
+/// Each benchmark's extra tables over its scored cells (e.g. Eleusis' spec §5 metrics),
+/// with the benchmark that made each, in pipeline order.
+fn benchmark_sections(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<(String, Section)>, ReportError> {
+    let mut out = Vec::new();
+    for name in benchmarks_in(pipeline) {
+        let Some(bench) = registry::get(name) else { continue };
+        let mine: Vec<&(&Cell, Value)> = scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == name).collect();
+        if mine.is_empty() {
             continue;
         }
-        let read: Vec<Option<Value>> = cells.par_iter().map(|c| store.get(c.episode_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
-        let rounds: Vec<Value> = read.into_iter().flatten().collect();
-        if rounds.is_empty() {
-            continue;
-        }
-        let Some(m) = analyze_rounds(&model.id, &rounds) else { continue };
-        if headline.columns.is_empty() {
-            headline.columns = m.headline.values().iter().map(|(n, _)| (*n).to_owned()).collect();
-            headline.columns.extend(["floored_ci_low", "floored_ci_high", "ece", "brier"].map(str::to_owned));
-        }
-        let ci = m.bootstrap.iter().find(|b| b.metric == "avg_floored_score");
-        let mut values: Vec<Option<f64>> = m.headline.values().iter().map(|(_, v)| *v).collect();
-        values.extend([ci.and_then(|c| c.lower), ci.and_then(|c| c.upper), m.calibration.ece, m.calibration.brier]);
-        headline.rows.push((model.id.clone(), values));
-        for g in m.guess_rate.iter().filter(|g| g.total_turns > 0) {
-            #[expect(clippy::cast_precision_loss, reason = "levels are 5..=10")]
-            guess_rate.rows.push((model.id.clone(), vec![Some(g.level as f64), g.rate, Some(f64::from(g.total_turns))]));
-        }
-        for l in &m.calibration.levels {
-            #[expect(clippy::cast_precision_loss, reason = "levels are 5..=10")]
-            calibration.rows.push((model.id.clone(), vec![Some(l.level as f64), Some(l.accuracy), Some(f64::from(l.n))]));
+        let cells: Vec<ScoredCell<'_>> = mine
+            .iter()
+            .map(|(c, v)| ScoredCell { model: &pipeline.models[c.model].id, task: pipeline.tasks[c.task].qualified(), seed: c.seed, score: v })
+            .collect();
+        let planned = |model: &str| plan.cells.iter().filter(|c| pipeline.tasks[c.task].benchmark == name && pipeline.models[c.model].id == model).count();
+        let episode = |i: usize| store.get(mine[i].0.episode_key).map(|e| e.map(|e| e.output)).map_err(|e| StepError::Episode(e.to_string()));
+        let input = SectionInput { models: &pipeline.models, cells, planned: &planned, episode: &episode };
+        let sections = bench.sections(&input).map_err(|e| ReportError::Benchmark(e.to_string()))?;
+        out.extend(sections.into_iter().map(|s| (name.to_owned(), s)));
+    }
+    Ok(out)
+}
+
+/// The benchmarks of the pipeline's tasks, each once, in pipeline order.
+pub(super) fn benchmarks_in(pipeline: &Pipeline) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for t in &pipeline.tasks {
+        if !names.contains(&t.benchmark.as_str()) {
+            names.push(&t.benchmark);
         }
     }
-    Ok([headline, calibration, guess_rate].into_iter().filter(|s| !s.rows.is_empty()).collect())
+    names
 }
 
 /// Numbers and booleans at the top level of a score record, as f64.

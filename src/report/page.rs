@@ -8,10 +8,11 @@ use serde_json::Value;
 
 use super::html::{CellLine, CellState, HtmlReport, Transcript, render_html, render_transcript_html};
 use super::render::{ModelUsage, Section};
-use super::svg::{Figure, FigureKind, Series, figure_csv, figure_file_stem, figure_svg};
+use super::svg::{Figure, figure_csv, figure_file_stem, figure_svg};
 use crate::cache::{CacheError, Store};
-use crate::envs::transcript;
-use crate::envs::weirdml::max_at_k;
+use crate::envs::registry;
+use crate::envs::{FigureInput, ScoredCell, transcript};
+use crate::exhibit::{RowView, TableView};
 use crate::metrics::BenchmarkTables;
 use crate::plan::{Cell, Plan};
 use crate::spec::Pipeline;
@@ -24,8 +25,10 @@ const MAX_TRANSCRIPT_PAGES: usize = 5_000;
 pub struct PageInput<'a> {
     /// Aggregate tables.
     pub tables: &'a [BenchmarkTables],
-    /// Benchmark-specific extra tables.
+    /// Extra tables (model outcomes, then each benchmark's own).
     pub sections: &'a [Section],
+    /// The benchmark that made each section (empty for evalgrid's own).
+    pub section_owners: &'a [String],
     /// Scored cells with their score records.
     pub scored: &'a [(&'a Cell, Value)],
     /// Tokens and cost.
@@ -106,12 +109,8 @@ pub fn warnings(pipeline: &Pipeline) -> Vec<String> {
 
 /// One short number per cell for the cells table.
 fn headline(benchmark: &str, score: &Value) -> String {
-    let field = match benchmark {
-        "eleusis" => "score",
-        "bbeh" => "accuracy",
-        "bbq" => "solved",
-        "weirdml" => "run_accuracy",
-        _ => return String::new(),
+    let Some(field) = registry::get(benchmark).and_then(|b| b.headline_field()) else {
+        return String::new();
     };
     match &score[field] {
         Value::Number(n) => format!("{field} {n}"),
@@ -144,135 +143,27 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
     p
 }
 
-fn column(t: &BenchmarkTables, name: &str) -> Option<usize> {
-    t.columns.iter().position(|c| c.name == name)
-}
-
-/// Figures per benchmark, from the tables and sections.
+/// Figures per benchmark, drawn by the benchmark from its tables, sections and scores.
 fn figures(pipeline: &Pipeline, input: &PageInput<'_>) -> Vec<Figure> {
     let mut out = Vec::new();
-    for t in input.tables {
-        match t.benchmark.as_str() {
-            "bbq" => out.extend(bbq_curve(t)),
-            "bbeh" | "bbeh-mini" => out.extend(bbeh_bars(pipeline, t)),
-            "weirdml" => out.extend(weirdml_figures(pipeline, t, input.scored)),
-            _ => {}
-        }
-    }
-    out.extend(eleusis_figures(input.sections));
-    out
-}
-
-fn figure(id: &str, title: &str, kind: FigureKind, x: &str, y: &str, series: Vec<Series>, diagonal: bool) -> Figure {
-    Figure { id: id.into(), title: title.into(), kind, x_label: x.into(), y_label: y.into(), series, diagonal }
-}
-
-fn bbq_curve(t: &BenchmarkTables) -> Option<Figure> {
-    let points = [("solved_by_10pct", 0.10), ("solved_by_25pct", 0.25), ("solved_by_50pct", 0.50), ("solved_by_75pct", 0.75), ("solve_rate", 1.0)];
-    let series: Vec<Series> = t
-        .by_model
-        .iter()
-        .map(|r| {
-            let mut pts = vec![(0.0, 0.0)];
-            pts.extend(points.iter().filter_map(|(name, x)| column(t, name).and_then(|i| r.values[i]).map(|y| (*x, y))));
-            Series::new(&r.model, pts)
-        })
-        .collect();
-    (!series.is_empty()).then(|| figure("bbq-curve", "BBQ-Bench: solved fraction vs fraction of query budget", FigureKind::Line, "fraction of budget used", "fraction of tasks solved", series, false))
-}
-
-fn bbeh_bars(pipeline: &Pipeline, t: &BenchmarkTables) -> Option<Figure> {
-    let acc = column(t, "accuracy")?;
-    let is_baseline = |model: &str| pipeline.models.iter().any(|m| m.id == model && m.provider == "builtin");
-    let series: Vec<Series> = pipeline
-        .models
-        .iter()
-        .filter_map(|m| {
-            let values: Vec<(String, f64)> = t
-                .by_task
-                .iter()
-                .filter(|r| r.model == m.id)
-                .filter_map(|r| Some((r.task.clone()?.trim_start_matches("bbeh_").trim_end_matches("/mini").to_owned(), r.values[acc]?)))
-                .collect();
-            if values.is_empty() {
-                return None;
-            }
-            let s = Series::labelled(&m.id, values);
-            Some(if is_baseline(&m.id) { s.as_reference() } else { s })
-        })
-        .collect();
-    (!series.is_empty()).then(|| figure(&format!("{}-accuracy", t.benchmark), &format!("{}: accuracy per task (built-in baseline as reference)", t.benchmark), FigureKind::Bars, "task", "accuracy", series, false))
-}
-
-fn weirdml_figures(pipeline: &Pipeline, t: &BenchmarkTables, scored: &[(&Cell, Value)]) -> Vec<Figure> {
-    let mut out = Vec::new();
-    let after: Vec<Series> = t
-        .by_model
-        .iter()
-        .map(|r| Series::new(&r.model, (1..=5).filter_map(|k| column(t, &format!("accuracy_after_{k}")).and_then(|i| r.values[i]).map(|y| (f64::from(k), y))).collect()))
-        .collect();
-    if !after.is_empty() {
-        out.push(figure("weirdml-after-k", "WeirdML: accuracy after k submissions", FigureKind::Line, "submissions k", "accuracy", after, false));
-    }
-    let mut max_k = Vec::new();
-    for m in &pipeline.models {
-        let firsts: Vec<f64> = scored
+    for name in super::build::benchmarks_in(pipeline) {
+        let Some(bench) = registry::get(name) else { continue };
+        let suites: Vec<&str> = pipeline.tasks.iter().filter(|t| t.benchmark == name).map(|t| t.suite.as_str()).collect();
+        let tables = input.tables.iter().filter(|t| suites.contains(&t.benchmark.as_str())).map(table_view).collect();
+        let sections = input.sections.iter().zip(input.section_owners).filter(|(_, owner)| *owner == name).map(|(s, _)| s).collect();
+        let cells = input
+            .scored
             .iter()
-            .filter(|(c, _)| pipeline.models[c.model].id == m.id && pipeline.tasks[c.task].benchmark == "weirdml")
-            .filter_map(|(_, s)| s["first_try_accuracy"].as_f64())
+            .filter(|(c, _)| pipeline.tasks[c.task].benchmark == name)
+            .map(|(c, v)| ScoredCell { model: &pipeline.models[c.model].id, task: pipeline.tasks[c.task].qualified(), seed: c.seed, score: v })
             .collect();
-        let pts: Vec<(f64, f64)> = (1..=firsts.len()).filter_map(|k| max_at_k(&firsts, k).map(|v| (k as f64, v))).collect();
-        if !pts.is_empty() {
-            max_k.push(Series::new(&m.id, pts));
-        }
-    }
-    if !max_k.is_empty() {
-        out.push(figure("weirdml-max-at-k", "WeirdML: max@k over first tries (unbiased estimator)", FigureKind::Line, "k", "expected best accuracy", max_k, false));
+        out.extend(bench.figures(&FigureInput { models: &pipeline.models, tables, sections, cells }));
     }
     out
 }
 
-fn eleusis_figures(sections: &[Section]) -> Vec<Figure> {
-    let mut out = Vec::new();
-    if let Some(cal) = sections.iter().find(|s| s.title.starts_with("eleusis: calibration")) {
-        let mut by_model: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-        for (model, v) in &cal.rows {
-            if let (Some(Some(level)), Some(Some(acc))) = (v.first(), v.get(1)) {
-                by_model.entry(model).or_default().push((level / 10.0, *acc));
-            }
-        }
-        let series = by_model.into_iter().map(|(m, pts)| Series::new(m, pts)).collect();
-        out.push(figure("eleusis-calibration", "Eleusis: calibration (accuracy of checks by stated confidence)", FigureKind::Line, "stated confidence", "accuracy", series, true));
-    }
-    if let Some(g) = sections.iter().find(|s| s.title.starts_with("eleusis: guess rate")) {
-        let mut by_model: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-        for (model, v) in &g.rows {
-            if let (Some(Some(level)), Some(Some(rate))) = (v.first(), v.get(1)) {
-                by_model.entry(model).or_default().push((level / 10.0, *rate));
-            }
-        }
-        let series = by_model.into_iter().map(|(m, pts)| Series::new(m, pts)).collect();
-        out.push(figure("eleusis-guess-rate", "Eleusis: formal-guess rate by stated confidence", FigureKind::Line, "stated confidence", "share of turns with a formal guess", series, false));
-    }
-    if let Some(h) = sections.iter().find(|s| s.title.starts_with("eleusis: spec")) {
-        let col = |name: &str| h.columns.iter().position(|c| c == name);
-        // One labelled point per model.
-        let point = |x: Option<usize>, y: Option<usize>| -> Vec<Series> {
-            h.rows
-                .iter()
-                .filter_map(|(m, v)| {
-                    let (px, py) = (v[x?]?, v[y?]?);
-                    Some(Series { points: vec![(px, py)], labels: vec![m.clone()], ..Series::new(m, Vec::new()) })
-                })
-                .collect()
-        };
-        let scatter = |id: &str, title: &str, xn: &str, yn: &str| figure(id, title, FigureKind::Scatter, xn, yn, point(col(xn), col(yn)), false);
-        out.push(scatter("eleusis-score-vs-tokens", "Eleusis: score vs output tokens per turn", "avg_output_tokens_per_turn", "avg_floored_score"));
-        out.push(scatter("eleusis-no-stakes", "Eleusis: no-stakes score vs score", "avg_floored_score", "avg_no_stakes_score"));
-        if let Some(b) = col("boldness_index") {
-            let values: Vec<(String, f64)> = h.rows.iter().filter_map(|(m, v)| Some((m.clone(), v[b]?))).collect();
-            out.push(figure("eleusis-boldness", "Eleusis: boldness index (> 0 reckless, < 0 cautious)", FigureKind::Bars, "model", "boldness index", vec![Series::labelled("boldness", values)], false));
-        }
-    }
-    out
+/// A summary table as plain numbers for a benchmark's figure code.
+fn table_view(t: &BenchmarkTables) -> TableView {
+    let row = |r: &crate::metrics::TableRow| RowView { model: r.model.clone(), task: r.task.clone(), values: r.values.clone() };
+    TableView { suite: t.benchmark.clone(), columns: t.columns.iter().map(|c| c.name.clone()).collect(), by_model: t.by_model.iter().map(row).collect(), by_task: t.by_task.iter().map(row).collect() }
 }

@@ -21,16 +21,7 @@ pub struct RunFacts {
     pub warnings: Vec<String>,
 }
 
-/// An extra table a benchmark contributes (e.g. Eleusis' spec §5 metrics).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Section {
-    /// Heading.
-    pub title: String,
-    /// Column names after the row label.
-    pub columns: Vec<String>,
-    /// Rows: label and values.
-    pub rows: Vec<(String, Vec<Option<f64>>)>,
-}
+pub use crate::exhibit::Section;
 
 /// Token totals of one model over its scored cells.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -197,7 +188,7 @@ mod tests {
 
     #[test]
     fn markdown_snapshot() {
-        let cfg = ReportConfig { title: "demo".into(), decimals: 2 };
+        let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new() };
         insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new(), warnings: Vec::new() }), @r"
         # demo
 

@@ -17,76 +17,7 @@ use super::html::{escape_html, push_escaped};
 /// point (the CSV keeps them all) so one figure cannot blow up the page.
 pub const MAX_MARKS_PER_SERIES: usize = 2_000;
 
-/// What kind of chart a [`Figure`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FigureKind {
-    /// Polylines through each series' points, in the given order.
-    Line,
-    /// One dot per point, labelled with the point's label when non-empty.
-    Scatter,
-    /// Grouped bars: categories are the point labels (or formatted x).
-    Bars,
-}
-
-/// One named series of a figure.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Series {
-    /// Legend name.
-    pub name: String,
-    /// `(x, y)` points; non-finite points are skipped when drawing.
-    pub points: Vec<(f64, f64)>,
-    /// Per-point labels (bar categories, scatter annotations); may be empty.
-    pub labels: Vec<String>,
-    /// A reference (baseline) series: dashed line, or a marker across each
-    /// bar group instead of a bar.
-    pub reference: bool,
-}
-
-impl Series {
-    /// A plain series of points without labels.
-    #[must_use]
-    pub fn new(name: &str, points: Vec<(f64, f64)>) -> Self {
-        Self { name: name.to_owned(), points, labels: Vec::new(), reference: false }
-    }
-
-    /// A series of labelled values (bar categories), x = position.
-    #[must_use]
-    pub fn labelled(name: &str, values: Vec<(String, f64)>) -> Self {
-        let (labels, ys): (Vec<String>, Vec<f64>) = values.into_iter().unzip();
-        let points = ys.into_iter().enumerate().map(|(i, y)| (i as f64, y)).collect();
-        Self { name: name.to_owned(), points, labels, reference: false }
-    }
-
-    /// The same series marked as a reference (baseline).
-    #[must_use]
-    pub fn as_reference(mut self) -> Self {
-        self.reference = true;
-        self
-    }
-
-    fn label(&self, i: usize) -> &str {
-        self.labels.get(i).map_or("", String::as_str)
-    }
-}
-
-/// A chart: the report draws it inline and writes it as SVG and CSV files.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// Stable identifier (anchor and file stem, see [`figure_file_stem`]).
-    pub id: String,
-    /// Title drawn above the plot.
-    pub title: String,
-    /// Chart kind.
-    pub kind: FigureKind,
-    /// X axis label.
-    pub x_label: String,
-    /// Y axis label.
-    pub y_label: String,
-    /// Series, drawn and listed in the legend in this order.
-    pub series: Vec<Series>,
-    /// Draw the `y = x` diagonal (calibration curves).
-    pub diagonal: bool,
-}
+pub use crate::exhibit::{Figure, FigureKind, Series};
 
 /// File-name-safe stem for a figure's `.svg`/`.csv` files: ASCII letters,
 /// digits, `-` and `_` kept, everything else `-` (never empty).

@@ -496,7 +496,7 @@ impl Sandbox {
     pub fn run(&self, spec: &RunSpec<'_>) -> Result<RunResult, SandboxError> {
         use std::os::unix::fs::PermissionsExt;
         let mut builder = tempfile::Builder::new();
-        builder.prefix("evalgrid-weirdml-");
+        builder.prefix("evalgrid-run-");
         let tmp = match &self.cfg.scratch_dir {
             Some(d) => builder.tempdir_in(d),
             None => builder.tempdir(),

@@ -34,3 +34,5 @@ mod outcomes;
 mod interrupt;
 // Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).
 mod rate_limits;
+// The toy benchmark (docs/adding-a-benchmark.md) end to end.
+mod guess;

@@ -274,3 +274,36 @@ pub fn score(data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Va
         "items": rows,
     }))
 }
+
+/// BBEH as the registry sees it.
+pub struct Bbeh;
+
+impl crate::envs::benchmark::Benchmark for Bbeh {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn resolve_tasks(&self, data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        resolve_tasks(data_dir, select, params)
+    }
+    fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
+        resolve_builtin(agent, params)
+    }
+    fn metrics(&self) -> Vec<MetricDef> {
+        metrics()
+    }
+    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+        Box::pin(run_episode(ctx, data_dir, model, task, seed))
+    }
+    fn planned_calls(&self, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
+        planned_calls(data_dir, model, task, seed).ok()
+    }
+    fn score(&self, data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
+        score(data_dir, task, episode)
+    }
+    fn headline_field(&self) -> Option<&'static str> {
+        Some("accuracy")
+    }
+    fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
+        super::report::figures(input)
+    }
+}

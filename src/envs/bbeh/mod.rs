@@ -12,6 +12,7 @@ pub mod benchmark;
 pub mod dataset;
 pub mod install;
 pub mod prompt;
+pub mod report;
 pub use crate::envs::pystr;
 pub mod scorer;
 

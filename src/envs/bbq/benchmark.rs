@@ -177,3 +177,43 @@ pub fn score(episode: &Value) -> Result<Value, StepError> {
     }
     Ok(out)
 }
+
+/// BBQ-Bench as the registry sees it.
+pub struct Bbq;
+
+impl crate::envs::benchmark::Benchmark for Bbq {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn resolve_tasks(&self, _data_dir: &std::path::Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        resolve_tasks(select, params)
+    }
+    fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
+        resolve_builtin(agent, params)
+    }
+    fn metrics(&self) -> Vec<MetricDef> {
+        metrics()
+    }
+    /// API players may run code through `execute_python`.
+    fn runs_model_code(&self, model: &ModelConfig) -> bool {
+        model.provider != crate::spec::resolve::BUILTIN_PROVIDER
+    }
+    fn run_episode<'a>(&'a self, ctx: crate::exec::EpisodeContext<'a>, _data_dir: &'a std::path::Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+        Box::pin(async move {
+            if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
+                return super::llm_episode::run(ctx, model, task, seed).await;
+            }
+            let (model, task) = (model.clone(), task.clone());
+            crate::exec::on_cpu(move || run_episode(&model, &task, seed)).await?
+        })
+    }
+    fn score(&self, _data_dir: &std::path::Path, _task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
+        score(episode)
+    }
+    fn headline_field(&self) -> Option<&'static str> {
+        Some("solved")
+    }
+    fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
+        super::report::figures(input)
+    }
+}

@@ -18,6 +18,7 @@ pub mod parse;
 pub mod prompt;
 pub mod python;
 pub mod record;
+pub mod report;
 pub mod reply;
 pub mod solver;
 pub mod task;

@@ -243,3 +243,49 @@ pub fn transcript(episode: &Value) -> String {
     );
     out
 }
+
+/// Eleusis as the registry sees it.
+pub struct Eleusis;
+
+impl crate::envs::benchmark::Benchmark for Eleusis {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn resolve_tasks(&self, _data_dir: &std::path::Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        resolve_tasks(select, params)
+    }
+    fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
+        resolve_builtin(agent, params)
+    }
+    fn metrics(&self) -> Vec<MetricDef> {
+        metrics()
+    }
+    /// API players' guessed rules run as Python in the judge.
+    fn runs_model_code(&self, model: &ModelConfig) -> bool {
+        model.provider != crate::spec::resolve::BUILTIN_PROVIDER
+    }
+    fn run_episode<'a>(&'a self, ctx: crate::exec::EpisodeContext<'a>, _data_dir: &'a std::path::Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+        Box::pin(async move {
+            if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
+                return super::llm_episode::run_task(ctx, model, task, seed).await;
+            }
+            let (model, task) = (model.clone(), task.clone());
+            crate::exec::on_cpu(move || run_episode(&model, &task, seed)).await?
+        })
+    }
+    fn score(&self, _data_dir: &std::path::Path, _task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
+        score(episode)
+    }
+    fn transcript(&self, episode: &Value) -> String {
+        transcript(episode)
+    }
+    fn headline_field(&self) -> Option<&'static str> {
+        Some("score")
+    }
+    fn sections(&self, input: &crate::envs::benchmark::SectionInput<'_>) -> Result<Vec<crate::exhibit::Section>, StepError> {
+        super::report::sections(input)
+    }
+    fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
+        super::report::figures(input)
+    }
+}

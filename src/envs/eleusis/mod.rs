@@ -18,6 +18,7 @@ pub mod prompt;
 pub mod pyjudge;
 pub mod pyrandom;
 pub mod replay;
+pub mod report;
 pub mod response;
 pub mod results;
 pub mod rule;

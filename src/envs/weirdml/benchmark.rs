@@ -274,3 +274,37 @@ pub fn score(episode: &Value) -> Result<Value, StepError> {
     }
     Ok(out)
 }
+
+/// WeirdML as the registry sees it.
+pub struct WeirdMl;
+
+impl crate::envs::benchmark::Benchmark for WeirdMl {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn resolve_tasks(&self, data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        resolve_tasks(data_dir, select, params)
+    }
+    fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
+        resolve_builtin(agent, params)
+    }
+    fn metrics(&self) -> Vec<MetricDef> {
+        metrics()
+    }
+    /// Every submission is model-written (or scripted) code.
+    fn runs_model_code(&self, _model: &ModelConfig) -> bool {
+        true
+    }
+    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+        Box::pin(run_episode(ctx, data_dir, model, task, seed))
+    }
+    fn score(&self, _data_dir: &Path, _task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
+        score(episode)
+    }
+    fn headline_field(&self) -> Option<&'static str> {
+        Some("run_accuracy")
+    }
+    fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
+        super::report::figures(input)
+    }
+}

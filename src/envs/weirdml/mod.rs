@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod minishapes;
 pub mod npy;
 pub mod pyfmt;
+pub mod report;
 pub mod scorer;
 pub mod scripted;
 pub mod task;

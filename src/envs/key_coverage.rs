@@ -7,10 +7,10 @@
 
 use serde_json::{Value, json};
 
-use crate::envs::eleusis::card::Card;
-use crate::envs::eleusis::llm_episode::verdict_components;
-use crate::envs::eleusis::rule::SecretRule;
-use crate::envs::weirdml::benchmark::submission_components;
+use super::eleusis::card::Card;
+use super::eleusis::llm_episode::verdict_components;
+use super::eleusis::rule::SecretRule;
+use super::weirdml::benchmark::submission_components;
 use crate::exec::calls::{CallSite, call_components};
 use crate::plan::grid::{episode_components, metrics_components, plan, report_components, score_components};
 use crate::plan::{KEY_SCHEMA_VERSION, StepKey};

@@ -1,0 +1,117 @@
+//! The one trait a benchmark implements. `plan`, `exec`, `metrics` and `report` only ever
+//! see `&dyn Benchmark` from [`super::registry`]'s list, so adding a benchmark is a folder
+//! under `envs/` plus one line in that list (see `docs/adding-a-benchmark.md`).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::exec::{BoxFuture, CallSite, EpisodeContext, StepError};
+use crate::exhibit::{Figure, Section, TableView};
+use crate::providers::ChatRequest;
+use crate::spec::{CatalogIssue, ModelConfig, Params, Selection, TaskInstance};
+
+use super::metric::MetricDef;
+
+/// One scored cell as a benchmark's report code sees it.
+#[derive(Clone, Debug)]
+pub struct ScoredCell<'a> {
+    /// Model id (the pipeline's label).
+    pub model: &'a str,
+    /// Task id as qualified in tables (e.g. `bbeh_dyck_languages/mini`).
+    pub task: String,
+    /// Seed.
+    pub seed: u64,
+    /// The cell's score record.
+    pub score: &'a Value,
+}
+
+/// What a benchmark's extra tables are computed from (in the metrics step).
+pub struct SectionInput<'a> {
+    /// The pipeline's models, in order.
+    pub models: &'a [ModelConfig],
+    /// This benchmark's scored cells, in plan order.
+    pub cells: Vec<ScoredCell<'a>>,
+    /// Cells of this benchmark planned per model id (more than scored = incomplete).
+    pub planned: &'a dyn Fn(&str) -> usize,
+    /// The episode record of the `i`-th cell of `cells`, read from the cache (`None`
+    /// when it is not there).
+    pub episode: &'a (dyn Fn(usize) -> Result<Option<Value>, StepError> + Sync),
+}
+
+/// What a benchmark's figures are drawn from (in the report step).
+pub struct FigureInput<'a> {
+    /// The pipeline's models, in order.
+    pub models: &'a [ModelConfig],
+    /// This benchmark's summary tables (one per suite).
+    pub tables: Vec<TableView>,
+    /// This benchmark's extra tables, as [`Benchmark::sections`] made them.
+    pub sections: Vec<&'a Section>,
+    /// This benchmark's scored cells, in plan order.
+    pub cells: Vec<ScoredCell<'a>>,
+}
+
+/// A benchmark: its tasks, agents, episodes, scorer, metrics and report exhibits.
+pub trait Benchmark: Send + Sync {
+    /// Name used in pipelines (`benchmark: <name>`) and cell ids.
+    fn name(&self) -> &'static str;
+
+    /// Resolves a task entry's `select` and `params` into task instances, with errors that
+    /// point at the offending entry.
+    ///
+    /// # Errors
+    /// Unknown task names, bad parameters, datasets not installed.
+    fn resolve_tasks(&self, data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>>;
+
+    /// Validates a built-in agent (`provider: builtin, model: <agent>`) and fills its defaults.
+    ///
+    /// # Errors
+    /// An agent this benchmark does not have, or bad agent parameters.
+    fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>>;
+
+    /// Summary-table columns and how each aggregates.
+    fn metrics(&self) -> Vec<MetricDef>;
+
+    /// Whether a cell played by `model` runs model-written code (and so needs the sandbox).
+    fn runs_model_code(&self, _model: &ModelConfig) -> bool {
+        false
+    }
+
+    /// Plays one episode and returns its record (cached as the episode step).
+    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>>;
+
+    /// The calls an episode will make when they are known up front (for `--dry-run`);
+    /// `None` when they depend on the answers.
+    fn planned_calls(&self, _data_dir: &Path, _model: &ModelConfig, _task: &TaskInstance, _seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
+        None
+    }
+
+    /// Scores an episode record (cached as the score step).
+    ///
+    /// # Errors
+    /// A record this scorer cannot read.
+    fn score(&self, data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError>;
+
+    /// Human-readable transcript of an episode record, for `show` and the report.
+    fn transcript(&self, episode: &Value) -> String {
+        serde_json::to_string_pretty(episode).unwrap_or_default()
+    }
+
+    /// The score field shown for each cell in the report's cell list.
+    fn headline_field(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Extra tables computed over this benchmark's scored cells (metrics step, cached).
+    ///
+    /// # Errors
+    /// A record that cannot be read.
+    fn sections(&self, _input: &SectionInput<'_>) -> Result<Vec<Section>, StepError> {
+        Ok(Vec::new())
+    }
+
+    /// Figures drawn from this benchmark's tables, sections and scores (report step).
+    fn figures(&self, _input: &FigureInput<'_>) -> Vec<Figure> {
+        Vec::new()
+    }
+}

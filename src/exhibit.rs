@@ -1,0 +1,126 @@
+//! Report exhibits as plain data: the extra tables ([`Section`]) and charts ([`Figure`]) a
+//! benchmark contributes, and the summary tables it may read ([`TableView`]). Benchmarks
+//! (in `envs`) build them without knowing how the report renders; `report` draws them.
+//! A leaf module: it imports nothing of evalgrid's, so every layer may use it.
+
+/// What kind of chart a [`Figure`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FigureKind {
+    /// Polylines through each series' points, in the given order.
+    Line,
+    /// One dot per point, labelled with the point's label when non-empty.
+    Scatter,
+    /// Grouped bars: categories are the point labels (or formatted x).
+    Bars,
+}
+
+/// One named series of a figure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// Legend name.
+    pub name: String,
+    /// `(x, y)` points; non-finite points are skipped when drawing.
+    pub points: Vec<(f64, f64)>,
+    /// Per-point labels (bar categories, scatter annotations); may be empty.
+    pub labels: Vec<String>,
+    /// A reference (baseline) series: dashed line, or a marker across each
+    /// bar group instead of a bar.
+    pub reference: bool,
+}
+
+impl Series {
+    /// A plain series of points without labels.
+    #[must_use]
+    pub fn new(name: &str, points: Vec<(f64, f64)>) -> Self {
+        Self { name: name.to_owned(), points, labels: Vec::new(), reference: false }
+    }
+
+    /// A series of labelled values (bar categories), x = position.
+    #[must_use]
+    pub fn labelled(name: &str, values: Vec<(String, f64)>) -> Self {
+        let (labels, ys): (Vec<String>, Vec<f64>) = values.into_iter().unzip();
+        let points = ys.into_iter().enumerate().map(|(i, y)| (i as f64, y)).collect();
+        Self { name: name.to_owned(), points, labels, reference: false }
+    }
+
+    /// The same series marked as a reference (baseline).
+    #[must_use]
+    pub fn as_reference(mut self) -> Self {
+        self.reference = true;
+        self
+    }
+
+    /// The label of point `i` (empty when unlabelled).
+    #[must_use]
+    pub fn label(&self, i: usize) -> &str {
+        self.labels.get(i).map_or("", String::as_str)
+    }
+}
+
+/// A chart: the report draws it inline and writes it as SVG and CSV files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// Stable identifier (anchor and file stem of its `.svg`/`.csv` files).
+    pub id: String,
+    /// Title drawn above the plot.
+    pub title: String,
+    /// Chart kind.
+    pub kind: FigureKind,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Series, drawn and listed in the legend in this order.
+    pub series: Vec<Series>,
+    /// Draw the `y = x` diagonal (calibration curves).
+    pub diagonal: bool,
+}
+
+/// An extra table a benchmark contributes (e.g. Eleusis' spec §5 metrics).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Section {
+    /// Heading.
+    pub title: String,
+    /// Column names after the row label.
+    pub columns: Vec<String>,
+    /// Rows: label and values.
+    pub rows: Vec<(String, Vec<Option<f64>>)>,
+}
+
+/// One summary table of a suite as plain numbers: what a benchmark's figures read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TableView {
+    /// Suite (table) name, e.g. `bbeh` or `bbeh-mini`.
+    pub suite: String,
+    /// Metric column names, in order.
+    pub columns: Vec<String>,
+    /// One row per model.
+    pub by_model: Vec<RowView>,
+    /// One row per model × task.
+    pub by_task: Vec<RowView>,
+}
+
+/// One row of a [`TableView`]; every value is empty when the row is incomplete.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowView {
+    /// Model id.
+    pub model: String,
+    /// Task id (per-task rows only).
+    pub task: Option<String>,
+    /// Values by column, in column order.
+    pub values: Vec<Option<f64>>,
+}
+
+impl TableView {
+    /// Index of the column called `name`.
+    #[must_use]
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == name)
+    }
+
+    /// The value of column `name` in `row`.
+    #[must_use]
+    pub fn value(&self, row: &RowView, name: &str) -> Option<f64> {
+        row.values.get(self.column(name)?).copied().flatten()
+    }
+}
