@@ -2,6 +2,7 @@
 //! produced by another harness with the official scorer, and say per item
 //! what was extracted and why it was marked wrong.
 
+use super::exit::Exit;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -25,7 +26,7 @@ struct Line {
     subset: Option<String>,
 }
 
-pub(crate) fn bbeh(env: &Env, command: &BbehCommand) -> Result<u8, Failure> {
+pub(crate) fn bbeh(env: &Env, command: &BbehCommand) -> Result<Exit, Failure> {
     let BbehCommand::Score { responses, out } = command;
     let text = fs_err::read_to_string(responses).map_err(Failure::invalid)?;
     let dir = data_path(env.registry.data_dir());
@@ -55,7 +56,7 @@ pub(crate) fn bbeh(env: &Env, command: &BbehCommand) -> Result<u8, Failure> {
     write_outputs(out, &rows)?;
     let correct = rows.iter().filter(|r| r.2.correct).count();
     output::line(&format!("scored {} responses: {correct} correct; wrote {}/items.csv, per_task.csv, summary.json", rows.len(), out.display()));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 fn write_outputs(out: &Path, rows: &[(String, usize, evalgrid::envs::bbeh::ScoreDetail)]) -> Result<(), Failure> {

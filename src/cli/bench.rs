@@ -2,6 +2,7 @@
 //! BENCHMARKS.md, each reported against its goal or a baseline measured in
 //! the same run.
 
+use super::exit::Exit;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
@@ -21,7 +22,7 @@ use serde_json::json;
 use super::args::BenchArgs;
 use super::{Env, Failure, load_plan, output};
 
-pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<u8, Failure> {
+pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<Exit, Failure> {
     match args.workload.as_str() {
         "status" => status(env, args.cells, false),
         "report" => status(env, args.cells, true),
@@ -40,7 +41,7 @@ pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<u8, Failure> {
 
 /// No-op `status` on a synthetic grid whose every cell is cached, run as a
 /// separate process so startup, parsing and planning are all counted.
-fn status(env: &Env, cells: usize, report: bool) -> Result<u8, Failure> {
+fn status(env: &Env, cells: usize, report: bool) -> Result<Exit, Failure> {
     let dir = tempfile::tempdir()?;
     let models = 10usize;
     let seeds = cells.div_ceil(models * 26).max(1);
@@ -101,12 +102,12 @@ fn status(env: &Env, cells: usize, report: bool) -> Result<u8, Failure> {
         best / 1.0,
         rss_mb / 200.0
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// Full 208,000-comparison checks of each native rule against itself from
 /// its round-1 starter (the worst case: every comparison is made).
-fn equivalence() -> Result<u8, Failure> {
+fn equivalence() -> Result<Exit, Failure> {
     let params = SimulationParams::default();
     let mut total = 0.0;
     let mut worst: (f64, &str) = (0.0, "");
@@ -134,13 +135,13 @@ fn equivalence() -> Result<u8, Failure> {
         worst.1,
         51.0 / mean_ms
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// Cost of the sandbox: one Eleusis check of a Python guess on a fresh sandboxed judge
 /// worker (start, handshake, 208,000 comparisons, kill), against the reference's ≈ 51 ms
 /// in-process check; and one sandboxed `pass` submission against a bare `python3 -c pass`.
-fn sandbox() -> Result<u8, Failure> {
+fn sandbox() -> Result<Exit, Failure> {
     use evalgrid::envs::eleusis::pyjudge::{PyJudge, PyJudgeConfig};
     use evalgrid::sandbox::gpu::Slot;
     use evalgrid::sandbox::{RunSpec, Sandbox, SandboxConfig};
@@ -190,11 +191,11 @@ fn sandbox() -> Result<u8, Failure> {
         sandbox.report().isolation,
         boxed_ms - bare_ms
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// Wall time of the quickstart from an empty cache, then the cached rerun.
-fn quickstart() -> Result<u8, Failure> {
+fn quickstart() -> Result<Exit, Failure> {
     let pipeline = Path::new("pipelines/quickstart.yaml");
     if !pipeline.is_file() {
         return Err(Failure::invalid(anyhow::anyhow!("run from the repository root (pipelines/quickstart.yaml not found)")));
@@ -222,12 +223,12 @@ fn quickstart() -> Result<u8, Failure> {
         times[1],
         100.0 * times[1] / times[0]
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// 20,000 calls through the real client against the mock at 50 ms latency
 /// with 256 in flight: throughput as a fraction of 256 / 0.05 s.
-fn providers(calls: usize) -> Result<u8, Failure> {
+fn providers(calls: usize) -> Result<Exit, Failure> {
     install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let r = runtime.block_on(bench_throughput(calls, 256, Duration::from_millis(50)));
@@ -240,12 +241,12 @@ fn providers(calls: usize) -> Result<u8, Failure> {
         r.errors,
         r.elapsed.as_secs_f64()
     ));
-    Ok(u8::from(r.errors > 0))
+    Ok(Exit::failed_if(r.errors > 0))
 }
 
 /// Scoring all 4,520 BBEH items (gold answers as responses) with the
 /// official scorer, best of 5.
-fn bbeh_score(env: &Env) -> Result<u8, Failure> {
+fn bbeh_score(env: &Env) -> Result<Exit, Failure> {
     let items = load_all(&data_path(env.registry.data_dir())).map_err(|e| anyhow::anyhow!("{e} (run `evalgrid datasets fetch bbeh` first)"))?;
     let responses: Vec<String> = items.iter().map(|i| format!("Let me think. The answer is: {}", i.target)).collect();
     let mut best = f64::MAX;
@@ -261,13 +262,13 @@ fn bbeh_score(env: &Env) -> Result<u8, Failure> {
         best * 1e3,
         best / 0.05
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// The full 4,520-item BBEH run through the binary against the mock at
 /// 50 ms latency with 100 calls in flight: wall time against the ideal
 /// 4,520 × 0.05 s / 100.
-fn bbeh_run(env: &Env) -> Result<u8, Failure> {
+fn bbeh_run(env: &Env) -> Result<Exit, Failure> {
     let dir = tempfile::tempdir()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let config = MockConfig { latency: Duration::from_millis(50), record_log: false, ..MockConfig::default() };
@@ -301,7 +302,7 @@ fn bbeh_run(env: &Env) -> Result<u8, Failure> {
         "bbeh full run against the mock (4,520 calls, 50 ms, {concurrency} in flight): {wall:.2} s wall, ideal {ideal:.2} s → {:.1}% of the concurrency limit",
         100.0 * ideal / wall
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// BBEH tasks (full subset) adding up to at least `items`: disambiguation_qa's 120 first,
@@ -329,7 +330,7 @@ fn rate_limit_tasks(items: usize) -> (Vec<&'static str>, usize) {
 /// One `evalgrid run` of BBEH items against nginx `limit_req` at `rate` requests per second
 /// (429 with `Retry-After: 1` above it) in front of the mock at 50 ms latency: wall time
 /// against N / rate, and the share of requests nginx answered 429 (from its access log).
-fn rate_limit(env: &Env, rate: u32, items: usize) -> Result<u8, Failure> {
+fn rate_limit(env: &Env, rate: u32, items: usize) -> Result<Exit, Failure> {
     let (tasks, n) = rate_limit_tasks(items);
     let dir = tempfile::tempdir()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -383,12 +384,12 @@ fn rate_limit(env: &Env, rate: u32, items: usize) -> Result<u8, Failure> {
         wall / ideal,
         100.0 * limited as f64 / requests.max(1) as f64,
     ));
-    Ok(u8::from(!out.status.success()))
+    Ok(Exit::failed_if(!out.status.success()))
 }
 
 /// Builds the report of the synthetic grid (metrics, tables, figures, HTML)
 /// from a cold metrics/report cache, as a separate process.
-fn report_bench(exe: &std::path::Path, cache: &std::path::Path, pipeline: &std::path::Path, dir: &std::path::Path, cells: usize) -> Result<u8, Failure> {
+fn report_bench(exe: &std::path::Path, cache: &std::path::Path, pipeline: &std::path::Path, dir: &std::path::Path, cells: usize) -> Result<Exit, Failure> {
     let reports = dir.join("reports");
     let t = Instant::now();
     let out = Command::new(exe).arg("--cache-dir").arg(cache).args(["report", "--reports-dir"]).arg(&reports).arg(pipeline).output()?;
@@ -404,5 +405,5 @@ fn report_bench(exe: &std::path::Path, cache: &std::path::Path, pipeline: &std::
         wall / 5.0,
         mb / 20.0
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }

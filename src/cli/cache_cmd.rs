@@ -1,5 +1,6 @@
 //! `evalgrid cache stats|verify|gc`.
 
+use super::exit::Exit;
 use std::collections::HashSet;
 
 use evalgrid::cache::{Store, maintenance};
@@ -9,7 +10,7 @@ use serde_json::json;
 use super::args::CacheCommand;
 use super::{Env, Failure, load_pipeline, output};
 
-pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
+pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<Exit, Failure> {
     let store = Store::open(&env.cache_dir)?;
     match command {
         CacheCommand::Stats { json } => {
@@ -22,7 +23,7 @@ pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
                 }
                 output::line(&format!("entries  {} bytes\nblobs    {} ({} bytes)", s.entry_bytes, s.blobs, s.blob_bytes));
             }
-            Ok(0)
+            Ok(Exit::Ok)
         }
         CacheCommand::Verify { json } => {
             let v = maintenance::verify(&store)?;
@@ -34,7 +35,7 @@ pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
                 }
                 output::line(&format!("{} checked, {} bad", v.checked, v.bad.len()));
             }
-            Ok(u8::from(!v.bad.is_empty()))
+            Ok(Exit::failed_if(!v.bad.is_empty()))
         }
         CacheCommand::Gc { keep } => {
             let keep_set = if keep.is_empty() {
@@ -60,7 +61,7 @@ pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<u8, Failure> {
             };
             let c = maintenance::gc(&store, keep_set.as_ref())?;
             output::line(&format!("removed {} files ({} bytes)", c.removed, c.bytes));
-            Ok(0)
+            Ok(Exit::Ok)
         }
     }
 }

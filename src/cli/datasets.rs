@@ -1,12 +1,13 @@
 //! `evalgrid datasets fetch <name> [--from DIR]`.
 
+use super::exit::Exit;
 use evalgrid::envs::bbeh::install::{Source, install, manifest};
 use evalgrid::providers::install_crypto_provider;
 
 use super::args::DatasetsCommand;
 use super::{Env, Failure, output};
 
-pub(crate) fn datasets(env: &Env, command: &DatasetsCommand) -> Result<u8, Failure> {
+pub(crate) fn datasets(env: &Env, command: &DatasetsCommand) -> Result<Exit, Failure> {
     let DatasetsCommand::Fetch { name, from } = command;
     if name != "bbeh" {
         return Err(Failure::invalid(anyhow::anyhow!("unknown dataset `{name}` (known: bbeh)")));
@@ -28,5 +29,5 @@ pub(crate) fn datasets(env: &Env, command: &DatasetsCommand) -> Result<u8, Failu
         &manifest.upstream.commit[..7.min(manifest.upstream.commit.len())],
         data_dir.join(name).display()
     ));
-    Ok(0)
+    Ok(Exit::Ok)
 }

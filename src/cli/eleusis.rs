@@ -2,6 +2,7 @@
 //! metric from result files made elsewhere, plus an engine replay of every
 //! round that lists any turn where hand, board or verdict differ.
 
+use super::exit::Exit;
 use std::fmt::Write as _;
 
 use evalgrid::envs::eleusis::replay::{import, metrics_csv};
@@ -9,7 +10,7 @@ use evalgrid::envs::eleusis::replay::{import, metrics_csv};
 use super::args::EleusisCommand;
 use super::{Failure, output};
 
-pub(crate) fn eleusis(command: &EleusisCommand) -> Result<u8, Failure> {
+pub(crate) fn eleusis(command: &EleusisCommand) -> Result<Exit, Failure> {
     let EleusisCommand::Import { files, out } = command;
     let report = import(files).map_err(Failure::invalid)?;
     fs_err::create_dir_all(out)?;
@@ -28,5 +29,5 @@ pub(crate) fn eleusis(command: &EleusisCommand) -> Result<u8, Failure> {
     fs_err::write(out.join("replay.txt"), &replay)?;
     output::line(replay.trim_end());
     output::line(&format!("wrote {}/metrics.csv, metrics.json, replay.txt", out.display()));
-    Ok(u8::from(diffs > 0))
+    Ok(Exit::failed_if(diffs > 0))
 }

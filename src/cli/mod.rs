@@ -1,5 +1,5 @@
 //! The command-line edge: parse arguments, call the library, print, and map
-//! outcomes to exit codes (0 ok, 1 some cells failed or a check failed,
+//! outcomes to exit codes ([`exit::Exit`]: 0 ok, 1 some cells failed or a check failed,
 //! 2 invalid input, 130 interrupted).
 
 mod args;
@@ -9,6 +9,7 @@ mod bench;
 mod cache_cmd;
 mod datasets;
 mod eleusis;
+mod exit;
 mod output;
 mod run;
 mod show;
@@ -24,8 +25,7 @@ use evalgrid::spec::{Pipeline, SpecError, load};
 
 use args::{Cli, Command};
 
-/// Exit status for invalid input (pipeline, filter, arguments).
-const EXIT_INVALID: u8 = 2;
+use exit::Exit;
 
 /// Resolved global settings every command gets.
 pub(crate) struct Env {
@@ -37,19 +37,19 @@ pub(crate) struct Env {
 
 /// An error with the exit code it should produce.
 pub(crate) struct Failure {
-    code: u8,
+    code: Exit,
     error: anyhow::Error,
 }
 
 impl Failure {
     fn invalid(error: impl Into<anyhow::Error>) -> Self {
-        Self { code: EXIT_INVALID, error: error.into() }
+        Self { code: Exit::Invalid, error: error.into() }
     }
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(e: E) -> Self {
-        Self { code: 1, error: e.into() }
+        Self { code: Exit::Failed, error: e.into() }
     }
 }
 
@@ -71,10 +71,10 @@ pub(crate) fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(&env, &a),
     };
     match result {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code.into(),
         Err(f) => {
             output::error(&format!("{:#}", f.error));
-            ExitCode::from(f.code)
+            f.code.into()
         }
     }
 }
@@ -95,7 +95,7 @@ pub(crate) fn load_plan(env: &Env, path: &Path, filter: Option<&str>) -> Result<
     Ok((pipeline, plan))
 }
 
-fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<u8, Failure> {
+fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<Exit, Failure> {
     let mut bad = false;
     for path in paths {
         match load_pipeline(env, path) {
@@ -109,7 +109,7 @@ fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(if bad { EXIT_INVALID } else { 0 })
+    Ok(if bad { Exit::Invalid } else { Exit::Ok })
 }
 
 /// Prints the process's peak resident set size (for `bench status`).

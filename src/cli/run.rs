@@ -1,5 +1,6 @@
 //! `evalgrid run` and `evalgrid report`.
 
+use super::exit::Exit;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +18,8 @@ use serde_json::json;
 use super::args::{ReportArgs, RunArgs};
 use super::{Env, Failure, load_pipeline, load_plan, output};
 
-/// Exit status when Ctrl-C stopped the run.
-const EXIT_INTERRUPTED: u8 = 130;
 
-pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
+pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
     let store = Store::open(&env.cache_dir)?;
     if args.dry_run {
@@ -56,7 +55,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
                 if tokio::signal::ctrl_c().await.is_ok() {
                     // The second Ctrl-C: no clean-up at all. Everything cached is already
                     // durable (entries are renamed into place whole).
-                    std::process::exit(i32::from(EXIT_INTERRUPTED));
+                    std::process::exit(i32::from(Exit::Interrupted.code()));
                 }
             }
         });
@@ -72,13 +71,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<u8, Failure> {
         Some(build(&pipeline, &plan, &store, &args.reports_dir)?)
     };
     print_summary(&summary, report.as_ref(), &calls.usage, args.json);
-    Ok(if summary.interrupted {
-        EXIT_INTERRUPTED
-    } else if summary.cells_failed > 0 {
-        1
-    } else {
-        0
-    })
+    Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
 }
 
 /// Model-written code runs on this machine: refuse (exit 2) without bubblewrap unless
@@ -122,7 +115,7 @@ fn client_config(t: &TransportConfig) -> ClientConfig {
     }
 }
 
-fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<u8, Failure> {
+fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<Exit, Failure> {
     let mut counts = [0usize; 4];
     let (mut calls_known, mut calls_unknown_cells) = (0usize, 0usize);
     for cell in &plan.cells {
@@ -162,7 +155,7 @@ fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan:
             plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
         ));
     }
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool) {
@@ -213,7 +206,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
     }
 }
 
-pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<u8, Failure> {
+pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<Exit, Failure> {
     let pipeline = load_pipeline(env, &args.pipeline)?;
     let plan = plan(&pipeline, None);
     let store = Store::open(&env.cache_dir)?;
@@ -237,7 +230,7 @@ pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<u8, Failure> {
         }
         output::line(&format!("report: {}/ ({})", outcome.dir.display(), file_list(&outcome.files)));
     }
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// Top-level report files by name, folders by count: `index.html, …, figures/ (12)`.

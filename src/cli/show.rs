@@ -1,6 +1,7 @@
 //! `evalgrid show`: one cell's transcript from the cache.
 
 
+use super::exit::Exit;
 use evalgrid::cache::Store;
 use evalgrid::envs::transcript;
 use evalgrid::plan::plan;
@@ -9,7 +10,7 @@ use serde_json::json;
 use super::args::ShowArgs;
 use super::{Env, Failure, load_pipeline, output};
 
-pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<u8, Failure> {
+pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<Exit, Failure> {
     let pipeline = load_pipeline(env, &args.pipeline)?;
     let plan = plan(&pipeline, None);
     let cell = plan
@@ -20,7 +21,7 @@ pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<u8, Failure> {
     let store = Store::open(&env.cache_dir)?;
     let Some(episode) = store.get(cell.episode_key)? else {
         output::error(&format!("cell `{}` has no cached episode; run the pipeline first", cell.id));
-        return Ok(1);
+        return Ok(Exit::Failed);
     };
     let score = store.get(cell.score_key)?.map(|e| e.output);
     if args.json {
@@ -33,5 +34,5 @@ pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<u8, Failure> {
             output::line(&format!("score: {score}"));
         }
     }
-    Ok(0)
+    Ok(Exit::Ok)
 }

@@ -1,6 +1,7 @@
 //! `evalgrid status`: cached / stale / missing / failed per cell, and why.
 
 
+use super::exit::Exit;
 use evalgrid::cache::{Store, diff};
 use evalgrid::exec::{CellState, classify};
 use evalgrid::plan::{Cell, episode_components, score_components};
@@ -10,7 +11,7 @@ use serde_json::json;
 use super::args::StatusArgs;
 use super::{Env, Failure, load_plan, output};
 
-pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<u8, Failure> {
+pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
     let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
     let store = Store::open(&env.cache_dir)?;
     if let Some(id) = &args.explain {
@@ -20,7 +21,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<u8, Failure> {
             .find(|c| &c.id == id)
             .ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{id}` in this pipeline (ids look like `{}`)", plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str()))))?;
         explain(&pipeline, &store, cell);
-        return Ok(0);
+        return Ok(Exit::Ok);
     }
     let mut counts = [0usize; 4];
     let mut rows = Vec::new();
@@ -62,7 +63,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<u8, Failure> {
             output::line(&format!("{state:8} {}  {reason}", cell.id));
         }
     }
-    Ok(0)
+    Ok(Exit::Ok)
 }
 
 /// One-line reason a cell would run.
