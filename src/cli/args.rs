@@ -94,6 +94,14 @@ pub(crate) struct RunArgs {
     /// (UNSAFE: it can read this user's files and use the network); the report says so.
     #[arg(long, env = "EVALGRID_UNSAFE_NO_SANDBOX")]
     pub(crate) unsafe_no_sandbox: bool,
+    /// Run only shard `i` of `n` (0 <= i < n): a fixed partition of the grid by cell id,
+    /// for one job of a Slurm array or Kubernetes Indexed Job. No report is built.
+    #[arg(long, value_name = "I/N")]
+    pub(crate) shard: Option<evalgrid::plan::Shard>,
+    /// Run only cells of one resource class: `cpu` (built-in agents), `api` (model APIs)
+    /// or `gpu` (WeirdML).
+    #[arg(long, value_name = "CLASS")]
+    pub(crate) class: Option<evalgrid::plan::ResourceClass>,
 }
 
 #[derive(Debug, Args)]

@@ -20,7 +20,15 @@ use super::{Env, Failure, load_pipeline, load_plan, output};
 
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
-    let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
+    let (pipeline, mut plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
+    if args.shard.is_some() || args.class.is_some() {
+        // A part of the grid: the report is built once all parts are done (`evalgrid report`).
+        plan.cells.retain(|c| {
+            args.shard.is_none_or(|s| s.contains(&c.id))
+                && args.class.is_none_or(|k| Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]) == k)
+        });
+        plan.filtered = true;
+    }
     let store = Store::open(&env.cache_dir)?;
     if args.dry_run {
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors);
@@ -42,7 +50,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
-    let client = ProviderClient::new(client_config(&pipeline.transport)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+    let client = ProviderClient::new(client_config(&pipeline.transport, args.shard)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
     let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline));
     let cancel = Cancel::default();
     let pipeline = Arc::new(pipeline);
@@ -65,7 +73,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let report = if summary.interrupted {
         None
     } else if plan.filtered {
-        output::note("note: no report for a --filter run; run without --filter to build it");
+        output::note("note: no report for part of a grid (--filter, --shard, --class); `evalgrid report` builds it once every part is done");
         None
     } else {
         Some(build(&pipeline, &plan, &store, &args.reports_dir)?)
@@ -90,11 +98,15 @@ fn check_sandbox() -> Result<(), Failure> {
 }
 
 /// Transport settings from the pipeline (none of them are keyed).
-fn client_config(t: &TransportConfig) -> ClientConfig {
+/// A `--shard i/n` run gets `transport.per_shard_concurrency`, or the cap divided by n, so
+/// n shards together send no more than one run would.
+fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::Shard>) -> ClientConfig {
+    let n = shard.map_or(1, |s| usize::try_from(s.count).unwrap_or(1).max(1));
+    let per_shard = |cap: usize| t.per_shard_concurrency.unwrap_or_else(|| cap.div_ceil(n)).max(1);
     let concurrency = match t.max_concurrency {
-        Some(max_concurrency) => ConcurrencyMode::Static { max_concurrency },
+        Some(max_concurrency) => ConcurrencyMode::Static { max_concurrency: per_shard(max_concurrency) },
         None => {
-            let cap = t.concurrency_cap;
+            let cap = per_shard(t.concurrency_cap);
             let defaults = AimdConfig::default();
             ConcurrencyMode::Adaptive(AimdConfig { cap, initial: defaults.initial.min(cap), floor: defaults.floor.min(cap), ..defaults })
         }

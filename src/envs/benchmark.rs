@@ -72,6 +72,12 @@ pub trait Benchmark: Send + Sync {
     /// Summary-table columns and how each aggregates.
     fn metrics(&self) -> Vec<MetricDef>;
 
+    /// Whether cells want a GPU (their resource class is then `gpu` for `--class` and the
+    /// Slurm and Kubernetes job generators).
+    fn uses_gpu(&self) -> bool {
+        false
+    }
+
     /// Whether a cell played by `model` runs model-written code (and so needs the sandbox).
     fn runs_model_code(&self, _model: &ModelConfig) -> bool {
         false

@@ -63,6 +63,20 @@ impl Registry {
         get(benchmark).is_some_and(|b| b.runs_model_code(model))
     }
 
+    /// The resource a cell of `benchmark` played by `model` needs most: `gpu` for
+    /// benchmarks that want one, `api` for models called over HTTP, else `cpu`.
+    #[must_use]
+    pub fn resource_class(benchmark: &str, model: &ModelConfig) -> crate::plan::ResourceClass {
+        use crate::plan::ResourceClass;
+        if get(benchmark).is_some_and(|b| b.uses_gpu()) {
+            ResourceClass::Gpu
+        } else if crate::exec::provider_kind(&model.provider).is_some() {
+            ResourceClass::Api
+        } else {
+            ResourceClass::Cpu
+        }
+    }
+
     /// Table columns of a benchmark.
     #[must_use]
     pub fn metric_defs(benchmark: &str) -> Vec<MetricDef> {

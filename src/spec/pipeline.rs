@@ -75,6 +75,9 @@ pub struct TransportConfig {
     pub concurrency_cap: usize,
     /// Largest response body accepted (bytes); a longer one fails the call, uncached.
     pub max_response_bytes: u64,
+    /// Concurrency cap of each `--shard` run; `None` = the cap divided by the shard count,
+    /// so n shards together send what one run would.
+    pub per_shard_concurrency: Option<usize>,
 }
 
 impl Default for TransportConfig {
@@ -89,6 +92,7 @@ impl Default for TransportConfig {
             max_concurrency: None,
             concurrency_cap: 100,
             max_response_bytes: crate::providers::DEFAULT_MAX_RESPONSE_BYTES,
+            per_shard_concurrency: None,
         }
     }
 }

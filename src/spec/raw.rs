@@ -57,6 +57,8 @@ pub struct RawTransport {
     pub concurrency_cap: Option<Spanned<usize>>,
     #[serde(default)]
     pub max_response_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub per_shard_concurrency: Option<Spanned<usize>>,
 }
 
 /// Per-model prices in US dollars per million tokens (for cost columns).

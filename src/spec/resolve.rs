@@ -173,6 +173,7 @@ impl Resolver<'_> {
             connect_timeout_s: raw.connect_timeout_s.unwrap_or(d.connect_timeout_s),
             max_concurrency: positive(self, raw.max_concurrency, "max_concurrency"),
             concurrency_cap: positive(self, raw.concurrency_cap, "concurrency_cap").unwrap_or(d.concurrency_cap),
+            per_shard_concurrency: positive(self, raw.per_shard_concurrency, "per_shard_concurrency"),
         }
     }
 

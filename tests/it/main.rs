@@ -36,3 +36,5 @@ mod interrupt;
 mod rate_limits;
 // The toy benchmark (docs/adding-a-benchmark.md) end to end.
 mod guess;
+// Shards and resource classes: disjoint parts, one report from the shared cache.
+mod shards;

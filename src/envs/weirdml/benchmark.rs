@@ -291,6 +291,10 @@ impl crate::envs::benchmark::Benchmark for WeirdMl {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
+    /// Submissions train models, on a GPU when one is given.
+    fn uses_gpu(&self) -> bool {
+        true
+    }
     /// Every submission is model-written (or scripted) code.
     fn runs_model_code(&self, _model: &ModelConfig) -> bool {
         true
