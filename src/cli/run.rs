@@ -23,10 +23,12 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let (pipeline, mut plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
     if args.shard.is_some() || args.class.is_some() {
         // A part of the grid: the report is built once all parts are done (`evalgrid report`).
-        plan.cells.retain(|c| {
-            args.shard.is_none_or(|s| s.contains(&c.id))
-                && args.class.is_none_or(|k| Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]) == k)
-        });
+        if let Some(class) = args.class {
+            plan.cells.retain(|c| Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]) == class);
+        }
+        if let Some(shard) = args.shard {
+            plan.cells = shard.part(&plan.cells);
+        }
         plan.filtered = true;
     }
     let store = Store::open(&env.cache_dir)?;
