@@ -53,6 +53,12 @@ pub(crate) enum Command {
     /// Eleusis tools: import published results and compute every metric.
     #[command(subcommand)]
     Eleusis(EleusisCommand),
+    /// Write and submit Slurm job arrays (one per resource class) and a dependent report job.
+    #[command(after_help = "Example:\n  evalgrid slurm pipelines/quickstart.yaml --shards 4 --dry-run")]
+    Slurm(SlurmArgs),
+    /// Write Kubernetes Indexed Job manifests (one per resource class) and a report Job.
+    #[command(after_help = "Example:\n  evalgrid k8s pipelines/quickstart.yaml --shards 4 --image ghcr.io/me/evalgrid:0.1")]
+    K8s(K8sArgs),
     /// Fixed-workload benchmarks of evalgrid itself (numbers for BENCHMARKS.md).
     #[command(after_help = "Example:\n  evalgrid bench status --cells 100000")]
     Bench(BenchArgs),
@@ -114,6 +120,58 @@ pub(crate) struct StatusArgs {
     /// Print JSON listing every cell with `state` and `reason`.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Exit 1 unless every cell is cached (for a report job that decides pass or fail).
+    #[arg(long)]
+    pub(crate) check: bool,
+}
+
+/// Options of the job generators (`slurm`, `k8s`).
+#[derive(Debug, Args)]
+pub(crate) struct JobArgs {
+    /// Pipeline file (YAML).
+    pub(crate) pipeline: PathBuf,
+    /// Shards per resource class (array tasks / completions).
+    #[arg(long, default_value_t = 4)]
+    pub(crate) shards: u32,
+    /// Only these resource classes (default: every class the grid has).
+    #[arg(long = "class", value_name = "CLASS")]
+    pub(crate) classes: Vec<evalgrid::plan::ResourceClass>,
+    /// Where the scripts or manifests are written.
+    #[arg(long, default_value = "evalgrid-jobs")]
+    pub(crate) out: PathBuf,
+    /// Print what would be written and submitted; submit nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SlurmArgs {
+    #[command(flatten)]
+    pub(crate) job: JobArgs,
+    /// Slurm partition.
+    #[arg(long)]
+    pub(crate) partition: Option<String>,
+    /// GPUs per task of the `gpu` class.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) gpus_per_task: u32,
+    /// CPUs per task.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) cpus_per_task: u32,
+    /// Time limit per task (`HH:MM:SS`); a task is asked to stop 15 minutes before it.
+    #[arg(long)]
+    pub(crate) time: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct K8sArgs {
+    #[command(flatten)]
+    pub(crate) job: JobArgs,
+    /// Container image with evalgrid on its PATH.
+    #[arg(long)]
+    pub(crate) image: String,
+    /// Secrets whose keys become environment variables (API keys, cache credentials).
+    #[arg(long = "secret", value_name = "NAME")]
+    pub(crate) secrets: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -10,6 +10,7 @@ mod cache_cmd;
 mod datasets;
 mod eleusis;
 mod exit;
+mod jobs;
 mod output;
 mod run;
 mod show;
@@ -69,6 +70,8 @@ pub(crate) fn main() -> ExitCode {
         Command::Bbq(c) => bbq::bbq(&c),
         Command::Eleusis(c) => eleusis::eleusis(&c),
         Command::Bench(a) => bench::bench(&env, &a),
+        Command::Slurm(a) => jobs::slurm(&env, &a),
+        Command::K8s(a) => jobs::k8s(&env, &a),
     };
     match result {
         Ok(code) => code.into(),

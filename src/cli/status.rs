@@ -63,7 +63,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             output::line(&format!("{state:8} {}  {reason}", cell.id));
         }
     }
-    Ok(Exit::Ok)
+    Ok(if args.check { Exit::failed_if(counts[0] < plan.cells.len()) } else { Exit::Ok })
 }
 
 /// One-line reason a cell would run.

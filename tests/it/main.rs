@@ -38,3 +38,5 @@ mod rate_limits;
 mod guess;
 // Shards and resource classes: disjoint parts, one report from the shared cache.
 mod shards;
+// Slurm job arrays and Kubernetes Indexed Jobs per resource class.
+mod jobs;

@@ -1,0 +1,313 @@
+//! `evalgrid slurm` and `evalgrid k8s`: evalgrid runs as ordinary jobs of the cluster's
+//! own engine. One job array (Slurm) or Indexed Job (Kubernetes) per resource class, each
+//! task running `evalgrid run P --class C --shard i/N` with N written out (never read from
+//! the array size), then one report job after all of them. The shared cache coordinates;
+//! there is no evalgrid service.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use evalgrid::envs::Registry;
+use evalgrid::plan::{ResourceClass, plan};
+use evalgrid::spec::Pipeline;
+
+use super::args::{JobArgs, K8sArgs, SlurmArgs};
+use super::exit::Exit;
+use super::{Env, Failure, load_pipeline, output};
+
+/// Seconds before the time limit a Slurm task gets SIGINT: more than one 600 s attempt or
+/// submission, so a task stops cleanly and what it finished is in the cache.
+const STOP_BEFORE_LIMIT_S: u32 = 900;
+
+/// What every generated job needs: absolute paths, since jobs start elsewhere.
+struct Context {
+    exe: PathBuf,
+    pipeline: PathBuf,
+    cache: PathBuf,
+    data: PathBuf,
+    name: String,
+    classes: BTreeMap<ResourceClass, usize>,
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Quotes a word for `sh` (single quotes, `'` escaped).
+fn sh(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=:,@%+".contains(c)) {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
+    if job.shards == 0 {
+        return Err(Failure::invalid(anyhow::anyhow!("--shards must be at least 1")));
+    }
+    let pipeline = load_pipeline(env, &job.pipeline)?;
+    let mut classes = BTreeMap::new();
+    for c in plan(&pipeline, None).cells {
+        let class = Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]);
+        if job.classes.is_empty() || job.classes.contains(&class) {
+            *classes.entry(class).or_insert(0) += 1;
+        }
+    }
+    if classes.is_empty() {
+        return Err(Failure::invalid(anyhow::anyhow!("no cells of the requested classes in {}", job.pipeline.display())));
+    }
+    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the evalgrid binary: {e}"))?;
+    let ctx = Context {
+        exe,
+        pipeline: absolute(&job.pipeline),
+        cache: absolute(&env.cache_dir),
+        data: absolute(env.registry.data_dir()),
+        name: pipeline.name.clone(),
+        classes,
+    };
+    Ok((pipeline, ctx))
+}
+
+/// `evalgrid --cache-dir C --data-dir D <args>` with absolute paths.
+fn command(ctx: &Context, args: &[&str]) -> Vec<String> {
+    let mut out = vec![ctx.exe.display().to_string(), "--cache-dir".into(), ctx.cache.display().to_string(), "--data-dir".into(), ctx.data.display().to_string()];
+    out.extend(args.iter().map(|a| (*a).to_owned()));
+    out
+}
+
+fn slurm_array(ctx: &Context, a: &SlurmArgs, class: ResourceClass) -> String {
+    let n = a.job.shards;
+    let mut s = String::from("#!/bin/bash\n");
+    let _ = writeln!(s, "#SBATCH --job-name=eg-{}-{class}", ctx.name);
+    let _ = writeln!(s, "#SBATCH --array=0-{}", n - 1);
+    let _ = writeln!(s, "#SBATCH --cpus-per-task={}", a.cpus_per_task);
+    if class == ResourceClass::Gpu {
+        let _ = writeln!(s, "#SBATCH --gres=gpu:{}", a.gpus_per_task);
+    }
+    if let Some(p) = &a.partition {
+        let _ = writeln!(s, "#SBATCH --partition={p}");
+    }
+    if let Some(t) = &a.time {
+        let _ = writeln!(s, "#SBATCH --time={t}");
+        // SIGINT to the job step before the limit: evalgrid stops like on Ctrl-C (exit 130)
+        // and everything answered is already in the cache.
+        let _ = writeln!(s, "#SBATCH --signal=B:INT@{STOP_BEFORE_LIMIT_S}");
+    }
+    let _ = writeln!(s, "#SBATCH --requeue");
+    let _ = writeln!(s, "#SBATCH --output=evalgrid-logs/%x-%A_%a.out");
+    let _ = writeln!(s, "export EVALGRID_NO_PROGRESS=1");
+    let shard = format!("${{SLURM_ARRAY_TASK_ID}}/{n}");
+    let mut cmd: Vec<String> = command(ctx, &["run"]).into_iter().map(|w| sh(&w)).collect();
+    cmd.extend([sh(&ctx.pipeline.display().to_string()), "--class".into(), class.to_string(), "--shard".into(), format!("\"{shard}\""), "--json".into()]);
+    let _ = writeln!(s, "exec {}", cmd.join(" "));
+    s
+}
+
+fn slurm_report(ctx: &Context, a: &SlurmArgs) -> String {
+    let mut s = String::from("#!/bin/bash\n");
+    let _ = writeln!(s, "#SBATCH --job-name=eg-{}-report", ctx.name);
+    let _ = writeln!(s, "#SBATCH --cpus-per-task={}", a.cpus_per_task);
+    if let Some(p) = &a.partition {
+        let _ = writeln!(s, "#SBATCH --partition={p}");
+    }
+    let _ = writeln!(s, "#SBATCH --output=evalgrid-logs/%x-%j.out");
+    let _ = writeln!(s, "export EVALGRID_NO_PROGRESS=1");
+    let pipeline = sh(&ctx.pipeline.display().to_string());
+    let report: Vec<String> = command(ctx, &["report"]).into_iter().map(|w| sh(&w)).collect();
+    let status: Vec<String> = command(ctx, &["status"]).into_iter().map(|w| sh(&w)).collect();
+    let _ = writeln!(s, "{} {pipeline}", report.join(" "));
+    // The job passes only when every cell has a result.
+    let _ = writeln!(s, "exec {} {pipeline} --check", status.join(" "));
+    s
+}
+
+/// Writes (and unless `--dry-run`, submits) the arrays and the report job.
+pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
+    let (_, ctx) = context(env, &a.job)?;
+    let dir = a.job.out.join(&ctx.name);
+    let mut files = Vec::new();
+    for (&class, &cells) in &ctx.classes {
+        files.push((format!("{class}.sbatch"), slurm_array(&ctx, a, class), Some((class, cells))));
+    }
+    files.push(("report.sbatch".into(), slurm_report(&ctx, a), None));
+    if a.job.dry_run {
+        for (name, text, _) in &files {
+            output::line(&format!("# {}\n{text}", dir.join(name).display()));
+        }
+        let arrays: Vec<String> = ctx.classes.keys().map(|c| format!("${}", c.to_string().to_uppercase())).collect();
+        for class in ctx.classes.keys() {
+            output::line(&format!("{}=$(sbatch --parsable {})", class.to_string().to_uppercase(), dir.join(format!("{class}.sbatch")).display()));
+        }
+        output::line(&format!("sbatch --dependency=afterany:{} {}", arrays.join(":"), dir.join("report.sbatch").display()));
+        return Ok(Exit::Ok);
+    }
+    fs_err::create_dir_all(&dir)?;
+    fs_err::create_dir_all("evalgrid-logs")?;
+    for (name, text, _) in &files {
+        fs_err::write(dir.join(name), text)?;
+    }
+    let mut ids = Vec::new();
+    for (name, _, class) in &files {
+        let Some((class, cells)) = class else { continue };
+        let id = sbatch(&[], &dir.join(name))?;
+        output::note(&format!("submitted {class} array {id}: {cells} cells in {} shards", a.job.shards));
+        ids.push(id);
+    }
+    let dependency = format!("--dependency=afterany:{}", ids.join(":"));
+    let report = sbatch(&[&dependency], &dir.join("report.sbatch"))?;
+    output::note(&format!("submitted report job {report}, after {}", ids.join(", ")));
+    output::line(&report);
+    Ok(Exit::Ok)
+}
+
+/// `sbatch --parsable [extra] script`; returns the job id.
+fn sbatch(extra: &[&str], script: &Path) -> Result<String, Failure> {
+    let out = std::process::Command::new("sbatch")
+        .arg("--parsable")
+        .args(extra)
+        .arg(script)
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run sbatch (is Slurm installed here?): {e}"))?;
+    if !out.status.success() {
+        return Err(anyhow::anyhow!("sbatch {} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr).trim()).into());
+    }
+    let id = String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or_default().to_owned();
+    Ok(id)
+}
+
+/// A JSON string (YAML accepts JSON scalars), so no value can break the manifest.
+fn q(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+fn k8s_env(a: &K8sArgs) -> String {
+    let mut s = String::from("          env:\n            - {name: EVALGRID_NO_PROGRESS, value: \"1\"}\n");
+    if !a.secrets.is_empty() {
+        s.push_str("          envFrom:\n");
+        for secret in &a.secrets {
+            let _ = writeln!(s, "            - secretRef: {{name: {}}}", q(secret));
+        }
+    }
+    s
+}
+
+fn k8s_job(ctx: &Context, a: &K8sArgs, class: ResourceClass) -> String {
+    let n = a.job.shards;
+    let mut args = vec!["--cache-dir", "/cache", "--data-dir", "/data", "run"].into_iter().map(q).collect::<Vec<_>>();
+    args.extend([q(&format!("/pipelines/{}", file_name(&ctx.pipeline))), q("--class"), q(&class.to_string()), q("--shard"), q(&format!("$(JOB_COMPLETION_INDEX)/{n}")), q("--json")]);
+    let gpu = if class == ResourceClass::Gpu { "\n            limits: {nvidia.com/gpu: 1}" } else { "" };
+    let gpu_request = if class == ResourceClass::Gpu { ", nvidia.com/gpu: 1" } else { "" };
+    format!(
+        "apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  labels: {{app.kubernetes.io/name: evalgrid, evalgrid/pipeline: {pipeline}, evalgrid/class: {class}}}
+spec:
+  completionMode: Indexed
+  completions: {n}
+  parallelism: {n}
+  backoffLimitPerIndex: 2
+  maxFailedIndexes: {n}
+  template:
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: {grace}
+      containers:
+        - name: shard
+          image: {image}
+          command: [\"evalgrid\"]
+          args: [{args}]
+{env}          resources:
+            requests: {{cpu: \"2\", memory: 4Gi{gpu_request}}}{gpu}
+          volumeMounts:
+            - {{name: cache, mountPath: /cache}}
+            - {{name: data, mountPath: /data, readOnly: true}}
+            - {{name: pipelines, mountPath: /pipelines, readOnly: true}}
+      volumes:
+        - {{name: cache, persistentVolumeClaim: {{claimName: evalgrid-cache}}}}
+        - {{name: data, persistentVolumeClaim: {{claimName: evalgrid-data}}}}
+        - {{name: pipelines, configMap: {{name: evalgrid-pipelines}}}}
+",
+        name = q(&format!("eg-{}-{class}", ctx.name).to_lowercase().replace('_', "-")),
+        pipeline = q(&ctx.name),
+        grace = STOP_BEFORE_LIMIT_S,
+        image = q(&a.image),
+        args = args.join(", "),
+        env = k8s_env(a),
+    )
+}
+
+fn k8s_report(ctx: &Context, a: &K8sArgs) -> String {
+    let pipeline = q(&format!("/pipelines/{}", file_name(&ctx.pipeline)));
+    format!(
+        "apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  labels: {{app.kubernetes.io/name: evalgrid, evalgrid/pipeline: {label}, evalgrid/class: report}}
+spec:
+  backoffLimit: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: report
+          image: {image}
+          command: [\"sh\", \"-c\"]
+          args: [{script}]
+{env}          volumeMounts:
+            - {{name: cache, mountPath: /cache}}
+            - {{name: data, mountPath: /data, readOnly: true}}
+            - {{name: pipelines, mountPath: /pipelines, readOnly: true}}
+            - {{name: reports, mountPath: /reports}}
+      volumes:
+        - {{name: cache, persistentVolumeClaim: {{claimName: evalgrid-cache}}}}
+        - {{name: data, persistentVolumeClaim: {{claimName: evalgrid-data}}}}
+        - {{name: pipelines, configMap: {{name: evalgrid-pipelines}}}}
+        - {{name: reports, persistentVolumeClaim: {{claimName: evalgrid-reports}}}}
+",
+        name = q(&format!("eg-{}-report", ctx.name).to_lowercase().replace('_', "-")),
+        label = q(&ctx.name),
+        image = q(&a.image),
+        script = q(&format!(
+            "evalgrid --cache-dir /cache --data-dir /data report {pipeline} --reports-dir /reports && exec evalgrid --cache-dir /cache --data-dir /data status {pipeline} --check",
+            pipeline = pipeline.trim_matches('"')
+        )),
+        env = k8s_env(a),
+    )
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(|| "pipeline.yaml".to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Writes one Indexed Job per class and a report Job (Kubernetes has no job dependencies:
+/// start the report Job after `kubectl wait --for=condition=complete` on the others).
+pub(crate) fn k8s(env: &Env, a: &K8sArgs) -> Result<Exit, Failure> {
+    let (_, ctx) = context(env, &a.job)?;
+    let dir = a.job.out.join(&ctx.name);
+    let mut files: Vec<(String, String)> = ctx.classes.keys().map(|&c| (format!("{c}.yaml"), k8s_job(&ctx, a, c))).collect();
+    files.push(("report.yaml".into(), k8s_report(&ctx, a)));
+    let steps = format!(
+        "# kubectl create configmap evalgrid-pipelines --from-file={pipeline}\n# kubectl apply -f {dir}/<class>.yaml; kubectl wait --for=condition=complete --timeout=-1s job -l evalgrid/pipeline={name}\n# kubectl apply -f {dir}/report.yaml",
+        pipeline = ctx.pipeline.display(),
+        dir = dir.display(),
+        name = ctx.name,
+    );
+    if a.job.dry_run {
+        for (name, text) in &files {
+            output::line(&format!("# {}\n{text}", dir.join(name).display()));
+        }
+        output::line(&steps);
+        return Ok(Exit::Ok);
+    }
+    fs_err::create_dir_all(&dir)?;
+    for (name, text) in &files {
+        fs_err::write(dir.join(name), text)?;
+    }
+    output::note(&format!("wrote {} manifests to {}/", files.len(), dir.display()));
+    output::line(&steps);
+    Ok(Exit::Ok)
+}
