@@ -9,4 +9,4 @@ pub mod store;
 pub use entry::Entry;
 pub use explain::{Change, diff};
 pub use lock::KeyLock;
-pub use store::{CacheError, Failure, Head, Store};
+pub use store::{CacheError, Failure, Head, Store, Stored};

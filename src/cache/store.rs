@@ -17,6 +17,14 @@
 //! moment leaves either the old state or the complete new file. Sub-step
 //! indexes are the one exception: they are append-only, and a torn last line
 //! is skipped on read.
+//!
+//! Step entries are **first writer wins**: an entry is published with a
+//! create-if-absent link (`persist_noclobber`), not a rename over whatever is
+//! there, so on a cache shared between machines (NFS, Lustre), where `flock`
+//! does not reach across hosts, two processes that computed the same step
+//! never replace each other's answer: the loser reads, verifies and adopts
+//! the stored entry. Model answers differ between runs, and later steps are
+//! keyed by earlier keys, so one key must mean one answer everywhere.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +35,15 @@ use serde_json::Value;
 use super::entry::{DecodeError, Entry};
 use super::lock::KeyLock;
 use crate::plan::{StepKey, StepKind};
+
+/// What [`Store::put`] did.
+#[derive(Debug)]
+pub enum Stored {
+    /// This entry is now the stored one.
+    Written,
+    /// Another writer stored a valid entry under the key first; this is it.
+    Adopted(Entry),
+}
 
 /// Name of the versioned bucket inside the cache directory.
 pub const BUCKET: &str = "v1";
@@ -126,10 +143,23 @@ impl Store {
         }
     }
 
-    /// Stores an entry atomically and clears any recorded failure of its key.
-    pub fn put(&self, entry: &Entry) -> Result<(), CacheError> {
-        self.write_atomic(&self.entry_path(entry.key), &entry.encode())?;
-        self.clear_failure(entry.key)
+    /// Stores an entry unless a valid one is already there (first writer wins), and
+    /// clears any recorded failure of its key. `Adopted` carries the entry another
+    /// process stored first: use it instead of your own.
+    pub fn put(&self, entry: &Entry) -> Result<Stored, CacheError> {
+        let path = self.entry_path(entry.key);
+        let bytes = entry.encode();
+        let stored = if self.write_new(&path, &bytes)? {
+            Stored::Written
+        } else if let Some(existing) = self.get(entry.key)? {
+            Stored::Adopted(existing)
+        } else {
+            // What is there does not verify (a torn or damaged file): replace it.
+            self.write_atomic(&path, &bytes)?;
+            Stored::Written
+        };
+        self.clear_failure(entry.key)?;
+        Ok(stored)
     }
 
     /// Stores bytes under their own blake3 hash and returns the hash.
@@ -215,6 +245,23 @@ impl Store {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(CacheError::Io { path, source: e }),
+        }
+    }
+
+    /// Publishes `bytes` at `path` only if nothing is there (synced temp file, then a
+    /// hard link that fails when the name exists); `false` when something was.
+    fn write_new(&self, path: &Path, bytes: &[u8]) -> Result<bool, CacheError> {
+        let tmp_dir = self.root.join("tmp");
+        let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io(&tmp_dir))?;
+        tmp.write_all(bytes).map_err(io(tmp.path()))?;
+        tmp.as_file().sync_all().map_err(io(path))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        match tmp.persist_noclobber(path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(CacheError::Io { path: path.to_owned(), source: e.error }),
         }
     }
 
@@ -365,6 +412,28 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         assert!(store.get(e.key).unwrap().is_none());
         assert!(Store::check_file(&path).is_err());
+    }
+
+    /// Two processes (here two handles, as on two machines sharing the directory) that
+    /// computed the same step: the first entry stays, the second writer adopts it; a damaged
+    /// entry is replaced.
+    #[test]
+    fn first_writer_wins_and_the_loser_adopts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (Store::open(dir.path()).unwrap(), Store::open(dir.path()).unwrap());
+        let first = entry(1);
+        let mut second = first.clone();
+        second.output = json!({"v": "a different answer"});
+        assert!(matches!(a.put(&first).unwrap(), Stored::Written));
+        match b.put(&second).unwrap() {
+            Stored::Adopted(adopted) => assert_eq!(adopted, first),
+            Stored::Written => panic!("the second writer replaced the first entry"),
+        }
+        assert_eq!(b.get(first.key).unwrap(), Some(first.clone()));
+        std::fs::write(a.entry_path(first.key), b"torn").unwrap();
+        assert!(matches!(b.put(&second).unwrap(), Stored::Written), "a damaged entry is replaced");
+        assert_eq!(a.get(first.key).unwrap(), Some(second));
+        assert_eq!(std::fs::read_dir(dir.path().join(BUCKET).join("tmp")).unwrap().count(), 0, "no temp file left behind");
     }
 
     #[test]

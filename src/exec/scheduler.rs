@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use super::progress::Progress;
 use super::calls::CallContext;
 use super::runner::{EpisodeContext, EpisodeRunner, StepError};
-use crate::cache::{CacheError, Entry, Failure, Head, Store};
+use crate::cache::{CacheError, Entry, Failure, Head, Store, Stored};
 use crate::plan::{Cell, Plan, StepKey, StepKind, episode_components, score_components};
 use crate::spec::Pipeline;
 
@@ -290,6 +290,9 @@ where
         duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
     };
-    store.put(&entry)?;
-    Ok((entry, true))
+    match store.put(&entry)? {
+        Stored::Written => Ok((entry, true)),
+        // Another machine finished the same step first: its entry is the answer.
+        Stored::Adopted(existing) => Ok((existing, false)),
+    }
 }

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::runner::StepError;
-use crate::cache::{CacheError, Entry, Store};
+use crate::cache::{CacheError, Entry, Store, Stored};
 use crate::plan::{StepKey, StepKind};
 
 /// One sub-step of an episode: its key components and the episode it serves.
@@ -90,22 +90,28 @@ impl SubStep {
         Ok(Some(value))
     }
 
-    /// Records the sub-step under its episode, then stores `value` (blocking).
-    pub fn store_blocking<T: Serialize>(&self, store: &Store, value: &T, duration_ms: u64) -> Result<(), CacheError> {
-        let output = serde_json::to_value(value).map_err(|e| CacheError::Io {
+    /// Records the sub-step under its episode, then stores `value` (blocking); returns
+    /// the value that is stored: `value`, or the one another process stored first.
+    pub fn store_blocking<T: Serialize + DeserializeOwned>(&self, store: &Store, value: T, duration_ms: u64) -> Result<T, CacheError> {
+        let output = serde_json::to_value(&value).map_err(|e| CacheError::Io {
             path: store.entry_path(self.key),
             source: std::io::Error::other(format!("sub-step output does not serialize: {e}")),
         })?;
         // Index first: a crash between the two leaves a dangling line, never
         // an entry that gc cannot reach.
         store.record_substep(self.episode, self.key, true)?;
-        store.put(&Entry {
+        let stored = store.put(&Entry {
             key: self.key,
             kind: self.kind,
             components: self.components.clone(),
             output,
             duration_ms,
             writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
+        })?;
+        // First writer wins: carry on with the answer everyone else will read.
+        Ok(match stored {
+            Stored::Adopted(entry) => serde_json::from_value(entry.output).unwrap_or(value),
+            Stored::Written => value,
         })
     }
 
@@ -120,10 +126,11 @@ impl SubStep {
         }
         let started = Instant::now();
         let fresh = compute().map_err(SubStepError::Compute)?;
-        if fresh.cacheable {
-            self.store_blocking(store, &fresh.value, millis(started))?;
+        if !fresh.cacheable {
+            return Ok(Done { value: fresh.value, hit: false });
         }
-        Ok(Done { value: fresh.value, hit: false })
+        let value = self.store_blocking(store, fresh.value, millis(started))?;
+        Ok(Done { value, hit: false })
     }
 
     /// The cached value, or `compute`'s, stored when cacheable; cache I/O
@@ -144,7 +151,7 @@ impl SubStep {
             return Ok(Done { value: fresh.value, hit: false });
         }
         let (me, s, ms) = (self.clone(), store.clone(), millis(started));
-        let value = blocking(move || me.store_blocking(&s, &fresh.value, ms).map(|()| fresh.value)).await?;
+        let value = blocking(move || me.store_blocking(&s, fresh.value, ms)).await?;
         Ok(Done { value, hit: false })
     }
 }
@@ -188,6 +195,23 @@ mod tests {
         assert!(matches!(failed, Err(SubStepError::Compute(_))));
         assert_eq!(store.substeps(e1).unwrap(), vec![step(e1, 1).key()]);
         assert_eq!(store.substeps(e2).unwrap(), vec![step(e1, 1).key()]);
+    }
+
+    /// Another machine stores the same sub-step while this one computes it: this one
+    /// carries on with the stored answer, so every later step agrees with the cache.
+    #[test]
+    fn a_sub_step_stored_elsewhere_meanwhile_is_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (here, elsewhere) = (Store::open(dir.path()).unwrap(), Store::open(dir.path()).unwrap());
+        let e = StepKey::compute(&json!("e"));
+        let done = step(e, 1)
+            .run_blocking::<u32, String>(&here, || {
+                step(e, 1).store_blocking(&elsewhere, 41, 0).map_err(|err| err.to_string())?;
+                Ok(Fresh::cacheable(7))
+            })
+            .unwrap();
+        assert_eq!((done.value, done.hit), (41, false));
+        assert_eq!(step(e, 1).lookup_blocking::<u32>(&here).unwrap(), Some(41));
     }
 
     #[tokio::test]

@@ -111,7 +111,8 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
         None => {
             let out = compute_metrics(pipeline, plan, &scored, store)?;
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("metrics"))?;
-            store.put(&entry(metrics_key, StepKind::Metrics, metrics_comp, value))?;
+            // Metrics are a pure function of their key: whoever wrote first wrote the same.
+            let _ = store.put(&entry(metrics_key, StepKind::Metrics, metrics_comp, value))?;
             (out, false)
         }
     };
@@ -133,7 +134,7 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
             }
             let out = ReportOutput { files };
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
-            store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
+            let _ = store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
             (out, false)
         }
     };
