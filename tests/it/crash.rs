@@ -69,11 +69,17 @@ fn two_processes_on_one_cache_compute_each_cell_once() {
 }
 
 #[test]
-fn ctrl_c_stops_launching_lands_running_cells_and_resumes() {
+fn ctrl_c_stops_at_once_and_the_rerun_resumes() {
     let ws = Workspace::new();
     ws.write("crashy.yaml", PIPELINE);
     let child = spawn_run(&ws, "1");
-    std::thread::sleep(Duration::from_millis(300));
+    // Interrupt once cells are landing (not before the handler exists on a loaded machine).
+    let steps = ws.path("cache/v1/steps");
+    let started = std::time::Instant::now();
+    while std::fs::read_dir(&steps).map_or(0, Iterator::count) == 0 && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let status = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
     assert!(status.success());
     let out = child.wait_with_output().expect("wait");
