@@ -10,6 +10,7 @@
 //! v1/failures/ab/<key>.json   last error of a step (never served as an answer)
 //! v1/substeps/ab/<episode>    sub-step keys an episode used, one hex key a line
 //! v1/locks/<key>.lock         per-key OS locks
+//! v1/progress/<run>/<part>.json  what each running shard has done (for `status`)
 //! v1/tmp/                     temp files, renamed into place when complete
 //! ```
 //!
@@ -35,6 +36,11 @@ use serde_json::Value;
 use super::entry::{DecodeError, Entry};
 use super::lock::KeyLock;
 use crate::plan::{StepKey, StepKind};
+
+/// A file-name-safe form of a run or part name.
+fn safe_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
+}
 
 /// What [`Store::put`] did.
 #[derive(Debug)]
@@ -276,6 +282,31 @@ impl Store {
         }
         tmp.persist(path).map_err(|e| CacheError::Io { path: path.to_owned(), source: e.error })?;
         Ok(())
+    }
+
+    /// Publishes the progress record of one part (`shard`) of a run, replacing the last.
+    pub fn put_progress(&self, run: &str, part: &str, record: &Value) -> Result<(), CacheError> {
+        let bytes = serde_json::to_vec(record).expect("progress records are plain JSON values and always serialize");
+        self.write_atomic(&self.root.join("progress").join(safe_name(run)).join(format!("{}.json", safe_name(part))), &bytes)
+    }
+
+    /// Every part's progress record of `run`, by part name (unreadable records skipped).
+    pub fn progress(&self, run: &str) -> Result<Vec<(String, Value)>, CacheError> {
+        let dir = self.root.join("progress").join(safe_name(run));
+        let mut out = Vec::new();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(CacheError::Io { path: dir, source: e }),
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().trim_end_matches(".json").to_owned();
+            if let Some(v) = std::fs::read(entry.path()).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
+                out.push((name, v));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
     }
 
     fn substeps_path(&self, episode: StepKey) -> PathBuf {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use evalgrid::cache::Store;
 use evalgrid::exec::calls::Usage;
-use evalgrid::exec::{CallContext, Cancel, call_key, CellState, RunOptions, RunSummary, classify, run_cells};
+use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, run_cells};
 use evalgrid::plan::plan;
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::exec::EpisodeRunner as _;
@@ -49,7 +49,11 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         check_sandbox()?;
     }
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
-    let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json };
+    let on_cell = args.shard.map(|shard| shard_progress(&store, &pipeline, shard, args.class));
+    if let Some(publish) = &on_cell {
+        publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
+    }
+    let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json, on_cell: on_cell.clone() };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
     let client = ProviderClient::new(client_config(&pipeline.transport, args.shard)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
@@ -80,8 +84,52 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     } else {
         Some(build(&pipeline, &plan, &store, &args.reports_dir)?)
     };
+    if let Some(publish) = &on_cell {
+        publish(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: usize::MAX });
+    }
     print_summary(&summary, report.as_ref(), &calls.usage, args.json);
     Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
+}
+
+/// The run id shards of the same pipeline share: its name and the hash of its file.
+pub(crate) fn run_id(pipeline: &Pipeline) -> String {
+    // The file's hash, so two different pipelines that share a name do not mix records.
+    format!("{}-{}", pipeline.name, pipeline.source_hash.trim_start_matches("blake3:").get(..12).unwrap_or("0"))
+}
+
+/// A callback that publishes this shard's progress record (at most once a second, and
+/// always for the first and last call; `total == usize::MAX` marks the last).
+fn shard_progress(store: &Store, pipeline: &Pipeline, shard: evalgrid::plan::Shard, class: Option<evalgrid::plan::ResourceClass>) -> Arc<dyn Fn(RunCounts) + Send + Sync> {
+    let (store, run) = (store.clone(), run_id(pipeline));
+    let part = format!("{}-of-{}{}", shard.index, shard.count, class.map(|c| format!("-{c}")).unwrap_or_default());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_owned();
+    let slurm = std::env::var("SLURM_ARRAY_JOB_ID").ok().map(|j| format!("{j}_{}", std::env::var("SLURM_ARRAY_TASK_ID").unwrap_or_default())).or_else(|| std::env::var("SLURM_JOB_ID").ok());
+    let started = now_s();
+    let state = std::sync::Mutex::new((0u64, 0usize));
+    Arc::new(move |counts: RunCounts| {
+        let last = counts.total == usize::MAX;
+        let Ok(mut s) = state.lock() else { return };
+        if !last && counts.total > 0 && now_s() == s.0 && counts.run + counts.cached + counts.failed > 0 {
+            return;
+        }
+        if !last {
+            s.1 = counts.total;
+        }
+        s.0 = now_s();
+        let record = json!({
+            "shard": shard.to_string(), "class": class.map(|c| c.to_string()),
+            "done": counts.run + counts.cached, "failed": counts.failed, "total": s.1,
+            "host": host, "pid": std::process::id(), "slurm_job": slurm,
+            "started_at": started, "updated_at": s.0, "finished": last,
+        });
+        if let Err(e) = store.put_progress(&run, &part, &record) {
+            output::note(&format!("warning: cannot publish shard progress: {e}"));
+        }
+    })
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Model-written code runs on this machine: refuse (exit 2) without bubblewrap unless

@@ -34,6 +34,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             rows.push((cell, state, reason(&pipeline, &store, cell, state)));
         }
     }
+    let shards = shard_lines(&store, &pipeline)?;
     if args.json {
         let cells: Vec<_> = plan
             .cells
@@ -47,12 +48,16 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
         output::json(&json!({
             "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_stale": counts[1],
             "cells_missing": counts[2], "cells_failed": counts[3], "cells": cells,
+            "shards": shards.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
         }));
     } else {
         output::line(&format!(
             "{} cells: {} cached, {} stale, {} missing, {} failed",
             plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
         ));
+        for (line, _) in &shards {
+            output::line(line);
+        }
         for (cell, state, reason) in &rows {
             let state = match state {
                 CellState::Stale => "stale",
@@ -64,6 +69,35 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
         }
     }
     Ok(if args.check { Exit::failed_if(counts[0] < plan.cells.len()) } else { Exit::Ok })
+}
+
+/// A shard that has not updated its record for this long while unfinished is reported
+/// as stale (its machine or job probably died).
+const STALE_AFTER_S: u64 = 120;
+
+/// One line (and the record, with `stale` added) per shard that published progress.
+fn shard_lines(store: &Store, pipeline: &Pipeline) -> Result<Vec<(String, serde_json::Value)>, Failure> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut out = Vec::new();
+    for (_, mut record) in store.progress(&super::run::run_id(pipeline))? {
+        let get = |k: &str| record[k].as_u64().unwrap_or(0);
+        let (done, failed, total, updated) = (get("done"), get("failed"), get("total"), get("updated_at"));
+        let finished = record["finished"].as_bool().unwrap_or(false);
+        let age = now.saturating_sub(updated);
+        let stale = !finished && age > STALE_AFTER_S;
+        let state = if finished { "finished" } else if stale { "STALE" } else { "running" };
+        let mut line = format!("shard {}", record["shard"].as_str().unwrap_or("?"));
+        if let Some(class) = record["class"].as_str() {
+            line.push_str(&format!(" ({class})"));
+        }
+        line.push_str(&format!(": {state}, {done}/{total} cells done, {failed} failed, updated {age} s ago on {}", record["host"].as_str().unwrap_or("?")));
+        if let Some(job) = record["slurm_job"].as_str() {
+            line.push_str(&format!(" (Slurm {job})"));
+        }
+        record["stale"] = json!(stale);
+        out.push((line, record));
+    }
+    Ok(out)
 }
 
 /// One-line reason a cell would run.

@@ -54,7 +54,7 @@ impl Cancel {
 }
 
 /// How to run.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Cells in flight at once.
     pub jobs: usize,
@@ -62,6 +62,22 @@ pub struct RunOptions {
     pub retry_errors_only: bool,
     /// Show a progress bar.
     pub progress: bool,
+    /// Called after each finished cell with (run, cached, failed, total) so far, e.g. to
+    /// publish a shard's progress record for `status` on another machine.
+    pub on_cell: Option<Arc<dyn Fn(RunCounts) + Send + Sync>>,
+}
+
+/// Cell counts of a run so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RunCounts {
+    /// Cells computed by this run.
+    pub run: usize,
+    /// Cells found cached (or finished by another process).
+    pub cached: usize,
+    /// Cells that failed.
+    pub failed: usize,
+    /// Cells this run covers.
+    pub total: usize,
 }
 
 /// State of a cell as seen from the cache.
@@ -196,6 +212,9 @@ pub async fn run_cells(
         }
         progress.inc();
         progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+        if let Some(on_cell) = &options.on_cell {
+            on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
+        }
         progress.set_extra(&calls.progress_line());
     }
     progress.finish();

@@ -23,6 +23,24 @@ fn three_shards_run_the_quickstart_once_and_the_report_equals_a_single_run() {
         assert!(!ws.path("reports/quickstart/summary.csv").exists(), "a shard builds no report");
     }
     assert_eq!(ran, total, "the shards cover the grid");
+    // Each shard published its progress; `status` shows all of them, finished.
+    let (_, st) = ws.run_json(&["status", "quickstart.yaml", "--json"]);
+    let shards = st["shards"].as_array().unwrap_or_else(|| panic!("{st}"));
+    assert_eq!(shards.len(), 3, "{st}");
+    let done: u64 = shards.iter().map(|s| s["done"].as_u64().unwrap()).sum();
+    assert_eq!(done, total, "{st}");
+    assert!(shards.iter().all(|s| s["finished"] == true && s["stale"] == false), "{st}");
+    let text = String::from_utf8_lossy(&ws.run(&["status", "quickstart.yaml"]).stdout).into_owned();
+    assert!(text.contains("shard 0/3: finished") && text.contains("shard 2/3: finished"), "{text}");
+    // A shard whose machine died mid-run stops updating its record: `status` says so.
+    let dir = std::fs::read_dir(ws.path("cache/v1/progress")).unwrap().next().unwrap().unwrap().path();
+    let record = dir.join("1-of-3.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    v["finished"] = false.into();
+    v["updated_at"] = 1_000.into();
+    std::fs::write(&record, v.to_string()).unwrap();
+    let text = String::from_utf8_lossy(&ws.run(&["status", "quickstart.yaml"]).stdout).into_owned();
+    assert!(text.contains("shard 1/3: STALE"), "{text}");
     // Any shard again: everything cached.
     let (_, v) = ws.run_json(&["run", "quickstart.yaml", "--json", "--shard", "1/3"]);
     assert_eq!(v["cells_run"], 0, "{v}");
