@@ -3,38 +3,34 @@
 //! round setup, the rule-equivalence judge, the turn state machine and built-in agents.
 
 pub mod agents;
+pub mod game;
 pub mod analysis;
 pub mod benchmark;
-pub mod board;
-pub mod card;
 pub mod compiler;
-pub mod deck;
-pub mod equivalence;
 pub mod export;
-pub mod game;
 pub mod ideal;
 pub mod llm_episode;
 pub mod prompt;
 pub mod pyjudge;
-pub mod pyrandom;
 pub mod replay;
 pub mod report;
 pub mod response;
 pub mod results;
-pub mod rule;
-pub mod setup;
 #[cfg(test)]
 mod test_support;
 
+// Flat paths of before the split into folders (TEMPORARY during the move).
+pub use game::{board, card, deck, equivalence, pyrandom, rule, setup};
+
 pub use agents::{Agent, AgentAction, OracleAgent, RandomAgent, play_round};
-pub use board::{Board, BoardError};
-pub use card::{Card, CardParseError, Color, Suit};
-pub use deck::{double_deck, universe, universe_index};
-pub use equivalence::{RuleEvalError, RuleFn, SimulationParams, Verdict, check};
-pub use game::{
+pub use game::board::{Board, BoardError};
+pub use game::card::{Card, CardParseError, Color, Suit};
+pub use game::deck::{double_deck, universe, universe_index};
+pub use game::equivalence::{RuleEvalError, RuleFn, SimulationParams, Verdict, check};
+pub use game::round::{
     Action, GameConfig, GameError, GameOverReason, GuessCheck, GuessKind, Judge, JudgeRequest,
     NativeJudge, Observation, Play, PreparedTurn, Round, RoundResult, TurnRecord,
 };
-pub use pyrandom::PyRandom;
-pub use rule::SecretRule;
-pub use setup::{RoundSetup, SetupError, round_seed, shuffled_deck};
+pub use game::pyrandom::PyRandom;
+pub use game::rule::SecretRule;
+pub use game::setup::{RoundSetup, SetupError, round_seed, shuffled_deck};

@@ -4,7 +4,7 @@
 
 use super::super::card::Suit;
 use super::super::setup::RoundSetup;
-use super::super::test_support::*;
+use crate::envs::eleusis::test_support::*;
 use super::*;
 
 type Res = Result<bool, RuleEvalError>;

@@ -595,5 +595,4 @@ impl Round {
 }
 
 #[cfg(test)]
-#[path = "game_tests.rs"]
 mod tests;

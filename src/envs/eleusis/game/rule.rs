@@ -511,5 +511,4 @@ fn in_group_a(s: Suit) -> bool {
 }
 
 #[cfg(test)]
-#[path = "rule_tests.rs"]
 mod tests;

@@ -96,7 +96,7 @@ impl RoundSetup {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::*;
+    use crate::envs::eleusis::test_support::*;
     use super::*;
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::super::test_support::*;
+use crate::envs::eleusis::test_support::*;
 use super::*;
 
 fn c(s: &str) -> Card {

@@ -1,7 +1,7 @@
 //! Tests of the 26 library rules: identity data against `vectors.json`, the semantics
 //! table of spec §2.2 and the cached acceptance masks.
 
-use super::super::test_support::*;
+use crate::envs::eleusis::test_support::*;
 use super::*;
 
 fn cards(s: &str) -> Vec<Card> {

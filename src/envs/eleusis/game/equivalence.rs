@@ -266,5 +266,4 @@ pub fn check(
 }
 
 #[cfg(test)]
-#[path = "equivalence_tests.rs"]
 mod tests;
