@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod game;
+pub mod judge;
 pub mod analysis;
 pub mod benchmark;
 pub mod compiler;
@@ -11,7 +12,6 @@ pub mod export;
 pub mod ideal;
 pub mod llm_episode;
 pub mod prompt;
-pub mod pyjudge;
 pub mod replay;
 pub mod report;
 pub mod response;
@@ -21,6 +21,7 @@ mod test_support;
 
 // Flat paths of before the split into folders (TEMPORARY during the move).
 pub use game::{board, card, deck, equivalence, pyrandom, rule, setup};
+pub use judge::pyjudge;
 
 pub use agents::{Agent, AgentAction, OracleAgent, RandomAgent, play_round};
 pub use game::board::{Board, BoardError};

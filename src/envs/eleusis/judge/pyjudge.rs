@@ -24,15 +24,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::card::Card;
-use super::deck::{universe, universe_index};
-use super::equivalence::{RuleFn, SimulationParams, Verdict};
-use super::game::{Judge, JudgeRequest};
-use super::pyrandom::PyRandom;
+use crate::envs::eleusis::game::card::Card;
+use crate::envs::eleusis::game::deck::{universe, universe_index};
+use crate::envs::eleusis::game::equivalence::{RuleFn, SimulationParams, Verdict};
+use crate::envs::eleusis::game::{Judge, JudgeRequest};
+use crate::envs::eleusis::game::pyrandom::PyRandom;
 
-#[path = "pyjudge_process.rs"]
 mod process;
-#[path = "pyjudge_rulefn.rs"]
 mod rulefn;
 
 use process::Worker;
@@ -516,9 +514,9 @@ impl PyJudge {
         out
     }
 
-    /// Loads `code` as a [`RuleFn`] for [`super::equivalence::check`] (one round trip per
-    /// walk step through `acceptance_mask`); meant for one check, whose wall-clock budget
-    /// starts now.
+    /// Loads `code` as a [`RuleFn`] for [`check`](crate::envs::eleusis::game::equivalence::check)
+    /// (one round trip per walk step through `acceptance_mask`); meant for one check, whose
+    /// wall-clock budget starts now.
     pub fn guess_rule(&mut self, code: Option<&str>) -> Result<PyGuessRule<'_>, GuessLoadError> {
         let code = match code {
             Some(c) if !c.is_empty() => c,
@@ -530,9 +528,10 @@ impl PyJudge {
     }
 }
 
-/// A synchronous [`Judge`] for [`super::game::Round::apply`]: `code_for` maps a guess text
-/// to compiled code (a compile cache, recorded `guessed_code`, …; `None` = no code), and
-/// the Python judge decides. The full [`PyVerdict`] of the latest check is kept.
+/// A synchronous [`Judge`] for [`Round::apply`](crate::envs::eleusis::game::Round::apply):
+/// `code_for` maps a guess text to compiled code (a compile cache, recorded `guessed_code`, …;
+/// `None` = no code), and the Python judge decides. The full [`PyVerdict`] of the latest check
+/// is kept.
 pub struct CodeJudge<'a, F: FnMut(&str) -> Option<String>> {
     /// The Python judge.
     pub py: &'a mut PyJudge,
@@ -580,5 +579,4 @@ fn with_flags(mut out: PyVerdict, timeouts: u64, memory_errors: u64) -> PyVerdic
 }
 
 #[cfg(test)]
-#[path = "pyjudge_tests.rs"]
 mod tests;

@@ -1,19 +1,19 @@
 //! [`PyGuessRule`]: a compiled Python guess behind the [`RuleFn`] trait, so the unchanged
-//! [`super::super::equivalence::check`] can judge it with one worker round trip per walk
-//! step.
+//! [`check`](crate::envs::eleusis::game::equivalence::check) can judge it with one worker
+//! round trip per walk step.
 
 use std::cell::RefCell;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::super::card::Card;
-use super::super::deck::universe_index;
-use super::super::equivalence::{RuleEvalError, RuleFn};
+use crate::envs::eleusis::game::card::Card;
+use crate::envs::eleusis::game::deck::universe_index;
+use crate::envs::eleusis::game::equivalence::{RuleEvalError, RuleFn};
 use super::{JudgeError, PyJudge, indices, ms};
 
 /// A compiled Python guess as a [`RuleFn`], so the unchanged
-/// [`super::super::equivalence::check`]
+/// [`check`](crate::envs::eleusis::game::equivalence::check)
 /// can judge it: `acceptance_mask` evaluates a whole state in one round trip (all 52 cards,
 /// no early exit, so call order differs from the reference only in calls after the first
 /// mismatch); `eval` answers from that state's cached results. After a judge failure every

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::super::equivalence::check as native_check;
-use super::super::results::{ResultsFile, parse_results};
-use super::super::rule::SecretRule;
-use super::super::test_support::data_dir;
+use crate::envs::eleusis::game::equivalence::check as native_check;
+use crate::envs::eleusis::results::{ResultsFile, parse_results};
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::test_support::data_dir;
 use super::*;
 
 /// A judge with test-friendly limits, or `None` (with a note) when python3 is unavailable.
@@ -174,7 +174,7 @@ fn every_recorded_check_reproduces() {
     let mut matched = 0usize;
     let mut failures = Vec::new();
     let began = Instant::now();
-    for file in super::super::test_support::RESULTS_FILES {
+    for file in crate::envs::eleusis::test_support::RESULTS_FILES {
         let run = load(file);
         for round in &run.rounds {
             let rule = SecretRule::from_name(&round.rule_name).expect("rule");
@@ -501,7 +501,7 @@ fn timing_full_equivalent_check() {
 /// actions and the recorded `guessed_code` per turn; every check matches the file.
 #[test]
 fn code_judge_drives_round_apply() {
-    use super::super::game::{Action, GameConfig, Round};
+    use crate::envs::eleusis::game::{Action, GameConfig, Round};
     let Some(mut py) = judge() else { return };
     let run = load("gpt_5_2_high.results.json.gz");
     let record = &run.rounds[48]; // round 49, alternating_colors, won by a formal guess

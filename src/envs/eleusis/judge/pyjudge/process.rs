@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::super::card::Card;
+use crate::envs::eleusis::game::card::Card;
 use crate::sandbox::worker::{SandboxedWorker, WorkerLimits, WorkerSpec};
-use super::super::deck::universe;
+use crate::envs::eleusis::game::deck::universe;
 
 /// The worker script, embedded so that the judge needs nothing on disk but `python3`.
-pub const WORKER_SOURCE: &str = include_str!("pyjudge_worker.py");
+pub const WORKER_SOURCE: &str = include_str!("worker.py");
 
 /// Longest accepted reply line; a worker flooding stdout is treated as a protocol error.
 const MAX_LINE_BYTES: u64 = 64 << 20;
