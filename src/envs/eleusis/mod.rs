@@ -3,25 +3,23 @@
 //! round setup, the rule-equivalence judge, the turn state machine and built-in agents.
 
 pub mod agents;
+pub mod analysis;
 pub mod game;
 pub mod judge;
-pub mod analysis;
 pub mod benchmark;
 pub mod compiler;
-pub mod export;
 pub mod ideal;
 pub mod llm_episode;
 pub mod prompt;
-pub mod replay;
 pub mod report;
 pub mod response;
-pub mod results;
 #[cfg(test)]
 mod test_support;
 
 // Flat paths of before the split into folders (TEMPORARY during the move).
 pub use game::{board, card, deck, equivalence, pyrandom, rule, setup};
 pub use judge::pyjudge;
+pub use analysis::{export, replay, results};
 
 pub use agents::{Agent, AgentAction, OracleAgent, RandomAgent, play_round};
 pub use game::board::{Board, BoardError};

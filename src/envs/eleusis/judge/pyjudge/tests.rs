@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::envs::eleusis::game::equivalence::check as native_check;
-use crate::envs::eleusis::results::{ResultsFile, parse_results};
+use crate::envs::eleusis::analysis::results::{ResultsFile, parse_results};
 use crate::envs::eleusis::game::rule::SecretRule;
 use crate::envs::eleusis::test_support::data_dir;
 use super::*;

@@ -1,12 +1,12 @@
-//! Tests of `analysis`: the published headline of the three shipped runs to 1e-9
+//! Tests of `metrics`: the published headline of the three shipped runs to 1e-9
 //! (`vectors.json → published_headline`), the secondary values of spec §7.1–§7.4, and unit
 //! tests of the statistics helpers, binning, k search and bootstrap.
 
 use serde_json::{Value, json};
 
 use super::super::results::{from_value, read_results};
-use super::super::test_support::{RESULTS_FILES, data_dir};
 use super::*;
+use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 
 fn shipped_runs() -> Vec<ResultsFile> {
     RESULTS_FILES

@@ -5,8 +5,8 @@ use std::io::Read;
 
 use serde_json::json;
 
-use super::super::pyrandom::PyRandom;
-use super::super::test_support::{RESULTS_FILES, data_dir};
+use crate::envs::eleusis::game::pyrandom::PyRandom;
+use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 use super::*;
 
 fn shipped(file: &str) -> ResultsFile {

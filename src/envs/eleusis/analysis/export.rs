@@ -1,5 +1,5 @@
 //! evalgrid's own rounds in the published `results.json` shape (spec §6),
-//! so every metric of §5 (`analysis`) runs on fresh runs exactly as on
+//! so every metric of §5 (`metrics`) runs on fresh runs exactly as on
 //! imported ones — one implementation of the metrics, two sources.
 //!
 //! Our records follow the engine's correct scoring: `turn_count` is the win
@@ -7,11 +7,11 @@
 
 use serde_json::{Value, json};
 
-use super::analysis::{AnalysisOptions, analyze_run};
-use super::analysis::RunMetrics;
-use super::game::{GuessKind, RoundResult};
+use super::metrics::{AnalysisOptions, analyze_run};
+use super::metrics::RunMetrics;
 use super::results::from_value;
-use super::rule::SecretRule;
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::{GuessKind, RoundResult};
 
 /// Converts round records (episode outputs, in round order) of one model to
 /// a results document.

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::super::results::{Confidence, from_value};
-use super::super::test_support::{RESULTS_FILES, data_dir};
+use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 use super::*;
 
 fn paths() -> Vec<PathBuf> {
@@ -203,7 +203,7 @@ fn import_errors_and_csv_quoting() {
         "{missing}"
     );
     let run = from_value(&json!({"config": {"player": "A, \"B\""}, "rounds": []})).expect("run");
-    let pool = super::super::analysis::analyze(&[run], &AnalysisOptions::default());
+    let pool = super::super::metrics::analyze(&[run], &AnalysisOptions::default());
     let report = ImportReport {
         files: vec![FileReport {
             path: "x".to_owned(),

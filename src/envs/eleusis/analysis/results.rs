@@ -663,5 +663,4 @@ fn locate<T: Located>(value: &Value, path: &str, message: String) -> ResultsErro
 }
 
 #[cfg(test)]
-#[path = "results_tests.rs"]
 mod tests;

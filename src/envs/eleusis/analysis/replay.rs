@@ -8,14 +8,16 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::analysis::{
+use super::metrics::{
     AnalysisOptions, ByRuleRow, KSelection, RuleComplexity, RunMetrics, analyze,
 };
-use super::card::Card;
-use super::equivalence::Verdict;
-use super::game::{Action, GameConfig, GameOverReason, GuessKind, Judge, JudgeRequest, Round};
 use super::results::{GuessAttempt, ResultsError, ResultsFile, RoundRecord, read_results};
-use super::rule::SecretRule;
+use crate::envs::eleusis::game::card::Card;
+use crate::envs::eleusis::game::equivalence::Verdict;
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::{
+    Action, GameConfig, GameOverReason, GuessKind, Judge, JudgeRequest, Round,
+};
 
 /// One disagreement between the file and the engine (`turn` is none for round-level fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -385,7 +387,7 @@ fn csv_field(s: &str) -> String {
 /// Floats use `{}` (shortest round-trip form); an undefined metric is an empty cell.
 pub fn metrics_csv(report: &ImportReport) -> String {
     let mut out = String::from("model");
-    for name in super::analysis::HEADLINE_METRICS {
+    for name in super::metrics::HEADLINE_METRICS {
         out.push(',');
         out.push_str(name);
     }
@@ -423,5 +425,4 @@ pub fn metrics_csv(report: &ImportReport) -> String {
 }
 
 #[cfg(test)]
-#[path = "replay_tests.rs"]
 mod tests;

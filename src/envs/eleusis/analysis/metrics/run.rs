@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::super::pyrandom::PyRandom;
+use crate::envs::eleusis::game::pyrandom::PyRandom;
 use super::{
     HEADLINE_METRICS, RoundRow, TurnRow, mean, median, quantile, ratio, sample_var, sorted,
     sum_i64, sum_u64,

@@ -18,11 +18,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::results::{ResultsFile, TurnEntry};
-use super::rule::SecretRule;
+use crate::envs::eleusis::game::rule::SecretRule;
 
-#[path = "analysis_metrics.rs"]
-mod metrics;
-pub use metrics::{
+mod run;
+pub use run::{
     BootstrapCi, Calibration, CalibrationLevel, CautionStats, CheckCounts, ComplexityRatio,
     DoubleDown, EngineScores, GuessRateLevel, Headline, QuartileStats, RunMetrics, Streaks,
     TokensByTurn, TurnTokenMean, VarianceDecomposition,
@@ -674,7 +673,7 @@ pub fn analyze(runs: &[ResultsFile], opts: &AnalysisOptions) -> PoolAnalysis {
             quartile: b.map(|b| format!("Q{}", b + 1)),
         })
         .collect();
-    let ctx = metrics::RunContext {
+    let ctx = run::RunContext {
         k_ratio: k_ratio.k,
         quartile_of: &quartile_of,
         confidence_threshold: opts.confidence_threshold,
@@ -690,7 +689,7 @@ pub fn analyze(runs: &[ResultsFile], opts: &AnalysisOptions) -> PoolAnalysis {
         runs: runs
             .iter()
             .zip(&tables)
-            .map(|(run, (rr, tr))| metrics::run_metrics(run.model_name(), rr, tr, &ctx))
+            .map(|(run, (rr, tr))| run::run_metrics(run.model_name(), rr, tr, &ctx))
             .collect(),
     }
 }
@@ -702,5 +701,4 @@ pub fn analyze_run(run: &ResultsFile, opts: &AnalysisOptions) -> Option<RunMetri
 }
 
 #[cfg(test)]
-#[path = "analysis_tests.rs"]
 mod tests;
