@@ -2,17 +2,12 @@
 //! `shared/specs/eleusis.md`): cards and the CPython-compatible RNG, the 26 secret rules,
 //! round setup, the rule-equivalence judge, the turn state machine and built-in agents.
 
-pub mod agents;
 pub mod analysis;
 pub mod game;
 pub mod judge;
+pub mod play;
 pub mod benchmark;
-pub mod compiler;
-pub mod ideal;
-pub mod llm_episode;
-pub mod prompt;
 pub mod report;
-pub mod response;
 #[cfg(test)]
 mod test_support;
 
@@ -20,8 +15,9 @@ mod test_support;
 pub use game::{board, card, deck, equivalence, pyrandom, rule, setup};
 pub use judge::pyjudge;
 pub use analysis::{export, replay, results};
+pub use play::{agents, compiler, ideal, llm_episode, prompt, response};
 
-pub use agents::{Agent, AgentAction, OracleAgent, RandomAgent, play_round};
+pub use play::agents::{Agent, AgentAction, OracleAgent, RandomAgent, play_round};
 pub use game::board::{Board, BoardError};
 pub use game::card::{Card, CardParseError, Color, Suit};
 pub use game::deck::{double_deck, universe, universe_index};

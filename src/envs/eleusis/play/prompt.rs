@@ -3,9 +3,8 @@
 //! keys. See [`prompt_template`] for what the text is (an evalgrid reconstruction, not the
 //! reference bytes).
 
-use super::game::{GameConfig, Observation};
+use crate::envs::eleusis::game::{GameConfig, Observation};
 
-#[path = "prompt_template.rs"]
 pub mod prompt_template;
 
 pub use prompt_template::{ACTION_TEMPLATE, GAME_RULES_TEMPLATE, RETRY_SUFFIX};
@@ -138,5 +137,4 @@ pub fn render_action_prompt(obs: &Observation, config: &GameConfig, attempt: u32
 }
 
 #[cfg(test)]
-#[path = "prompt_tests.rs"]
 mod tests;

@@ -4,9 +4,9 @@
 //! acceptance-mask table over the 105 states every grammar rule can distinguish (previous
 //! card × mainline-length parity, and the empty mainline), and readable renderings.
 
-use super::super::card::{Card, Color, Suit};
-use super::super::deck::{universe, universe_index};
-use super::super::rule::SecretRule;
+use crate::envs::eleusis::game::card::{Card, Color, Suit};
+use crate::envs::eleusis::game::deck::{universe, universe_index};
+use crate::envs::eleusis::game::rule::SecretRule;
 
 /// States a table covers: index `2·k + p` = previous card `universe()[k]` with mainline
 /// length ≡ p (mod 2); [`EMPTY`] = the empty mainline (starter selection).

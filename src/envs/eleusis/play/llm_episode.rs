@@ -12,12 +12,12 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::compiler::{CompileAttempts, CompileStep, render_compile_prompt};
-use super::equivalence::SimulationParams;
-use super::game::{GameConfig, Round};
 use super::prompt::{PROMPT_VERSION, render_action_prompt};
-use super::pyjudge::{PyJudge, PyJudgeConfig, PyVerdict};
 use super::response::{AttemptLoop, AttemptRecord, AttemptStep, TokenCounts};
-use super::rule::SecretRule;
+use crate::envs::eleusis::game::equivalence::SimulationParams;
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::{self, GameConfig, Round};
+use crate::envs::eleusis::judge::pyjudge::{JudgeError, PyJudge, PyJudgeConfig, PyVerdict};
 use crate::exec::{CallSite, EpisodeContext, Fresh, StepError, SubStep};
 use crate::plan::key::key_components;
 use crate::plan::StepKind;
@@ -45,12 +45,12 @@ struct TurnMeta {
 /// Judges one guess on a fresh sandboxed worker: a worker never outlives one check, so
 /// guess code that poisons its interpreter can never judge another guess (of this cell or
 /// any other), and a verdict never depends on what ran before it.
-fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
+fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<game::card::Card>) -> Result<PyVerdict, StepError> {
     let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?;
     let mut verdict = j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default());
     if code.is_none() && verdict.judge_error.is_none() {
         // Never cached (judge_error), never scored as the model's wrong guess.
-        verdict.judge_error = Some(super::pyjudge::JudgeError::NoCode);
+        verdict.judge_error = Some(JudgeError::NoCode);
     }
     Ok(verdict)
 }
@@ -167,7 +167,7 @@ fn validate(reply: &str) -> Result<Result<(), String>, StepError> {
 /// Key components of a verdict: the secret rule, the guessed code, the
 /// starting cards and the simulation parameters.
 #[must_use]
-pub fn verdict_components(rule: SecretRule, code: Option<&str>, mainline: &[super::card::Card]) -> Value {
+pub fn verdict_components(rule: SecretRule, code: Option<&str>, mainline: &[game::card::Card]) -> Value {
     let mut fields = Map::new();
     fields.insert("rule".into(), json!(rule.name()));
     fields.insert("code".into(), json!(code));
@@ -177,7 +177,7 @@ pub fn verdict_components(rule: SecretRule, code: Option<&str>, mainline: &[supe
 }
 
 /// A verdict from the cache, or judged now and stored.
-async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<String>, mainline: Vec<super::card::Card>) -> Result<PyVerdict, StepError> {
+async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<String>, mainline: Vec<game::card::Card>) -> Result<PyVerdict, StepError> {
     let step = SubStep::new(ctx.episode_key, StepKind::Verdict, verdict_components(rule, code.as_deref(), &mainline));
     let done = step
         .run(ctx.calls.store(), || async move {

@@ -5,12 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::card::{Card, Suit};
-use super::game::Action;
-use super::pyrandom::PyRandom;
-use super::results::{Confidence, LlmResponse};
+use crate::envs::eleusis::analysis::results::{Confidence, LlmResponse};
+use crate::envs::eleusis::game::Action;
+use crate::envs::eleusis::game::card::{Card, Suit};
+use crate::envs::eleusis::game::pyrandom::PyRandom;
 
-#[path = "response_pyjson.rs"]
 pub mod pyjson;
 
 pub use pyjson::{PyInt, PyJsonError, PyValue, loads, py_int, py_strip};
@@ -565,5 +564,4 @@ impl AttemptLoop {
 }
 
 #[cfg(test)]
-#[path = "response_tests.rs"]
 mod tests;

@@ -2,7 +2,7 @@
 //! that asks an LLM to turn a natural-language guess into a Python function body, code
 //! extraction (tag `CODE`, same rules as the action parser), the cache key of compiled code,
 //! and the bounded attempt loop (validation = the body byte-compiles, checked by the Python
-//! worker through [`super::pyjudge::PyJudge::validate`]).
+//! worker through [`PyJudge::validate`](crate::envs::eleusis::judge::pyjudge::PyJudge::validate)).
 //!
 //! The prompt text is an evalgrid reconstruction of the reference `prompts/compile.py`
 //! (MIT, Copyright (c) 2026 Hugging Face) following the parts, order, whitelist and
@@ -10,9 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::equivalence::Verdict;
 use super::prompt::fill;
 use super::response::extract_tagged;
+use crate::envs::eleusis::game::equivalence::Verdict;
 
 /// Version of [`COMPILER_TEMPLATE`]; part of the compiled-code cache key.
 pub const COMPILER_PROMPT_VERSION: &str = "eleusis-compile/v1-reconstructed";
@@ -242,5 +242,4 @@ impl CompileAttempts {
 }
 
 #[cfg(test)]
-#[path = "compiler_tests.rs"]
 mod tests;

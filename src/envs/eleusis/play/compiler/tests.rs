@@ -2,10 +2,10 @@
 //! validation through the Python worker (skipped without python3) and a check that the
 //! prompt's worked examples really implement library rules 16, 0 and 15.
 
-use super::super::equivalence::SimulationParams;
-use super::super::pyjudge::{PyJudge, PyJudgeConfig};
-use super::super::rule::SecretRule;
-use super::super::setup::RoundSetup;
+use crate::envs::eleusis::game::equivalence::SimulationParams;
+use crate::envs::eleusis::judge::pyjudge::{PyJudge, PyJudgeConfig};
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::setup::RoundSetup;
 use super::*;
 
 #[test]

@@ -5,13 +5,13 @@
 use std::time::{Duration, Instant};
 
 use super::super::agents::{RandomAgent, play_round};
-use super::super::equivalence::{SimulationParams, check};
-use super::super::game::{GameConfig, GuessKind, Observation, RoundResult};
-use super::super::pyrandom::PyRandom;
-use super::super::rule::SecretRule;
-use super::super::setup::round_seed;
 use super::grammar::{EMPTY, STATES};
 use super::*;
+use crate::envs::eleusis::game::equivalence::{SimulationParams, check};
+use crate::envs::eleusis::game::pyrandom::PyRandom;
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::setup::round_seed;
+use crate::envs::eleusis::game::{GameConfig, GuessKind, Observation, RoundResult};
 
 fn rounds() -> impl Iterator<Item = (SecretRule, u32)> {
     SecretRule::ALL.into_iter().flat_map(|r| (0..3).map(move |b| (r, b)))
@@ -29,7 +29,7 @@ fn library_rules_are_hypotheses_with_identical_semantics() {
     let summary = grammar_summary();
     assert!(summary.hypotheses > 1000, "{summary:?}");
     assert!(summary.classes <= summary.hypotheses && summary.hypotheses <= summary.expressions + 26);
-    let cards = super::super::deck::universe();
+    let cards = game::deck::universe();
     for rule in SecretRule::ALL {
         let h = library_hypothesis(rule);
         let t = sp.table(h);
@@ -41,7 +41,7 @@ fn library_rules_are_hypotheses_with_identical_semantics() {
         assert_eq!(sp.text(h), rule.description());
         // As a plain table rule too, it passes the judge from its round-1 starter.
         let r = HypothesisRule { table: t.into() };
-        let round = super::super::game::Round::new(rule, 0, GameConfig::default()).expect("round");
+        let round = game::Round::new(rule, 0, GameConfig::default()).expect("round");
         let v = check(&rule, &r, &[round.starter()], &SimulationParams::default());
         assert!(v.equivalent, "{}: {}", rule.name(), v.message);
     }
@@ -56,10 +56,10 @@ fn library_rules_are_hypotheses_with_identical_semantics() {
 #[test]
 fn hypothesis_rule_rejects_cards_outside_the_universe() {
     let r = HypothesisRule { table: space().table(0).into() };
-    let bad = Card::new(14, super::super::card::Suit::Spades);
+    let bad = Card::new(14, game::card::Suit::Spades);
     assert!(r.eval(&bad, &[]).is_err());
     assert_eq!(r.acceptance_mask(&[bad]), None);
-    assert_eq!(r.eval(&Card::new(3, super::super::card::Suit::Spades), &[]), Ok(true));
+    assert_eq!(r.eval(&Card::new(3, game::card::Suit::Spades), &[]), Ok(true));
 }
 
 /// The reachability test used for the posterior of a correct guess agrees with the judge's
@@ -70,7 +70,7 @@ fn reachability_agrees_with_the_judge_on_library_pairs() {
     let params = SimulationParams::default();
     let mut equivalent = 0;
     for (rule, batch) in rounds().filter(|(_, b)| *b == 0) {
-        let start = [super::super::game::Round::new(rule, batch, GameConfig::default()).expect("round").starter()];
+        let start = [game::Round::new(rule, batch, GameConfig::default()).expect("round").starter()];
         let s0 = grammar::state_of(&start).expect("state");
         for guess in SecretRule::ALL {
             let fast = agree_on_reach(sp.table(library_hypothesis(guess)), sp.table(library_hypothesis(rule)), s0);
@@ -238,7 +238,7 @@ fn judge_equivalence_depends_on_the_state() {
 
 #[test]
 fn guesses_at_two_thirds_or_when_stuck() {
-    let mut obs = super::super::game::Round::new(SecretRule::OnlyAces, 0, GameConfig::default())
+    let mut obs = game::Round::new(SecretRule::OnlyAces, 0, GameConfig::default())
         .expect("round")
         .observation();
     assert_eq!(obs.potential_score, 29);

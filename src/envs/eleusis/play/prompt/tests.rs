@@ -5,11 +5,11 @@
 
 use sha2::{Digest, Sha256};
 
-use super::super::game::{Play, Round};
-use super::super::results::{ResultsFile, RoundRecord, parse_results};
-use super::super::rule::SecretRule;
-use super::super::test_support::{RESULTS_FILES, data_dir};
 use super::*;
+use crate::envs::eleusis::analysis::results::{ResultsFile, RoundRecord, parse_results};
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::{Play, Round};
+use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 
 fn load(file: &str) -> ResultsFile {
     let bytes = std::fs::read(data_dir().join("results").join(file)).expect("read results");

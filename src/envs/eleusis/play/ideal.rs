@@ -7,7 +7,6 @@
 //! break-even). Its scores are a reference: what a calibrated scientist with that prior
 //! achieves on each rule.
 
-#[path = "ideal_grammar.rs"]
 mod grammar;
 
 use std::collections::HashMap;
@@ -16,11 +15,11 @@ use std::sync::OnceLock;
 use grammar::{Atoms, EMPTY, Expr, FULL, STATES, state_of};
 
 use super::agents::{Agent, AgentAction};
-use super::card::Card;
-use super::deck::universe_index;
-use super::equivalence::{RuleEvalError, RuleFn};
-use super::game::{Action, Observation};
-use super::rule::SecretRule;
+use crate::envs::eleusis::game::card::Card;
+use crate::envs::eleusis::game::deck::universe_index;
+use crate::envs::eleusis::game::equivalence::{RuleEvalError, RuleFn};
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::{self, Action, Observation};
 
 /// Formal guesses are made at or above this posterior (score break-even: guessing now
 /// gains `3p − 2` points over waiting a turn for certainty).
@@ -464,7 +463,7 @@ impl Agent for IdealAgent {
         self.update(obs, sp);
         let Some((card, d)) = self.decide(obs, sp) else {
             self.last = None;
-            let card = obs.hand.first().copied().unwrap_or(super::deck::universe()[0]);
+            let card = obs.hand.first().copied().unwrap_or(game::deck::universe()[0]);
             return AgentAction {
                 action: Action {
                     card,
@@ -506,5 +505,4 @@ impl Agent for IdealAgent {
 }
 
 #[cfg(test)]
-#[path = "ideal_tests.rs"]
 mod tests;

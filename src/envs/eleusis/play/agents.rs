@@ -2,12 +2,14 @@
 //! oracle that knows the rule (upper bound, wins on turn 1). They exercise the round state
 //! machine end to end and anchor the score scale; [`play_round`] drives any sync agent.
 
-use super::card::Card;
-use super::deck::universe;
-use super::equivalence::{RuleFn, SimulationParams};
-use super::game::{Action, GameConfig, GameError, NativeJudge, Observation, Round, RoundResult};
-use super::pyrandom::PyRandom;
-use super::rule::SecretRule;
+use crate::envs::eleusis::game::card::Card;
+use crate::envs::eleusis::game::deck::universe;
+use crate::envs::eleusis::game::equivalence::{RuleFn, SimulationParams};
+use crate::envs::eleusis::game::pyrandom::PyRandom;
+use crate::envs::eleusis::game::rule::SecretRule;
+use crate::envs::eleusis::game::{
+    Action, GameConfig, GameError, NativeJudge, Observation, Round, RoundResult,
+};
 
 /// An agent's turn: the action plus, when it guesses, the rule its guess text stands for
 /// (built-in agents guess native rules; `None` is judged as "no code").
@@ -136,8 +138,8 @@ pub fn play_round(
 
 #[cfg(test)]
 mod tests {
-    use super::super::game::GameOverReason;
-    use super::super::setup::round_seed;
+    use crate::envs::eleusis::game::GameOverReason;
+    use crate::envs::eleusis::game::setup::round_seed;
     use super::*;
 
     fn all_rounds() -> impl Iterator<Item = (SecretRule, u32)> {

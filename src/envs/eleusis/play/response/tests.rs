@@ -3,6 +3,7 @@
 //! the attempt loop with its deterministic fallback.
 
 use super::*;
+use crate::envs::eleusis::game;
 
 fn c(s: &str) -> Card {
     s.parse().expect("card")
@@ -281,7 +282,7 @@ fn fallback_card_matches_cpython() {
 }
 
 fn universe_prefix(n: usize) -> Vec<Card> {
-    super::super::deck::universe()[..n].to_vec()
+    game::deck::universe()[..n].to_vec()
 }
 
 #[test]
