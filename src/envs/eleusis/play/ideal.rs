@@ -1,5 +1,5 @@
 //! The ideal-observer agent `ideal`: a Bayesian scientist over the grammar-generated
-//! hypothesis space of `ideal_grammar.rs`. It conditions exactly on what a player sees
+//! hypothesis space of `ideal/grammar.rs`. It conditions exactly on what a player sees
 //! (the starter and every play's accept/reject; a failed formal guess rules out every
 //! hypothesis the judge would have accepted), plays the hand card whose outcome it is least
 //! sure of (maximal expected information), and reports the posterior probability that its
