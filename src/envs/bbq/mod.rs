@@ -22,6 +22,7 @@ pub mod report;
 pub mod reply;
 pub mod solver;
 pub mod task;
+pub mod value;
 
 pub use agents::{Agent, Observation, RandomAgent, play};
 pub use alternatives::{Alternative, alternatives, unseparated};

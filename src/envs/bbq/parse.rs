@@ -2,7 +2,7 @@
 //! parentheses or brackets, quoted or bare strings), arity and domain checks, and the
 //! model-facing error messages (wrong arity, out of domain, malformed).
 
-use super::function::Input;
+use super::value::Input;
 use super::task::{
     InputKind, MAX_STRING_LEN, MIN_STRING_LEN, Task, TaskId, TaskParams, UnknownTask,
 };

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::agents::{Agent, OracleAgent, RandomAgent, play_round};
-use super::ideal::IdealAgent;
+use super::game::rule::SecretRule;
 use super::game::{GameConfig, RoundResult};
-use super::rule::SecretRule;
+use super::play::agents::{Agent, OracleAgent, RandomAgent, play_round};
+use super::play::ideal::IdealAgent;
 use crate::envs::metric::{Agg, MetricDef};
 use crate::exec::StepError;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
@@ -267,7 +267,7 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
     fn run_episode<'a>(&'a self, ctx: crate::exec::EpisodeContext<'a>, _data_dir: &'a std::path::Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
             if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
-                return super::llm_episode::run_task(ctx, model, task, seed).await;
+                return super::play::llm_episode::run_task(ctx, model, task, seed).await;
             }
             let (model, task) = (model.clone(), task.clone());
             crate::exec::on_cpu(move || run_episode(&model, &task, seed)).await?

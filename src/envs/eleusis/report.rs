@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde_json::Value;
 
-use super::export::analyze_rounds;
+use super::analysis::export::analyze_rounds;
 use crate::envs::benchmark::{FigureInput, SectionInput};
 use crate::exec::StepError;
 use crate::exhibit::{Figure, FigureKind, Section, Series};

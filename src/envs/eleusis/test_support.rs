@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::card::Card;
+use super::game::card::Card;
 
 /// The `shared/data/eleusis` folder: `$CARGO_MANIFEST_DIR/../shared/…` (main crate) or
 /// `$CARGO_MANIFEST_DIR/../../shared/…` (scratch crate), whichever exists.
