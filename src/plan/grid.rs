@@ -179,7 +179,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         include: vec![],
         exclude: vec![],
         metrics: MetricsConfig::default(),
-        report: ReportConfig { title: "t".into(), decimals: 3 },
+        report: ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() },
         transport: crate::spec::TransportConfig::default(),
     sandbox: crate::spec::SandboxMode::default(),
     }

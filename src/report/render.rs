@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn markdown_snapshot() {
-        let cfg = ReportConfig { title: "demo".into(), decimals: 2 };
+        let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new() };
         insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new(), warnings: Vec::new() }), @r"
         # demo
 
