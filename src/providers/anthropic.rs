@@ -1,6 +1,7 @@
 //! Anthropic Messages wire format (`POST {base}/v1/messages`, `anthropic-version: 2023-06-01`).
 //!
-//! Param mapping: `max_tokens` is required by the API, so it defaults to 4096 (plus the
+//! Param mapping: `max_tokens` is required by the API, so it defaults to the model's maximum
+//! output from [`super::families`] (4096 for a model not in the table; raised above the
 //! thinking budget when thinking is on); `stop` → `stop_sequences`; `seed` is **dropped**
 //! because the API has no seed and rejects unknown fields (callers must key repeats on the
 //! seed themselves); `thinking_budget: N` → `thinking: {type: enabled, budget_tokens: N}`,
@@ -14,14 +15,25 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::families::claude_max_output;
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// API version pinned in every request, so response shapes cannot drift under us.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Output budget when the request sets none (the API requires one).
+/// Output budget when the request sets none and the model is not in the Claude table.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The cap sent when the request sets none: the model's maximum output, so Claude's
+/// reasoning is not cut where other providers' is not; always above a thinking budget.
+#[must_use]
+pub fn default_max_tokens(model: &str, thinking_budget: u64) -> u64 {
+    match claude_max_output(model) {
+        Some(max) if max > thinking_budget => max,
+        _ => DEFAULT_MAX_TOKENS + thinking_budget,
+    }
+}
 
 /// Sentence appended to the system prompt in JSON mode.
 pub const JSON_MODE_INSTRUCTION: &str = "Respond with a single JSON object and nothing else.";
@@ -50,12 +62,13 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
 
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-pub fn build_body(request: &ChatRequest, model: &str) -> Value {
+pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+    let model = endpoint.model.as_str();
     let mut body = Map::new();
     let mut thinking_budget = None;
     for (key, value) in &request.params {
         match key.as_str() {
-            "seed" => {}
+            "seed" | "max_tokens_field" => {}
             "stop" => {
                 body.insert("stop_sequences".into(), value.clone());
             }
@@ -80,7 +93,7 @@ pub fn build_body(request: &ChatRequest, model: &str) -> Value {
             .as_ref()
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        body.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS + extra));
+        body.insert("max_tokens".into(), json!(default_max_tokens(model, extra)));
     }
     let system = match (&request.system, request.json_mode) {
         (Some(system), true) => Some(format!("{system}\n\n{JSON_MODE_INSTRUCTION}")),
@@ -213,7 +226,7 @@ mod tests {
 
     #[test]
     fn body_plain() {
-        let body = build_body(&request(false), "claude-test");
+        let body = build_body(&request(false), &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
         let expected = json!({
             "model": "claude-test", "max_tokens": 4096, "temperature": 0.2, "top_k": 5,
             "stop_sequences": ["END"],
@@ -226,7 +239,7 @@ mod tests {
 
     #[test]
     fn thinking_forces_temperature_one() {
-        let body = build_body(&request(true), "claude-test");
+        let body = build_body(&request(true), &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
         assert_eq!(
             body["thinking"],
             json!({"type": "enabled", "budget_tokens": 2048})

@@ -140,13 +140,14 @@ pub struct ProviderClient {
     lanes: Mutex<HashMap<LaneKey, Arc<Lane>>>,
 }
 
-/// The exact body for `request` in `kind`'s protocol, without calling anything.
+/// The exact body for `request` to `endpoint` (its protocol, model and server), without
+/// calling anything.
 #[must_use]
-pub fn request_body(kind: ProviderKind, request: &ChatRequest, model: &str) -> Value {
-    match kind {
-        ProviderKind::OpenAi => openai::build_body(request, model),
-        ProviderKind::Anthropic => anthropic::build_body(request, model),
-        ProviderKind::Gemini => gemini::build_body(request, model),
+pub fn request_body(endpoint: &Endpoint, request: &ChatRequest) -> Value {
+    match endpoint.kind {
+        ProviderKind::OpenAi => openai::build_body(request, endpoint),
+        ProviderKind::Anthropic => anthropic::build_body(request, endpoint),
+        ProviderKind::Gemini => gemini::build_body(request, endpoint),
     }
 }
 
@@ -168,7 +169,7 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
         "kind": endpoint.kind,
         "model": endpoint.model,
         "base_url": endpoint.base_url.trim_end_matches('/'),
-        "body": request_body(endpoint.kind, request, &endpoint.model),
+        "body": request_body(endpoint, request),
     })
 }
 
@@ -328,7 +329,7 @@ impl ProviderClient {
 
     /// Like [`Self::call`] but also reports attempts and failures when the call fails.
     pub async fn call_recorded(&self, endpoint: &Endpoint, request: &ChatRequest) -> CallRecord {
-        let request_body = request_body(endpoint.kind, request, &endpoint.model);
+        let request_body = request_body(endpoint, request);
         let started = Instant::now();
         let mut record = CallRecord {
             result: Err(CallError::Timeout),

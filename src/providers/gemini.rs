@@ -14,7 +14,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// The request URL; a `models/` prefix on the model id is tolerated.
@@ -43,7 +43,8 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
 
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-pub fn build_body(request: &ChatRequest, _model: &str) -> Value {
+pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+    let _ = endpoint;
     let mut config = Map::new();
     let mut thinking = Map::new();
     for (key, value) in &request.params {
@@ -52,6 +53,7 @@ pub fn build_body(request: &ChatRequest, _model: &str) -> Value {
             "top_k" => "topK",
             "max_tokens" => "maxOutputTokens",
             "stop" => "stopSequences",
+            "max_tokens_field" => continue,
             "thinking_budget" => {
                 thinking.insert("thinkingBudget".into(), value.clone());
                 continue;
@@ -212,7 +214,7 @@ mod tests {
 
     #[test]
     fn body_shape() {
-        let body = build_body(&request(), "gemini-test");
+        let body = build_body(&request(), &Endpoint::new(ProviderKind::Gemini, "gemini-test"));
         let expected = json!({
             "contents": [{"role": "user", "parts": [{"text": "ping"}]}, {"role": "model", "parts": [{"text": "pong"}]},
                          {"role": "user", "parts": [{"text": "again please"}]}],

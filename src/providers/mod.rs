@@ -14,6 +14,7 @@ pub mod anthropic;
 mod bench;
 mod client;
 mod error;
+pub mod families;
 pub mod gemini;
 mod limiter;
 pub mod mock;
@@ -39,3 +40,5 @@ pub use types::{
     ChatRequest, ChatResponse, Endpoint, FinishReason, Message, ProviderKind, Role, Secret,
     ToolCall, ToolSpec, Usage, canonical_json,
 };
+#[cfg(test)]
+mod body_tests;

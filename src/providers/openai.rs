@@ -2,15 +2,19 @@
 //!
 //! Also serves OpenAI-compatible gateways (vLLM, OpenRouter, …): reasoning text is read from
 //! `reasoning_content` or `reasoning` when present. Generic params map as follows:
-//! `max_tokens` → `max_completion_tokens` (reasoning models reject `max_tokens`); `temperature`,
-//! `top_p`, `seed`, `stop`, `reasoning_effort` keep their names; anything else passes through.
+//! `max_tokens` is the output cap, sent as `max_completion_tokens` to OpenAI's own API and
+//! Azure OpenAI (their reasoning models reject `max_tokens`) and as `max_tokens` to every other
+//! server (Ollama ignores the newer name, and Z.ai, DeepSeek and xAI document only `max_tokens`);
+//! `max_tokens_field` names the field explicitly and is not sent. `temperature`, `top_p`,
+//! `seed`, `stop`, `reasoning_effort` keep their names; anything else passes through.
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::families::is_openai_platform;
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{
     count, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
 };
@@ -33,16 +37,33 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
     Ok(headers)
 }
 
+/// Param naming the output-cap field explicitly (`max_tokens` or `max_completion_tokens`);
+/// read by evalgrid, never sent.
+pub const MAX_TOKENS_FIELD: &str = "max_tokens_field";
+
+/// The name the output cap goes under for this server: `params.max_tokens_field` when set,
+/// else `max_completion_tokens` for OpenAI's own API and Azure, `max_tokens` elsewhere.
+#[must_use]
+pub fn max_tokens_field<'a>(request: &'a ChatRequest, base_url: &str) -> &'a str {
+    match request.params.get(MAX_TOKENS_FIELD).and_then(Value::as_str) {
+        Some(field) if !field.is_empty() => field,
+        _ if is_openai_platform(base_url) => "max_completion_tokens",
+        _ => "max_tokens",
+    }
+}
+
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
 #[must_use]
-pub fn build_body(request: &ChatRequest, model: &str) -> Value {
+pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+    let model = endpoint.model.as_str();
+    let cap_field = max_tokens_field(request, &endpoint.base_url);
     let mut body = Map::new();
     for (key, value) in &request.params {
-        let key = if key == "max_tokens" {
-            "max_completion_tokens"
-        } else {
-            key.as_str()
+        let key = match key.as_str() {
+            MAX_TOKENS_FIELD => continue,
+            "max_tokens" => cap_field,
+            other => other,
         };
         body.insert(key.to_owned(), value.clone());
     }
@@ -186,7 +207,7 @@ mod tests {
 
     #[test]
     fn body_shape_is_exact_and_stable() {
-        let body = build_body(&request(), "gpt-test");
+        let body = build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test"));
         let expected = json!({
             "model": "gpt-test",
             "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}],
@@ -197,7 +218,7 @@ mod tests {
         assert_eq!(body, expected);
         assert_eq!(
             body.to_string(),
-            build_body(&request(), "gpt-test").to_string()
+            build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test")).to_string()
         );
         assert_eq!(url("http://x/v1/", "m"), "http://x/v1/chat/completions");
     }
