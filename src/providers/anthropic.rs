@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::error::{CallError, success_json};
 use super::families::claude_max_output;
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
+use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// API version pinned in every request, so response shapes cannot drift under us.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -38,9 +38,15 @@ pub fn default_max_tokens(model: &str, thinking_budget: u64) -> u64 {
 /// Sentence appended to the system prompt in JSON mode.
 pub const JSON_MODE_INSTRUCTION: &str = "Respond with a single JSON object and nothing else.";
 
-/// The request URL; `base_url` may or may not already end in `/v1`.
+/// The request URL: `base_url` as given plus `/messages` (a bare origin gets `/v1`).
 #[must_use]
 pub fn url(base_url: &str, _model: &str) -> String {
+    endpoint_url(base_url, "/v1", "/messages")
+}
+
+/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
+#[must_use]
+pub fn legacy_url(base_url: &str, _model: &str) -> String {
     join_url(base_url, "/v1", "/messages")
 }
 

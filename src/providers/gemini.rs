@@ -15,17 +15,21 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
+use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
-/// The request URL; a `models/` prefix on the model id is tolerated.
+/// The request URL: `base_url` as given plus `/models/{model}:generateContent` (a bare
+/// origin gets `/v1beta`); a `models/` prefix on the model id is tolerated.
 #[must_use]
 pub fn url(base_url: &str, model: &str) -> String {
     let model = model.strip_prefix("models/").unwrap_or(model);
-    join_url(
-        base_url,
-        "/v1beta",
-        &format!("/models/{model}:generateContent"),
-    )
+    endpoint_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
+}
+
+/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
+#[must_use]
+pub fn legacy_url(base_url: &str, model: &str) -> String {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    join_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
 }
 
 /// `x-goog-api-key` (sensitive) rather than `?key=`, so the key never appears in URLs or

@@ -37,8 +37,10 @@ pub use retry::{
     retry_after_from_headers,
 };
 pub use types::{
-    ChatRequest, ChatResponse, Endpoint, FinishReason, Message, ProviderKind, Role, Secret,
+    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, ProviderKind, Role, Secret,
     ToolCall, ToolSpec, Usage, canonical_json,
 };
 #[cfg(test)]
 mod body_tests;
+#[cfg(test)]
+mod endpoint_tests;

@@ -16,12 +16,18 @@ use super::error::{CallError, success_json};
 use super::families::is_openai_platform;
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{
-    count, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
+    count, endpoint_url, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
 };
 
-/// The request URL; `base_url` may or may not already end in `/v1`.
+/// The request URL: `base_url` as given plus `/chat/completions` (a bare origin gets `/v1`).
 #[must_use]
 pub fn url(base_url: &str, _model: &str) -> String {
+    endpoint_url(base_url, "/v1", "/chat/completions")
+}
+
+/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
+#[must_use]
+pub fn legacy_url(base_url: &str, _model: &str) -> String {
     join_url(base_url, "/v1", "/chat/completions")
 }
 

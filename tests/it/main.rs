@@ -34,3 +34,5 @@ mod outcomes;
 mod interrupt;
 // Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).
 mod rate_limits;
+// Provider conformance: endpoints as given, headers, recorded response shapes.
+mod provider_conformance;

@@ -64,6 +64,16 @@ pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
     response
 }
 
+/// A recorded body sent verbatim (an invalid status becomes 500, never a panic).
+pub(super) fn recorded_response(status: u16, body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
     match protocol {
         ProviderKind::OpenAi => {
