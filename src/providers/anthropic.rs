@@ -74,7 +74,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     let mut thinking_budget = None;
     for (key, value) in &request.params {
         match key.as_str() {
-            "seed" | "max_tokens_field" => {}
+            "seed" | "max_tokens_field" | "reasoning_tag" => {}
             "stop" => {
                 body.insert("stop_sequences".into(), value.clone());
             }
@@ -176,6 +176,7 @@ pub fn parse_response(
             output: count(&json, "/usage/output_tokens"),
             reasoning: 0,
             cached: cache_read,
+            cost: None,
         },
         answered_model: text(&json, "/model"),
         finish_reason: finish_reason(&stop_reason),
@@ -271,7 +272,8 @@ mod tests {
                 input: 13,
                 output: 7,
                 reasoning: 0,
-                cached: 10
+                cached: 10,
+                cost: None,
             }
         );
         let refused = br#"{"type":"message","model":"m","stop_reason":"refusal","content":[]}"#;

@@ -197,6 +197,10 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
     if !literal.is_empty() {
         fingerprint["headers"] = Value::Object(literal);
     }
+    // Read by evalgrid, never sent, yet it changes the stored answer.
+    if let Some(tag) = request.params.get(openai::REASONING_TAG) {
+        fingerprint["reasoning_tag"] = tag.clone();
+    }
     fingerprint
 }
 
@@ -237,9 +241,10 @@ fn parse(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],
+    shaping: &openai::Shaping,
 ) -> Result<ChatResponse, CallError> {
     match kind {
-        ProviderKind::OpenAi => openai::parse_response(status, headers, body),
+        ProviderKind::OpenAi => openai::parse_shaped(status, headers, body, shaping),
         ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
         ProviderKind::Gemini => gemini::parse_response(status, headers, body),
     }
@@ -393,7 +398,8 @@ impl ProviderClient {
             });
         match prepared {
             Ok((bytes, headers)) => {
-                self.attempt_loop(endpoint, &bytes, &headers, started, &mut record)
+                let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
+                self.attempt_loop(endpoint, (&bytes, &headers, &shaping), started, &mut record)
                     .await
             }
             Err(error) => record.result = Err(error),
@@ -412,8 +418,7 @@ impl ProviderClient {
     async fn attempt_loop(
         &self,
         endpoint: &Endpoint,
-        body: &[u8],
-        headers: &HeaderMap,
+        (body, headers, shaping): (&[u8], &HeaderMap, &openai::Shaping),
         started: Instant,
         record: &mut CallRecord,
     ) {
@@ -439,7 +444,7 @@ impl ProviderClient {
             let sent = Instant::now();
             let result = timeout_at(
                 deadline,
-                self.send_once(endpoint.kind, &url, headers, body, &lane.pacer),
+                self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer),
             )
             .await
             .unwrap_or(Err(CallError::Timeout));
@@ -506,8 +511,7 @@ impl ProviderClient {
         &self,
         kind: ProviderKind,
         url: &str,
-        headers: &HeaderMap,
-        body: &[u8],
+        (headers, body, shaping): (&HeaderMap, &[u8], &openai::Shaping),
         pacer: &Pacer,
     ) -> Result<ChatResponse, CallError> {
         let response = self
@@ -525,7 +529,7 @@ impl ProviderClient {
             pacer.observe_headers(&budget);
         }
         let bytes = read_capped(response, self.config.max_response_bytes).await?;
-        parse(kind, status, &response_headers, &bytes)
+        parse(kind, status, &response_headers, &bytes, shaping)
     }
 }
 

@@ -57,7 +57,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
             "top_k" => "topK",
             "max_tokens" => "maxOutputTokens",
             "stop" => "stopSequences",
-            "max_tokens_field" => continue,
+            "max_tokens_field" | "reasoning_tag" => continue,
             "thinking_budget" => {
                 thinking.insert("thinkingBudget".into(), value.clone());
                 continue;
@@ -128,6 +128,7 @@ pub fn parse_response(
         output: count(&json, "/usageMetadata/candidatesTokenCount") + thoughts,
         reasoning: thoughts,
         cached: count(&json, "/usageMetadata/cachedContentTokenCount"),
+        cost: None,
     };
     let mut response = ChatResponse {
         text: String::new(),
@@ -266,7 +267,8 @@ mod tests {
                 input: 5,
                 output: 5,
                 reasoning: 2,
-                cached: 0
+                cached: 0,
+                cost: None,
             }
         );
         assert_eq!(outcome.response.answered_model, "gemini-test");

@@ -44,3 +44,5 @@ pub use types::{
 mod body_tests;
 #[cfg(test)]
 mod endpoint_tests;
+#[cfg(test)]
+mod shaping_tests;

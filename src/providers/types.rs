@@ -250,7 +250,7 @@ pub struct ToolCall {
 /// Token counts as billed. `output` includes reasoning tokens on every provider and
 /// `input` includes cached tokens, so costs compare across providers; a count the
 /// provider does not report is 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens, cached ones included.
     pub input: u64,
@@ -260,6 +260,10 @@ pub struct Usage {
     pub reasoning: u64,
     /// Prompt tokens served from the provider's prompt cache.
     pub cached: u64,
+    /// The cost in US dollars the server itself reported (OpenRouter's `usage.cost`),
+    /// recorded as sent; `None` where the server reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// Why generation stopped, normalised across providers.

@@ -256,6 +256,7 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
         output: words(&reply.text) + reasoning_words,
         reasoning: reasoning_words,
         cached: 0,
+        cost: None,
     });
     let finish = &reply.finish_reason;
     match request.protocol {
