@@ -15,7 +15,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::families::claude_max_output;
+use super::families::{ClaudeThinking, claude_max_output, claude_thinking};
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
@@ -72,6 +72,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     let model = endpoint.model.as_str();
     let mut body = Map::new();
     let mut thinking_budget = None;
+    let mut effort = None;
     for (key, value) in &request.params {
         match key.as_str() {
             "seed" | "max_tokens_field" | "reasoning_tag" => {}
@@ -79,20 +80,41 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
                 body.insert("stop_sequences".into(), value.clone());
             }
             "thinking_budget" => thinking_budget = Some(value.clone()),
+            "reasoning_effort" => effort = Some(value.clone()).filter(|effort| !effort.is_null()),
             _ => {
                 body.insert(key.clone(), value.clone());
             }
         }
     }
-    let thinking_budget =
+    let mut thinking_budget =
         thinking_budget.filter(|budget| !budget.is_null() && budget.as_u64() != Some(0));
-    if let Some(budget) = &thinking_budget {
+    let style = claude_thinking(model);
+    let adaptive = match style {
+        ClaudeThinking::AdaptiveOnly => effort.is_some() || thinking_budget.is_some(),
+        ClaudeThinking::Both => effort.is_some(),
+        ClaudeThinking::Manual | ClaudeThinking::None => false,
+    };
+    if adaptive {
+        // The model decides how much to think; effort steers it. `display: summarized`
+        // because newer models omit the thinking text by default.
+        body.insert("thinking".into(), json!({"type": "adaptive", "display": "summarized"}));
+        thinking_budget = None;
+    } else if let Some(budget) = &thinking_budget {
         body.insert(
             "thinking".into(),
             json!({"type": "enabled", "budget_tokens": budget}),
         );
         body.insert("temperature".into(), json!(1));
         body.remove("top_k");
+    }
+    if let Some(effort) = effort {
+        body.insert("output_config".into(), json!({"effort": effort}));
+    }
+    if style == ClaudeThinking::AdaptiveOnly {
+        // These models reject sampling parameters outright (400).
+        for sampling in ["temperature", "top_p", "top_k"] {
+            body.remove(sampling);
+        }
     }
     if !body.contains_key("max_tokens") {
         let extra = thinking_budget
@@ -174,7 +196,7 @@ pub fn parse_response(
                 + cache_read
                 + count(&json, "/usage/cache_creation_input_tokens"),
             output: count(&json, "/usage/output_tokens"),
-            reasoning: 0,
+            reasoning: count(&json, "/usage/output_tokens_details/thinking_tokens"),
             cached: cache_read,
             cost: None,
         },
@@ -194,7 +216,7 @@ pub fn parse_response(
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" => FinishReason::Length,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
         "refusal" => FinishReason::Refusal,
         "" => FinishReason::Other("unknown".into()),

@@ -67,3 +67,37 @@ fn anthropic_default_cap_is_the_models_maximum_output() {
     assert_eq!(cap("unknown-model", json!({"thinking_budget": 2048})), json!(4096 + 2048));
     insta::assert_json_snapshot!("anthropic_default_cap", body(ProviderKind::Anthropic, "claude-sonnet-4-5", None, json!({"temperature": 0.2})));
 }
+
+#[test]
+fn anthropic_adaptive_thinking_with_effort_and_no_sampling_params() {
+    let params = json!({"reasoning_effort": "high", "temperature": 0.7, "top_k": 5, "max_tokens": 32000});
+    let opus47 = body(ProviderKind::Anthropic, "claude-opus-4-7", None, params.clone());
+    insta::assert_json_snapshot!("anthropic_adaptive_opus_4_7", opus47);
+    // A budget on an adaptive-only model turns adaptive thinking on; it is never sent.
+    let budget = body(ProviderKind::Anthropic, "claude-sonnet-5", None, json!({"thinking_budget": 16000, "temperature": 1}));
+    assert_eq!(budget["thinking"], json!({"type": "adaptive", "display": "summarized"}));
+    assert!(budget.get("temperature").is_none() && budget.get("thinking_budget").is_none());
+    assert_eq!(budget["max_tokens"], 128_000);
+    // Opus 4.6 takes both: effort → adaptive (sampling kept), a budget alone → manual.
+    let both = body(ProviderKind::Anthropic, "claude-opus-4-6", None, json!({"reasoning_effort": "medium", "temperature": 1}));
+    assert_eq!((both["thinking"]["type"].clone(), both["output_config"].clone(), both["temperature"].clone()), (json!("adaptive"), json!({"effort": "medium"}), json!(1)));
+    let manual_46 = body(ProviderKind::Anthropic, "claude-opus-4-6", None, json!({"thinking_budget": 4000}));
+    assert_eq!(manual_46["thinking"], json!({"type": "enabled", "budget_tokens": 4000}));
+}
+
+#[test]
+fn anthropic_manual_thinking_for_models_that_still_take_it() {
+    let opus45 = body(ProviderKind::Anthropic, "claude-opus-4-5", None, json!({"thinking_budget": 16000, "max_tokens": 16384, "temperature": 0.7}));
+    insta::assert_json_snapshot!("anthropic_manual_opus_4_5", opus45);
+}
+
+#[test]
+fn gemini_2_gets_a_thinking_budget_and_gemini_3_a_level() {
+    let effort = json!({"reasoning_effort": "low", "max_tokens": 8192});
+    insta::assert_json_snapshot!("gemini_2_5_effort_as_budget", body(ProviderKind::Gemini, "gemini-2.5-flash", None, effort.clone()));
+    insta::assert_json_snapshot!("gemini_3_effort_as_level", body(ProviderKind::Gemini, "gemini-3-pro-preview", None, effort));
+    let explicit = body(ProviderKind::Gemini, "gemini-2.5-pro", None, json!({"reasoning_effort": "high", "thinking_budget": 2048}));
+    assert_eq!(explicit["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 2048, "includeThoughts": true}));
+    let off = body(ProviderKind::Gemini, "gemini-2.5-flash", None, json!({"reasoning_effort": "none"}));
+    assert_eq!(off["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 0}));
+}

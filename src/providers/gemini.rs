@@ -14,6 +14,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
+use super::families::gemini_generation;
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
@@ -48,7 +49,8 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
 pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
-    let _ = endpoint;
+    // Gemini 2.x takes only a token budget, 3.x a level (both at once is a 400).
+    let budget_only = gemini_generation(&endpoint.model).is_some_and(|generation| generation < 3);
     let mut config = Map::new();
     let mut thinking = Map::new();
     for (key, value) in &request.params {
@@ -60,6 +62,12 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
             "max_tokens_field" | "reasoning_tag" => continue,
             "thinking_budget" => {
                 thinking.insert("thinkingBudget".into(), value.clone());
+                continue;
+            }
+            "reasoning_effort" if budget_only => {
+                if let Some(budget) = value.as_str().and_then(effort_budget) {
+                    thinking.entry("thinkingBudget").or_insert_with(|| json!(budget));
+                }
                 continue;
             }
             "reasoning_effort" => {
@@ -109,6 +117,20 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         );
     }
     Value::Object(body)
+}
+
+/// The `thinkingBudget` a Gemini 2.x model gets for a generic `reasoning_effort`
+/// (`none` turns thinking off; an explicit `thinking_budget` always wins).
+#[must_use]
+pub fn effort_budget(effort: &str) -> Option<u64> {
+    match effort {
+        "none" => Some(0),
+        "minimal" => Some(512),
+        "low" => Some(1024),
+        "medium" => Some(8192),
+        "high" => Some(24_576),
+        _ => None,
+    }
 }
 
 /// Parses a response (any status) into an answer or a classified error.
