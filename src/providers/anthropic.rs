@@ -1,4 +1,4 @@
-//! Anthropic Messages wire format (`POST {base}/v1/messages`, `anthropic-version: 2023-06-01`).
+//! Anthropic Messages wire format (`POST {base_url}/messages`, `anthropic-version: 2023-06-01`).
 //!
 //! Param mapping: `max_tokens` is required by the API, so it defaults to the model's maximum
 //! output from [`super::families`] (4096 for a model not in the table; raised above the

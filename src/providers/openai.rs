@@ -1,4 +1,4 @@
-//! OpenAI Chat Completions wire format (`POST {base}/v1/chat/completions`).
+//! OpenAI Chat Completions wire format (`POST {base_url}/chat/completions`; a bare origin gets `/v1`).
 //!
 //! Also serves OpenAI-compatible gateways (vLLM, OpenRouter, …): reasoning text is read from
 //! `reasoning_content` or `reasoning` when present. Generic params map as follows:
