@@ -32,9 +32,10 @@ use crate::cache::Store;
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
-    CallError, ChatRequest, ChatResponse, Endpoint, ProviderClient, ProviderKind, Secret, request_fingerprint,
+    CallError, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret,
+    request_fingerprint,
 };
-use crate::spec::ModelConfig;
+use crate::spec::{HeaderSource, ModelConfig};
 
 /// Version of the call-step record; bump when `ChatResponse`'s stored shape changes.
 pub const CALL_VERSION: u32 = 1;
@@ -315,6 +316,8 @@ pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
     }
 }
 
+/// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
+/// added only by [`with_key`], at call time.
 fn endpoint(model: &ModelConfig) -> Result<Endpoint, StepError> {
     let kind = provider_kind(&model.provider)
         .ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
@@ -322,15 +325,27 @@ fn endpoint(model: &ModelConfig) -> Result<Endpoint, StepError> {
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
     }
+    for (name, source) in &model.headers {
+        if let HeaderSource::Value(text) = source {
+            endpoint = endpoint.with_header(name.clone(), HeaderValueOf::Literal(text.clone()));
+        }
+    }
     Ok(endpoint)
 }
 
-fn with_key(endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
-    let Some(var) = &model.api_key_env else { return Ok(endpoint) };
-    match std::env::var(var) {
-        Ok(key) if !key.is_empty() => Ok(endpoint.with_api_key(Secret::new(key))),
-        _ => Err(StepError::Episode(format!("environment variable `{var}` (api_key_env of model `{}`) is not set", model.id))),
+/// Adds the API key and `{env: VAR}` header values, read from the environment now.
+fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
+    let read = |var: &str, what: &str| match std::env::var(var) {
+        Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
+        _ => Err(StepError::Episode(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),
+    };
+    for (name, source) in &model.headers {
+        if let HeaderSource::Env(var) = source {
+            endpoint = endpoint.with_header(name.clone(), HeaderValueOf::Secret(read(var, &format!("header `{name}`"))?));
+        }
     }
+    let Some(var) = &model.api_key_env else { return Ok(endpoint) };
+    Ok(endpoint.with_api_key(read(var, "api_key_env")?))
 }
 
 /// How the model a server says answered relates to the one asked for.
@@ -425,6 +440,7 @@ mod tests {
             params: crate::spec::Params::new(),
             price: None,
             accept_other_model: false,
+            headers: std::collections::BTreeMap::new(),
         }
     }
 

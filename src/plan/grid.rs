@@ -157,7 +157,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         source_path: "p.yaml".into(),
         source_hash: "ignored".into(),
         models: vec![ModelConfig {
-            accept_other_model: false,
+            accept_other_model: false, headers: std::collections::BTreeMap::new(),
             id: "m".into(),
             provider: "builtin".into(),
             model: "random".into(),

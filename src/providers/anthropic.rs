@@ -1,6 +1,7 @@
-//! Anthropic Messages wire format (`POST {base}/v1/messages`, `anthropic-version: 2023-06-01`).
+//! Anthropic Messages wire format (`POST {base_url}/messages`, `anthropic-version: 2023-06-01`).
 //!
-//! Param mapping: `max_tokens` is required by the API, so it defaults to 4096 (plus the
+//! Param mapping: `max_tokens` is required by the API, so it defaults to the model's maximum
+//! output from [`super::families`] (4096 for a model not in the table; raised above the
 //! thinking budget when thinking is on); `stop` → `stop_sequences`; `seed` is **dropped**
 //! because the API has no seed and rejects unknown fields (callers must key repeats on the
 //! seed themselves); `thinking_budget: N` → `thinking: {type: enabled, budget_tokens: N}`,
@@ -14,21 +15,38 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
+use super::families::{ClaudeThinking, claude_max_output, claude_thinking};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
+use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// API version pinned in every request, so response shapes cannot drift under us.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Output budget when the request sets none (the API requires one).
+/// Output budget when the request sets none and the model is not in the Claude table.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The cap sent when the request sets none: the model's maximum output, so Claude's
+/// reasoning is not cut where other providers' is not; always above a thinking budget.
+#[must_use]
+pub fn default_max_tokens(model: &str, thinking_budget: u64) -> u64 {
+    match claude_max_output(model) {
+        Some(max) if max > thinking_budget => max,
+        _ => DEFAULT_MAX_TOKENS + thinking_budget,
+    }
+}
 
 /// Sentence appended to the system prompt in JSON mode.
 pub const JSON_MODE_INSTRUCTION: &str = "Respond with a single JSON object and nothing else.";
 
-/// The request URL; `base_url` may or may not already end in `/v1`.
+/// The request URL: `base_url` as given plus `/messages` (a bare origin gets `/v1`).
 #[must_use]
 pub fn url(base_url: &str, _model: &str) -> String {
+    endpoint_url(base_url, "/v1", "/messages")
+}
+
+/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
+#[must_use]
+pub fn legacy_url(base_url: &str, _model: &str) -> String {
     join_url(base_url, "/v1", "/messages")
 }
 
@@ -50,24 +68,38 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
 
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-pub fn build_body(request: &ChatRequest, model: &str) -> Value {
+pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+    let model = endpoint.model.as_str();
     let mut body = Map::new();
     let mut thinking_budget = None;
+    let mut effort = None;
     for (key, value) in &request.params {
         match key.as_str() {
-            "seed" => {}
+            "seed" | "max_tokens_field" | "reasoning_tag" => {}
             "stop" => {
                 body.insert("stop_sequences".into(), value.clone());
             }
             "thinking_budget" => thinking_budget = Some(value.clone()),
+            "reasoning_effort" => effort = Some(value.clone()).filter(|effort| !effort.is_null()),
             _ => {
                 body.insert(key.clone(), value.clone());
             }
         }
     }
-    let thinking_budget =
+    let mut thinking_budget =
         thinking_budget.filter(|budget| !budget.is_null() && budget.as_u64() != Some(0));
-    if let Some(budget) = &thinking_budget {
+    let style = claude_thinking(model);
+    let adaptive = match style {
+        ClaudeThinking::AdaptiveOnly => effort.is_some() || thinking_budget.is_some(),
+        ClaudeThinking::Both => effort.is_some(),
+        ClaudeThinking::Manual | ClaudeThinking::None => false,
+    };
+    if adaptive {
+        // The model decides how much to think; effort steers it. `display: summarized`
+        // because newer models omit the thinking text by default.
+        body.insert("thinking".into(), json!({"type": "adaptive", "display": "summarized"}));
+        thinking_budget = None;
+    } else if let Some(budget) = &thinking_budget {
         body.insert(
             "thinking".into(),
             json!({"type": "enabled", "budget_tokens": budget}),
@@ -75,12 +107,21 @@ pub fn build_body(request: &ChatRequest, model: &str) -> Value {
         body.insert("temperature".into(), json!(1));
         body.remove("top_k");
     }
+    if let Some(effort) = effort {
+        body.insert("output_config".into(), json!({"effort": effort}));
+    }
+    if style == ClaudeThinking::AdaptiveOnly {
+        // These models reject sampling parameters outright (400).
+        for sampling in ["temperature", "top_p", "top_k"] {
+            body.remove(sampling);
+        }
+    }
     if !body.contains_key("max_tokens") {
         let extra = thinking_budget
             .as_ref()
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        body.insert("max_tokens".into(), json!(DEFAULT_MAX_TOKENS + extra));
+        body.insert("max_tokens".into(), json!(default_max_tokens(model, extra)));
     }
     let system = match (&request.system, request.json_mode) {
         (Some(system), true) => Some(format!("{system}\n\n{JSON_MODE_INSTRUCTION}")),
@@ -155,8 +196,9 @@ pub fn parse_response(
                 + cache_read
                 + count(&json, "/usage/cache_creation_input_tokens"),
             output: count(&json, "/usage/output_tokens"),
-            reasoning: 0,
+            reasoning: count(&json, "/usage/output_tokens_details/thinking_tokens"),
             cached: cache_read,
+            cost: None,
         },
         answered_model: text(&json, "/model"),
         finish_reason: finish_reason(&stop_reason),
@@ -174,7 +216,7 @@ pub fn parse_response(
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" => FinishReason::Length,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
         "refusal" => FinishReason::Refusal,
         "" => FinishReason::Other("unknown".into()),
@@ -213,7 +255,7 @@ mod tests {
 
     #[test]
     fn body_plain() {
-        let body = build_body(&request(false), "claude-test");
+        let body = build_body(&request(false), &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
         let expected = json!({
             "model": "claude-test", "max_tokens": 4096, "temperature": 0.2, "top_k": 5,
             "stop_sequences": ["END"],
@@ -226,7 +268,7 @@ mod tests {
 
     #[test]
     fn thinking_forces_temperature_one() {
-        let body = build_body(&request(true), "claude-test");
+        let body = build_body(&request(true), &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
         assert_eq!(
             body["thinking"],
             json!({"type": "enabled", "budget_tokens": 2048})
@@ -252,7 +294,8 @@ mod tests {
                 input: 13,
                 output: 7,
                 reasoning: 0,
-                cached: 10
+                cached: 10,
+                cost: None,
             }
         );
         let refused = br#"{"type":"message","model":"m","stop_reason":"refusal","content":[]}"#;

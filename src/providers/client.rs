@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep, timeout_at};
 
@@ -23,7 +23,7 @@ use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
-use super::types::{ChatRequest, ChatResponse, Endpoint, ProviderKind, Secret};
+use super::types::{ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind};
 use super::{anthropic, gemini, openai};
 
 /// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
@@ -140,17 +140,18 @@ pub struct ProviderClient {
     lanes: Mutex<HashMap<LaneKey, Arc<Lane>>>,
 }
 
-/// The exact body for `request` in `kind`'s protocol, without calling anything.
+/// The exact body for `request` to `endpoint` (its protocol, model and server), without
+/// calling anything.
 #[must_use]
-pub fn request_body(kind: ProviderKind, request: &ChatRequest, model: &str) -> Value {
-    match kind {
-        ProviderKind::OpenAi => openai::build_body(request, model),
-        ProviderKind::Anthropic => anthropic::build_body(request, model),
-        ProviderKind::Gemini => gemini::build_body(request, model),
+pub fn request_body(endpoint: &Endpoint, request: &ChatRequest) -> Value {
+    match endpoint.kind {
+        ProviderKind::OpenAi => openai::build_body(request, endpoint),
+        ProviderKind::Anthropic => anthropic::build_body(request, endpoint),
+        ProviderKind::Gemini => gemini::build_body(request, endpoint),
     }
 }
 
-/// The URL a call to `endpoint` posts to.
+/// The URL a call to `endpoint` posts to: its base URL as given plus the protocol's path.
 #[must_use]
 pub fn request_url(endpoint: &Endpoint) -> String {
     match endpoint.kind {
@@ -160,16 +161,47 @@ pub fn request_url(endpoint: &Endpoint) -> String {
     }
 }
 
+fn legacy_request_url(endpoint: &Endpoint) -> String {
+    match endpoint.kind {
+        ProviderKind::OpenAi => openai::legacy_url(&endpoint.base_url, &endpoint.model),
+        ProviderKind::Anthropic => anthropic::legacy_url(&endpoint.base_url, &endpoint.model),
+        ProviderKind::Gemini => gemini::legacy_url(&endpoint.base_url, &endpoint.model),
+    }
+}
+
 /// Model identity plus exact body, the call's part of a cache key: the body alone is not
-/// enough because Gemini carries the model only in the URL. Never contains the key.
+/// enough because Gemini carries the model only in the URL. The URL itself is named only
+/// where it differs from the one evalgrid built before base URLs were used as given, and
+/// literal extra headers only when there are any, so existing keys stay as they were.
+/// Never contains the key or a secret header value.
 #[must_use]
 pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value {
-    json!({
+    let mut fingerprint = json!({
         "kind": endpoint.kind,
         "model": endpoint.model,
         "base_url": endpoint.base_url.trim_end_matches('/'),
-        "body": request_body(endpoint.kind, request, &endpoint.model),
-    })
+        "body": request_body(endpoint, request),
+    });
+    let url = request_url(endpoint);
+    if url != legacy_request_url(endpoint) {
+        fingerprint["url"] = Value::String(url);
+    }
+    let literal: serde_json::Map<String, Value> = endpoint
+        .headers
+        .iter()
+        .filter_map(|header| match &header.value {
+            HeaderValueOf::Literal(value) => Some((header.name.clone(), Value::String(value.clone()))),
+            HeaderValueOf::Secret(_) => None,
+        })
+        .collect();
+    if !literal.is_empty() {
+        fingerprint["headers"] = Value::Object(literal);
+    }
+    // Read by evalgrid, never sent, yet it changes the stored answer.
+    if let Some(tag) = request.params.get(openai::REASONING_TAG) {
+        fingerprint["reasoning_tag"] = tag.clone();
+    }
+    fingerprint
 }
 
 fn same_model(requested: &str, answered: &str) -> bool {
@@ -177,12 +209,31 @@ fn same_model(requested: &str, answered: &str) -> bool {
     strip(requested) == strip(answered)
 }
 
-fn auth_headers(kind: ProviderKind, key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-    match kind {
+/// The protocol's auth headers, then the model entry's extra headers (which may replace
+/// them, e.g. Azure's `api-key` instead of a bearer token). Secret values are marked
+/// sensitive; an invalid name or value is a `Config` error that never quotes the value.
+fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
+    let key = endpoint.api_key.as_ref();
+    let mut headers = match endpoint.kind {
         ProviderKind::OpenAi => openai::headers(key),
         ProviderKind::Anthropic => anthropic::headers(key),
         ProviderKind::Gemini => gemini::headers(key),
+    }?;
+    for header in &endpoint.headers {
+        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| CallError::Config {
+            detail: format!("`{}` is not a valid header name", header.name),
+        })?;
+        let (text, sensitive) = match &header.value {
+            HeaderValueOf::Literal(value) => (value.as_str(), false),
+            HeaderValueOf::Secret(secret) => (secret.expose(), true),
+        };
+        let mut value = HeaderValue::from_str(text).map_err(|_| CallError::Config {
+            detail: format!("the value of header `{}` has bytes not allowed in a header", header.name),
+        })?;
+        value.set_sensitive(sensitive);
+        headers.insert(name, value);
     }
+    Ok(headers)
 }
 
 fn parse(
@@ -190,9 +241,10 @@ fn parse(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],
+    shaping: &openai::Shaping,
 ) -> Result<ChatResponse, CallError> {
     match kind {
-        ProviderKind::OpenAi => openai::parse_response(status, headers, body),
+        ProviderKind::OpenAi => openai::parse_shaped(status, headers, body, shaping),
         ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
         ProviderKind::Gemini => gemini::parse_response(status, headers, body),
     }
@@ -328,7 +380,7 @@ impl ProviderClient {
 
     /// Like [`Self::call`] but also reports attempts and failures when the call fails.
     pub async fn call_recorded(&self, endpoint: &Endpoint, request: &ChatRequest) -> CallRecord {
-        let request_body = request_body(endpoint.kind, request, &endpoint.model);
+        let request_body = request_body(endpoint, request);
         let started = Instant::now();
         let mut record = CallRecord {
             result: Err(CallError::Timeout),
@@ -342,26 +394,22 @@ impl ProviderClient {
                 detail: format!("cannot serialize request body: {error}"),
             })
             .and_then(|bytes| {
-                Ok((
-                    bytes,
-                    auth_headers(endpoint.kind, endpoint.api_key.as_ref())?,
-                ))
+                Ok((bytes, request_headers(endpoint)?))
             });
         match prepared {
             Ok((bytes, headers)) => {
-                self.attempt_loop(endpoint, &bytes, &headers, started, &mut record)
+                let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
+                self.attempt_loop(endpoint, (&bytes, &headers, &shaping), started, &mut record)
                     .await
             }
             Err(error) => record.result = Err(error),
         }
         // Redact on the whole text first; error messages are truncated only after that.
-        let secret = endpoint.api_key.as_ref().map(Secret::expose);
+        // Every secret the request carried: the key and secret header values.
+        let secrets = endpoint.secrets();
         record.result = match std::mem::replace(&mut record.result, Err(CallError::Timeout)) {
-            Ok(response) => Ok(match secret {
-                Some(secret) => response.redact(secret),
-                None => response,
-            }),
-            Err(error) => Err(error.redact(secret)),
+            Ok(response) => Ok(secrets.iter().fold(response, |response, secret| response.redact(secret))),
+            Err(error) => Err(error.redact_all(&secrets)),
         };
         record.elapsed = started.elapsed();
         record
@@ -370,8 +418,7 @@ impl ProviderClient {
     async fn attempt_loop(
         &self,
         endpoint: &Endpoint,
-        body: &[u8],
-        headers: &HeaderMap,
+        (body, headers, shaping): (&[u8], &HeaderMap, &openai::Shaping),
         started: Instant,
         record: &mut CallRecord,
     ) {
@@ -397,7 +444,7 @@ impl ProviderClient {
             let sent = Instant::now();
             let result = timeout_at(
                 deadline,
-                self.send_once(endpoint.kind, &url, headers, body, &lane.pacer),
+                self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer),
             )
             .await
             .unwrap_or(Err(CallError::Timeout));
@@ -464,8 +511,7 @@ impl ProviderClient {
         &self,
         kind: ProviderKind,
         url: &str,
-        headers: &HeaderMap,
-        body: &[u8],
+        (headers, body, shaping): (&HeaderMap, &[u8], &openai::Shaping),
         pacer: &Pacer,
     ) -> Result<ChatResponse, CallError> {
         let response = self
@@ -483,7 +529,7 @@ impl ProviderClient {
             pacer.observe_headers(&budget);
         }
         let bytes = read_capped(response, self.config.max_response_bytes).await?;
-        parse(kind, status, &response_headers, &bytes)
+        parse(kind, status, &response_headers, &bytes, shaping)
     }
 }
 
@@ -510,7 +556,7 @@ pub(super) mod tests {
     use super::super::mock::{
         Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script,
     };
-    use super::super::types::{Message, ToolCall};
+    use super::super::types::{Message, Secret, ToolCall};
     use super::*;
 
     pub(crate) const KEY: &str = "sk-test-SECRET-1";

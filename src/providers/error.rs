@@ -145,9 +145,18 @@ impl CallError {
     /// `MAX_MESSAGE_CHARS`: scrubbing after the cut would miss a key split by it.
     #[must_use]
     pub fn redact(self, secret: Option<&str>) -> Self {
-        let scrub = |text: String| match secret {
-            Some(secret) if !secret.is_empty() => text.replace(secret, REDACTED),
-            _ => text,
+        self.redact_all(secret.as_slice())
+    }
+
+    /// Like [`Self::redact`] for several secrets (the key and secret header values), all
+    /// replaced before a message is truncated, so none is cut in half and left readable.
+    #[must_use]
+    pub fn redact_all(self, secrets: &[&str]) -> Self {
+        let scrub = |text: String| {
+            secrets
+                .iter()
+                .filter(|secret| !secret.is_empty())
+                .fold(text, |text, secret| text.replace(secret, REDACTED))
         };
         match self {
             Self::Connect { detail } => Self::Connect {

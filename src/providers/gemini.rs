@@ -14,18 +14,23 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{count, join_url, refused, secret_header, settle, text, tool_objects};
+use super::families::gemini_generation;
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
+use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
-/// The request URL; a `models/` prefix on the model id is tolerated.
+/// The request URL: `base_url` as given plus `/models/{model}:generateContent` (a bare
+/// origin gets `/v1beta`); a `models/` prefix on the model id is tolerated.
 #[must_use]
 pub fn url(base_url: &str, model: &str) -> String {
     let model = model.strip_prefix("models/").unwrap_or(model);
-    join_url(
-        base_url,
-        "/v1beta",
-        &format!("/models/{model}:generateContent"),
-    )
+    endpoint_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
+}
+
+/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
+#[must_use]
+pub fn legacy_url(base_url: &str, model: &str) -> String {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    join_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
 }
 
 /// `x-goog-api-key` (sensitive) rather than `?key=`, so the key never appears in URLs or
@@ -43,7 +48,9 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
 
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-pub fn build_body(request: &ChatRequest, _model: &str) -> Value {
+pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+    // Gemini 2.x takes only a token budget, 3.x a level (both at once is a 400).
+    let budget_only = gemini_generation(&endpoint.model).is_some_and(|generation| generation < 3);
     let mut config = Map::new();
     let mut thinking = Map::new();
     for (key, value) in &request.params {
@@ -52,8 +59,15 @@ pub fn build_body(request: &ChatRequest, _model: &str) -> Value {
             "top_k" => "topK",
             "max_tokens" => "maxOutputTokens",
             "stop" => "stopSequences",
+            "max_tokens_field" | "reasoning_tag" => continue,
             "thinking_budget" => {
                 thinking.insert("thinkingBudget".into(), value.clone());
+                continue;
+            }
+            "reasoning_effort" if budget_only => {
+                if let Some(budget) = value.as_str().and_then(effort_budget) {
+                    thinking.entry("thinkingBudget").or_insert_with(|| json!(budget));
+                }
                 continue;
             }
             "reasoning_effort" => {
@@ -105,6 +119,20 @@ pub fn build_body(request: &ChatRequest, _model: &str) -> Value {
     Value::Object(body)
 }
 
+/// The `thinkingBudget` a Gemini 2.x model gets for a generic `reasoning_effort`
+/// (`none` turns thinking off; an explicit `thinking_budget` always wins).
+#[must_use]
+pub fn effort_budget(effort: &str) -> Option<u64> {
+    match effort {
+        "none" => Some(0),
+        "minimal" => Some(512),
+        "low" => Some(1024),
+        "medium" => Some(8192),
+        "high" => Some(24_576),
+        _ => None,
+    }
+}
+
 /// Parses a response (any status) into an answer or a classified error.
 ///
 /// # Errors
@@ -122,6 +150,7 @@ pub fn parse_response(
         output: count(&json, "/usageMetadata/candidatesTokenCount") + thoughts,
         reasoning: thoughts,
         cached: count(&json, "/usageMetadata/cachedContentTokenCount"),
+        cost: None,
     };
     let mut response = ChatResponse {
         text: String::new(),
@@ -212,7 +241,7 @@ mod tests {
 
     #[test]
     fn body_shape() {
-        let body = build_body(&request(), "gemini-test");
+        let body = build_body(&request(), &Endpoint::new(ProviderKind::Gemini, "gemini-test"));
         let expected = json!({
             "contents": [{"role": "user", "parts": [{"text": "ping"}]}, {"role": "model", "parts": [{"text": "pong"}]},
                          {"role": "user", "parts": [{"text": "again please"}]}],
@@ -260,7 +289,8 @@ mod tests {
                 input: 5,
                 output: 5,
                 reasoning: 2,
-                cached: 0
+                cached: 0,
+                cost: None,
             }
         );
         assert_eq!(outcome.response.answered_model, "gemini-test");

@@ -14,6 +14,7 @@ pub mod anthropic;
 mod bench;
 mod client;
 mod error;
+pub mod families;
 pub mod gemini;
 mod limiter;
 pub mod mock;
@@ -36,6 +37,12 @@ pub use retry::{
     retry_after_from_headers,
 };
 pub use types::{
-    ChatRequest, ChatResponse, Endpoint, FinishReason, Message, ProviderKind, Role, Secret,
+    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, ProviderKind, Role, Secret,
     ToolCall, ToolSpec, Usage, canonical_json,
 };
+#[cfg(test)]
+mod body_tests;
+#[cfg(test)]
+mod endpoint_tests;
+#[cfg(test)]
+mod shaping_tests;

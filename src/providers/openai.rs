@@ -1,23 +1,33 @@
-//! OpenAI Chat Completions wire format (`POST {base}/v1/chat/completions`).
+//! OpenAI Chat Completions wire format (`POST {base_url}/chat/completions`; a bare origin gets `/v1`).
 //!
 //! Also serves OpenAI-compatible gateways (vLLM, OpenRouter, …): reasoning text is read from
 //! `reasoning_content` or `reasoning` when present. Generic params map as follows:
-//! `max_tokens` → `max_completion_tokens` (reasoning models reject `max_tokens`); `temperature`,
-//! `top_p`, `seed`, `stop`, `reasoning_effort` keep their names; anything else passes through.
+//! `max_tokens` is the output cap, sent as `max_completion_tokens` to OpenAI's own API and
+//! Azure OpenAI (their reasoning models reject `max_tokens`) and as `max_tokens` to every other
+//! server (Ollama ignores the newer name, and Z.ai, DeepSeek and xAI document only `max_tokens`);
+//! `max_tokens_field` names the field explicitly and is not sent. `temperature`, `top_p`,
+//! `seed`, `stop`, `reasoning_effort` keep their names; anything else passes through.
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::types::{ChatRequest, ChatResponse, FinishReason, Role, Secret, ToolCall, Usage};
+use super::families::{is_openai_platform, is_xai};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
 use super::wire::{
-    count, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
+    count, endpoint_url, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
 };
 
-/// The request URL; `base_url` may or may not already end in `/v1`.
+/// The request URL: `base_url` as given plus `/chat/completions` (a bare origin gets `/v1`).
 #[must_use]
 pub fn url(base_url: &str, _model: &str) -> String {
+    endpoint_url(base_url, "/v1", "/chat/completions")
+}
+
+/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
+#[must_use]
+pub fn legacy_url(base_url: &str, _model: &str) -> String {
     join_url(base_url, "/v1", "/chat/completions")
 }
 
@@ -33,16 +43,33 @@ pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
     Ok(headers)
 }
 
+/// Param naming the output-cap field explicitly (`max_tokens` or `max_completion_tokens`);
+/// read by evalgrid, never sent.
+pub const MAX_TOKENS_FIELD: &str = "max_tokens_field";
+
+/// The name the output cap goes under for this server: `params.max_tokens_field` when set,
+/// else `max_completion_tokens` for OpenAI's own API and Azure, `max_tokens` elsewhere.
+#[must_use]
+pub fn max_tokens_field<'a>(request: &'a ChatRequest, base_url: &str) -> &'a str {
+    match request.params.get(MAX_TOKENS_FIELD).and_then(Value::as_str) {
+        Some(field) if !field.is_empty() => field,
+        _ if is_openai_platform(base_url) => "max_completion_tokens",
+        _ => "max_tokens",
+    }
+}
+
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
 #[must_use]
-pub fn build_body(request: &ChatRequest, model: &str) -> Value {
+pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+    let model = endpoint.model.as_str();
+    let cap_field = max_tokens_field(request, &endpoint.base_url);
     let mut body = Map::new();
     for (key, value) in &request.params {
-        let key = if key == "max_tokens" {
-            "max_completion_tokens"
-        } else {
-            key.as_str()
+        let key = match key.as_str() {
+            MAX_TOKENS_FIELD | REASONING_TAG => continue,
+            "max_tokens" => cap_field,
+            other => other,
         };
         body.insert(key.to_owned(), value.clone());
     }
@@ -72,15 +99,88 @@ pub fn build_body(request: &ChatRequest, model: &str) -> Value {
     Value::Object(body)
 }
 
-/// Parses a response (any status) into an answer or a classified error.
+/// Param naming the tag whose leading block is reasoning (`think` by default), or `false`
+/// to keep the answer text exactly as sent; read by evalgrid, never sent.
+pub const REASONING_TAG: &str = "reasoning_tag";
+
+/// How one server's answers are normalised before any benchmark sees them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shaping {
+    /// A leading `<tag>…</tag>` block in the answer is moved to `reasoning` (vLLM without a
+    /// reasoning parser, llama.cpp `--reasoning-format none`); `None` keeps the text whole.
+    pub reasoning_tag: Option<String>,
+    /// The server is xAI, whose `completion_tokens` leaves out reasoning tokens.
+    pub xai: bool,
+}
+
+impl Default for Shaping {
+    /// `<think>` blocks split off; not xAI.
+    fn default() -> Self {
+        Self { reasoning_tag: Some("think".into()), xai: false }
+    }
+}
+
+impl Shaping {
+    /// The shaping for a call: `params.reasoning_tag` (a tag name, or `false`/`null` for
+    /// none) and the server's family from its base URL.
+    #[must_use]
+    pub fn for_call(request: &ChatRequest, base_url: &str) -> Self {
+        let reasoning_tag = match request.params.get(REASONING_TAG) {
+            None => Some("think".to_owned()),
+            Some(Value::String(tag)) if !tag.is_empty() => Some(tag.clone()),
+            Some(_) => None,
+        };
+        Self { reasoning_tag, xai: is_xai(base_url) }
+    }
+}
+
+/// Moves a leading `<tag>…</tag>` block (leading whitespace allowed) from `text` into
+/// `reasoning`, after any reasoning the server already separated; an unclosed block (the
+/// cap cut the thinking) is all reasoning. Text without the block is left untouched.
+#[must_use]
+pub fn split_reasoning(mut response: ChatResponse, tag: &str) -> ChatResponse {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let Some(inner) = response.text.trim_start().strip_prefix(open.as_str()) else {
+        return response;
+    };
+    let (thought, answer) = match inner.find(close.as_str()) {
+        Some(end) => (&inner[..end], inner[end + close.len()..].trim_start()),
+        None => (inner, ""),
+    };
+    let thought = thought.trim();
+    response.reasoning = match (response.reasoning.take(), thought.is_empty()) {
+        (Some(before), false) => Some(format!("{before}\n{thought}")),
+        (before, true) => before,
+        (None, false) => Some(thought.to_owned()),
+    };
+    response.text = answer.to_owned();
+    response
+}
+
+/// Parses a response (any status) with the default [`Shaping`].
 ///
 /// # Errors
-/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
-/// outputs and refusals.
+/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
 pub fn parse_response(
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],
+) -> Result<ChatResponse, CallError> {
+    parse_shaped(status, headers, body, &Shaping::default())
+}
+
+/// Parses a response (any status) into an answer or a classified error, normalised for
+/// the server: reasoning tags split off, xAI's reasoning tokens added to output, a
+/// reported `usage.cost` kept.
+///
+/// # Errors
+/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
+pub fn parse_shaped(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    shaping: &Shaping,
 ) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let message = json
@@ -96,19 +196,17 @@ pub fn parse_response(
             .filter(|reasoning| !reasoning.is_empty())
             .map(str::to_owned),
         tool_calls: tool_calls(message),
-        usage: Usage {
-            input: count(&json, "/usage/prompt_tokens"),
-            output: count(&json, "/usage/completion_tokens"),
-            reasoning: count(&json, "/usage/completion_tokens_details/reasoning_tokens"),
-            cached: count(&json, "/usage/prompt_tokens_details/cached_tokens"),
-        },
+        usage: usage(&json, shaping.xai),
         answered_model: text(&json, "/model"),
         finish_reason: finish_reason(&text(&json, "/choices/0/finish_reason")),
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
     };
-    let response = settle(response, json.get("usage").is_some_and(Value::is_object));
+    let mut response = settle(response, json.get("usage").is_some_and(Value::is_object));
+    if let Some(tag) = &shaping.reasoning_tag {
+        response = split_reasoning(response, tag);
+    }
     if let Some(message) = message
         .get("refusal")
         .and_then(Value::as_str)
@@ -117,6 +215,28 @@ pub fn parse_response(
         return Ok(refused(response, message));
     }
     Ok(response)
+}
+
+/// Usage with `output` always including reasoning: xAI (and any server whose
+/// `total_tokens` is prompt + completion + reasoning) counts reasoning outside
+/// `completion_tokens`, so it is added; when xAI sends no total, its documented rule holds.
+fn usage(json: &Value, xai: bool) -> Usage {
+    let input = count(json, "/usage/prompt_tokens");
+    let completion = count(json, "/usage/completion_tokens");
+    let reasoning = count(json, "/usage/completion_tokens_details/reasoning_tokens");
+    let total = json.pointer("/usage/total_tokens").and_then(Value::as_u64);
+    let separate = reasoning > 0
+        && match total {
+            Some(total) => total == input + completion + reasoning,
+            None => xai,
+        };
+    Usage {
+        input,
+        output: if separate { completion + reasoning } else { completion },
+        reasoning,
+        cached: count(json, "/usage/prompt_tokens_details/cached_tokens"),
+        cost: json.pointer("/usage/cost").and_then(Value::as_f64),
+    }
 }
 
 /// `content` is a string, null, or (in some gateways) an array of `{type, text}` parts.
@@ -186,7 +306,7 @@ mod tests {
 
     #[test]
     fn body_shape_is_exact_and_stable() {
-        let body = build_body(&request(), "gpt-test");
+        let body = build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test"));
         let expected = json!({
             "model": "gpt-test",
             "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}],
@@ -197,7 +317,7 @@ mod tests {
         assert_eq!(body, expected);
         assert_eq!(
             body.to_string(),
-            build_body(&request(), "gpt-test").to_string()
+            build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test")).to_string()
         );
         assert_eq!(url("http://x/v1/", "m"), "http://x/v1/chat/completions");
     }

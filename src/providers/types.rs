@@ -96,6 +96,30 @@ pub struct Endpoint {
     /// Key supplied by the caller; `None` for local gateways that need none.
     #[serde(skip)]
     pub api_key: Option<Secret>,
+    /// Extra headers from the model entry (`headers:`), sent on every request after the
+    /// protocol's own; never serialized (literal values reach keys through
+    /// [`super::request_fingerprint`], secret ones nowhere).
+    #[serde(skip)]
+    pub headers: Vec<ExtraHeader>,
+}
+
+/// One header the model entry adds (Azure `api-key`, `anthropic-beta`, a gateway's tag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraHeader {
+    /// Header name, lowercase.
+    pub name: String,
+    /// Header value.
+    pub value: HeaderValueOf,
+}
+
+/// Where a header's value came from, which decides whether it may be stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderValueOf {
+    /// Written in the pipeline file: configuration, part of the call's cache key.
+    Literal(String),
+    /// Read from an environment variable at call time: a secret, never stored, printed or
+    /// keyed, and redacted from answers and errors like the API key.
+    Secret(Secret),
 }
 
 impl Endpoint {
@@ -106,7 +130,25 @@ impl Endpoint {
             model: model.into(),
             base_url: kind.default_base_url().to_owned(),
             api_key: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// Adds a header sent with every request to this endpoint.
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: HeaderValueOf) -> Self {
+        self.headers.push(ExtraHeader { name: name.into().to_ascii_lowercase(), value });
+        self
+    }
+
+    /// Every secret this endpoint sends (API key, secret header values), for redaction.
+    #[must_use]
+    pub fn secrets(&self) -> Vec<&str> {
+        let headers = self.headers.iter().filter_map(|header| match &header.value {
+            HeaderValueOf::Secret(secret) => Some(secret.expose()),
+            HeaderValueOf::Literal(_) => None,
+        });
+        self.api_key.iter().map(Secret::expose).chain(headers).filter(|secret| !secret.is_empty()).collect()
     }
 
     /// Replaces the base URL, e.g. to point tests at the mock server.
@@ -208,7 +250,7 @@ pub struct ToolCall {
 /// Token counts as billed. `output` includes reasoning tokens on every provider and
 /// `input` includes cached tokens, so costs compare across providers; a count the
 /// provider does not report is 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens, cached ones included.
     pub input: u64,
@@ -218,6 +260,10 @@ pub struct Usage {
     pub reasoning: u64,
     /// Prompt tokens served from the provider's prompt cache.
     pub cached: u64,
+    /// The cost in US dollars the server itself reported (OpenRouter's `usage.cost`),
+    /// recorded as sent; `None` where the server reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// Why generation stopped, normalised across providers.

@@ -9,8 +9,25 @@ use serde_json::{Map, Value};
 use super::error::CallError;
 use super::types::{ChatResponse, FinishReason, Secret, ToolSpec};
 
-/// Joins `base` and `rest` under `version` (`/v1`, `/v1beta`), tolerating a base URL that
-/// already ends with the version segment or a slash.
+/// The request URL: a base URL with a path is used as given and only `rest` is appended
+/// (`https://api.z.ai/api/paas/v4` + `/chat/completions`), before any query string (Azure's
+/// `?api-version=`); a bare origin gets the protocol's `version` path first, as the public
+/// APIs need (`https://api.openai.com` → `…/v1/chat/completions`).
+pub(super) fn endpoint_url(base: &str, version: &str, rest: &str) -> String {
+    let Ok(mut url) = reqwest::Url::parse(base) else {
+        return join_url(base, version, rest);
+    };
+    let path = url.path().trim_end_matches('/').to_owned();
+    if path.is_empty() {
+        url.set_path(&format!("{version}{rest}"));
+    } else {
+        url.set_path(&format!("{path}{rest}"));
+    }
+    url.to_string()
+}
+
+/// The URL evalgrid built before issue 13 (`version` forced in unless the base ended with
+/// it); cache keys name the URL only where the two differ, so no existing key changes.
 pub(super) fn join_url(base: &str, version: &str, rest: &str) -> String {
     let base = base.trim_end_matches('/');
     if base.ends_with(version) {
@@ -103,6 +120,22 @@ mod tests {
     use super::super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
     use super::super::types::ProviderKind;
     use super::*;
+
+    #[test]
+    fn endpoint_url_uses_a_base_path_as_given() {
+        for (base, url) in [
+            ("http://h", "http://h/v1/messages"),
+            ("http://h/", "http://h/v1/messages"),
+            ("http://h/v1", "http://h/v1/messages"),
+            ("http://h/v1/", "http://h/v1/messages"),
+            ("https://api.z.ai/api/paas/v4", "https://api.z.ai/api/paas/v4/messages"),
+            ("https://g.example/v1beta/openai/", "https://g.example/v1beta/openai/messages"),
+            ("https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "https://r.openai.azure.com/openai/deployments/d/messages?api-version=2024-10-21"),
+        ] {
+            assert_eq!(endpoint_url(base, "/v1", "/messages"), url, "{base}");
+        }
+        assert_eq!(endpoint_url("not a url", "/v1", "/m"), "not a url/v1/m");
+    }
 
     #[test]
     fn join_url_variants() {

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{
-    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
-    TransportConfig, glob_match,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig,
+    SandboxMode, TaskInstance, TransportConfig, glob_match,
 };
 
 /// Why a pipeline could not be loaded.

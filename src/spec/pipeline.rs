@@ -157,19 +157,59 @@ pub struct ModelConfig {
     /// Score answers the server says came from a model other than `model` (a gateway that
     /// routes elsewhere); off by default, so such an answer fails its call instead.
     pub accept_other_model: bool,
+    /// Extra HTTP headers by lowercase name (Azure `api-key`, `anthropic-beta`): literal
+    /// values are configuration and part of keys; `{env: VAR}` values are secrets, read at
+    /// call time and never stored or keyed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, HeaderSource>,
 }
+
+/// Where an extra header's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeaderSource {
+    /// Written in the pipeline file (not for credentials: those must use `env`).
+    Value(String),
+    /// The name of an environment variable read at call time.
+    Env(String),
+}
+
+/// Header names that carry credentials: their values must come from `{env: VAR}`, so a
+/// key written into a pipeline file is refused instead of reaching a cache key.
+pub const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "api-key",
+    "x-api-key",
+    "x-goog-api-key",
+    "cookie",
+];
 
 impl ModelConfig {
     /// The part of the model that goes into step keys: everything that can
     /// change an answer, nothing that cannot (label, key variable name).
     #[must_use]
     pub fn key_value(&self) -> Value {
-        serde_json::json!({
+        let mut value = serde_json::json!({
             "provider": self.provider,
             "model": self.model,
             "base_url": self.base_url,
             "params": self.params,
-        })
+        });
+        // Only literal header values can change an answer and be keyed; absent when none,
+        // so every existing key stays as it was.
+        let literal: BTreeMap<&String, &String> = self
+            .headers
+            .iter()
+            .filter_map(|(name, source)| match source {
+                HeaderSource::Value(text) => Some((name, text)),
+                HeaderSource::Env(_) => None,
+            })
+            .collect();
+        if !literal.is_empty() {
+            value["headers"] = serde_json::json!(literal);
+        }
+        value
     }
 }
 

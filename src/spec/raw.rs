@@ -88,6 +88,9 @@ pub struct RawModel {
     pub price: Option<RawPrice>,
     #[serde(default)]
     pub accept_other_model: Option<Spanned<bool>>,
+    /// Extra HTTP headers: a string, or `{env: VAR}` for a value read at call time.
+    #[serde(default)]
+    pub headers: BTreeMap<String, Spanned<serde_json::Value>>,
 }
 
 /// One entry of `tasks:`.

@@ -7,7 +7,8 @@ use serde_saphyr::Spanned;
 use super::catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 use super::diagnostic::{Diagnostic, Position, suggestion};
 use super::pipeline::{
-    CellFilter, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, TaskInstance, TransportConfig,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig,
+    TaskInstance, TransportConfig,
 };
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
@@ -332,6 +333,7 @@ impl Resolver<'_> {
             } else {
                 raw_params
             };
+            let headers = self.headers(m);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider: provider.clone(),
@@ -341,7 +343,48 @@ impl Resolver<'_> {
                 params,
                 price: m.price.as_ref().map(|p| Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok }),
                 accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
+                headers,
             });
+        }
+        out
+    }
+
+    /// `headers:` of a model entry: valid names, a string or `{env: VAR}` each, and
+    /// credentials only from the environment (a literal one would be stored in keys).
+    fn headers(&mut self, m: &RawModel) -> BTreeMap<String, HeaderSource> {
+        let mut out = BTreeMap::new();
+        for (name, raw) in &m.headers {
+            let lower = name.to_ascii_lowercase();
+            let at = position_of(raw);
+            if lower.is_empty() || !lower.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+                self.push(at, format!("`{name}` is not a valid HTTP header name"), None);
+                continue;
+            }
+            if lower == "content-type" || lower == "content-length" || lower == "host" {
+                self.push(at, format!("header `{name}` is set by evalgrid and cannot be replaced"), None);
+                continue;
+            }
+            let source = match &raw.value {
+                serde_json::Value::String(_) if CREDENTIAL_HEADERS.contains(&lower.as_str()) => {
+                    self.push(
+                        at,
+                        format!("header `{name}` carries a credential and must not be written in the pipeline file"),
+                        Some(format!("use `{name}: {{env: VARIABLE}}`: the value is then read at call time and never stored")),
+                    );
+                    continue;
+                }
+                serde_json::Value::String(text) if text.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) => {
+                    HeaderSource::Value(text.clone())
+                }
+                serde_json::Value::Object(map) if map.len() == 1 && map.get("env").is_some_and(serde_json::Value::is_string) => {
+                    HeaderSource::Env(map["env"].as_str().unwrap_or_default().to_owned())
+                }
+                _ => {
+                    self.push(at, format!("header `{name}` needs a printable string value or `{{env: VARIABLE}}`"), None);
+                    continue;
+                }
+            };
+            out.insert(lower, source);
         }
         out
     }

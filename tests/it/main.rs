@@ -40,3 +40,5 @@ mod guess;
 mod shards;
 // Slurm job arrays and Kubernetes Indexed Jobs per resource class.
 mod jobs;
+// Provider conformance: endpoints as given, headers, recorded response shapes.
+mod provider_conformance;

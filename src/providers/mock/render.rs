@@ -64,6 +64,16 @@ pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
     response
 }
 
+/// A recorded body sent verbatim (an invalid status becomes 500, never a panic).
+pub(super) fn recorded_response(status: u16, body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
     match protocol {
         ProviderKind::OpenAi => {
@@ -246,6 +256,7 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
         output: words(&reply.text) + reasoning_words,
         reasoning: reasoning_words,
         cached: 0,
+        cost: None,
     });
     let finish = &reply.finish_reason;
     match request.protocol {

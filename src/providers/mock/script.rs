@@ -139,6 +139,14 @@ pub enum MockOutcome {
     Reply(MockReply),
     /// Fail.
     Fault(Fault),
+    /// Send this exact body (a response recorded in a provider's documented shape) with
+    /// this status, as `application/json`: conformance tests parse real shapes, not ours.
+    Recorded {
+        /// HTTP status.
+        status: u16,
+        /// The body, verbatim.
+        body: String,
+    },
 }
 
 /// What a script sees of a request.

@@ -24,7 +24,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
-use super::render::{error_response, fault_response, json_response, reply_response, strings};
+use super::render::{
+    error_response, fault_response, json_response, recorded_response, reply_response, strings,
+};
 use super::script::{
     Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo,
 };
@@ -44,6 +46,9 @@ pub struct MockConfig {
     pub require_api_key: Option<String>,
     /// Keep a log of requests (turn off for long benchmarks).
     pub record_log: bool,
+    /// Path every route sits under instead of the public APIs' `/v1` (`/v1beta` for
+    /// Gemini), e.g. `/api/paas/v4`, to check that base URLs are used as given.
+    pub path_prefix: Option<String>,
 }
 
 impl Default for MockConfig {
@@ -56,6 +61,7 @@ impl Default for MockConfig {
             answered_model: None,
             require_api_key: None,
             record_log: true,
+            path_prefix: None,
         }
     }
 }
@@ -212,6 +218,7 @@ impl Drop for MockServer {
 enum Plan {
     Fault(Fault, MockRequest),
     Reply(MockReply, MockRequest),
+    Recorded(u16, String),
     Exhausted(ProviderKind),
 }
 
@@ -224,7 +231,8 @@ async fn handle(
 ) -> Response {
     let path = uri.path().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let Some((protocol, url_model)) = route(&path) else {
+    let prefix = lock(&shared.config).path_prefix.clone();
+    let Some((protocol, url_model)) = route(&path, prefix.as_deref()) else {
         return json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": {"message": format!("no route {path}")}}),
@@ -277,6 +285,7 @@ async fn handle(
             error_response(protocol, 410, "mock script exhausted", RetryHeader::None)
         }
         Plan::Reply(reply, request) => reply_response(&request, &reply, answered_model.as_deref()),
+        Plan::Recorded(status, body) => recorded_response(status, body),
         Plan::Fault(fault, request) => {
             fault_response(fault, &request, answered_model.as_deref()).await
         }
@@ -312,17 +321,25 @@ fn plan(shared: &Shared, index: u64, request: MockRequest) -> Plan {
     match outcome {
         MockOutcome::Reply(reply) => Plan::Reply(reply, request),
         MockOutcome::Fault(fault) => Plan::Fault(fault, request),
+        MockOutcome::Recorded { status, body } => Plan::Recorded(status, body),
     }
 }
 
-/// Protocol and (for Gemini) model from the path.
-fn route(path: &str) -> Option<(ProviderKind, Option<String>)> {
-    match path {
-        "/v1/chat/completions" => Some((ProviderKind::OpenAi, None)),
-        "/v1/messages" => Some((ProviderKind::Anthropic, None)),
+/// Protocol and (for Gemini) model from the path, under `prefix` when one is set.
+fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<String>)> {
+    let (rest, gemini_rest) = match prefix {
+        Some(prefix) => {
+            let rest = path.strip_prefix(prefix.trim_end_matches('/'))?;
+            (rest, rest)
+        }
+        None => (path.strip_prefix("/v1").unwrap_or("-"), path.strip_prefix("/v1beta").unwrap_or("-")),
+    };
+    match rest {
+        "/chat/completions" => Some((ProviderKind::OpenAi, None)),
+        "/messages" => Some((ProviderKind::Anthropic, None)),
         _ => {
-            let model = path
-                .strip_prefix("/v1beta/models/")?
+            let model = gemini_rest
+                .strip_prefix("/models/")?
                 .strip_suffix(":generateContent")?;
             Some((ProviderKind::Gemini, Some(model.to_owned())))
         }

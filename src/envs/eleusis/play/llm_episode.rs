@@ -70,6 +70,7 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         params: c.get("params").and_then(Value::as_object).map(|m| m.clone().into_iter().collect()).unwrap_or_default(),
         price: None,
         accept_other_model: c.get("accept_other_model").and_then(Value::as_bool).unwrap_or(false),
+        headers: std::collections::BTreeMap::new(),
     })
 }
 

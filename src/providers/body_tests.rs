@@ -1,0 +1,103 @@
+//! Snapshot tests of the exact request bodies per server and model family (issue 13):
+//! a reviewer reads each `.snap` against the provider's API reference.
+
+use serde_json::{Map, Value, json};
+
+use super::client::request_body;
+use super::types::{ChatRequest, Endpoint, Message, ProviderKind};
+
+fn request(params: Value) -> ChatRequest {
+    let params: Map<String, Value> = params.as_object().cloned().unwrap_or_default();
+    ChatRequest {
+        messages: vec![Message::user("What is 2+2?")],
+        system: Some("Answer briefly.".into()),
+        params,
+        json_mode: false,
+        tools: None,
+    }
+}
+
+fn body(kind: ProviderKind, model: &str, base_url: Option<&str>, params: Value) -> Value {
+    let mut endpoint = Endpoint::new(kind, model);
+    if let Some(base_url) = base_url {
+        endpoint = endpoint.with_base_url(base_url);
+    }
+    request_body(&endpoint, &request(params))
+}
+
+#[test]
+fn openai_platform_and_azure_get_max_completion_tokens() {
+    let cap = json!({"max_tokens": 16384, "reasoning_effort": "high"});
+    let openai = body(ProviderKind::OpenAi, "gpt-5.2", None, cap.clone());
+    insta::assert_json_snapshot!("openai_platform_cap", openai);
+    let azure = body(ProviderKind::OpenAi, "gpt-5.2", Some("https://res.openai.azure.com/openai/v1"), cap);
+    assert_eq!(azure["max_completion_tokens"], 16384);
+    assert!(azure.get("max_tokens").is_none());
+}
+
+#[test]
+fn every_other_openai_compatible_server_gets_max_tokens() {
+    for base in ["http://127.0.0.1:11434/v1", "https://api.x.ai/v1", "https://api.deepseek.com", "https://api.z.ai/api/paas/v4", "https://openrouter.ai/api/v1", "http://127.0.0.1:8000/v1"] {
+        let sent = body(ProviderKind::OpenAi, "m", Some(base), json!({"max_tokens": 16384}));
+        assert_eq!(sent["max_tokens"], 16384, "{base}");
+        assert!(sent.get("max_completion_tokens").is_none(), "{base}");
+    }
+    let ollama = body(ProviderKind::OpenAi, "qwen3:8b", Some("http://127.0.0.1:11434/v1"), json!({"max_tokens": 16384, "temperature": 0.7}));
+    insta::assert_json_snapshot!("openai_compatible_cap", ollama);
+}
+
+#[test]
+fn max_tokens_field_overrides_the_server_rule_and_is_not_sent() {
+    let gateway = body(ProviderKind::OpenAi, "gpt-5", Some("https://gateway.example/v1"), json!({"max_tokens": 100, "max_tokens_field": "max_completion_tokens"}));
+    assert_eq!(gateway, json!({"model": "gpt-5", "max_completion_tokens": 100,
+        "messages": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2+2?"}]}));
+    let legacy = body(ProviderKind::OpenAi, "gpt-4o", None, json!({"max_tokens": 100, "max_tokens_field": "max_tokens"}));
+    assert_eq!((legacy["max_tokens"].clone(), legacy.get("max_completion_tokens")), (json!(100), None));
+    assert!(legacy.get("max_tokens_field").is_none());
+}
+
+#[test]
+fn anthropic_default_cap_is_the_models_maximum_output() {
+    let cap = |model: &str, params: Value| body(ProviderKind::Anthropic, model, None, params)["max_tokens"].clone();
+    assert_eq!(cap("claude-opus-4-5-20251101", json!({})), json!(64_000));
+    assert_eq!(cap("claude-opus-4-1", json!({})), json!(32_000));
+    assert_eq!(cap("claude-3-5-haiku-latest", json!({})), json!(8_192));
+    assert_eq!(cap("claude-sonnet-4-5", json!({"max_tokens": 2000})), json!(2000), "an explicit cap wins");
+    assert_eq!(cap("unknown-model", json!({})), json!(4096), "unknown models keep the old default");
+    assert_eq!(cap("unknown-model", json!({"thinking_budget": 2048})), json!(4096 + 2048));
+    insta::assert_json_snapshot!("anthropic_default_cap", body(ProviderKind::Anthropic, "claude-sonnet-4-5", None, json!({"temperature": 0.2})));
+}
+
+#[test]
+fn anthropic_adaptive_thinking_with_effort_and_no_sampling_params() {
+    let params = json!({"reasoning_effort": "high", "temperature": 0.7, "top_k": 5, "max_tokens": 32000});
+    let opus47 = body(ProviderKind::Anthropic, "claude-opus-4-7", None, params.clone());
+    insta::assert_json_snapshot!("anthropic_adaptive_opus_4_7", opus47);
+    // A budget on an adaptive-only model turns adaptive thinking on; it is never sent.
+    let budget = body(ProviderKind::Anthropic, "claude-sonnet-5", None, json!({"thinking_budget": 16000, "temperature": 1}));
+    assert_eq!(budget["thinking"], json!({"type": "adaptive", "display": "summarized"}));
+    assert!(budget.get("temperature").is_none() && budget.get("thinking_budget").is_none());
+    assert_eq!(budget["max_tokens"], 128_000);
+    // Opus 4.6 takes both: effort → adaptive (sampling kept), a budget alone → manual.
+    let both = body(ProviderKind::Anthropic, "claude-opus-4-6", None, json!({"reasoning_effort": "medium", "temperature": 1}));
+    assert_eq!((both["thinking"]["type"].clone(), both["output_config"].clone(), both["temperature"].clone()), (json!("adaptive"), json!({"effort": "medium"}), json!(1)));
+    let manual_46 = body(ProviderKind::Anthropic, "claude-opus-4-6", None, json!({"thinking_budget": 4000}));
+    assert_eq!(manual_46["thinking"], json!({"type": "enabled", "budget_tokens": 4000}));
+}
+
+#[test]
+fn anthropic_manual_thinking_for_models_that_still_take_it() {
+    let opus45 = body(ProviderKind::Anthropic, "claude-opus-4-5", None, json!({"thinking_budget": 16000, "max_tokens": 16384, "temperature": 0.7}));
+    insta::assert_json_snapshot!("anthropic_manual_opus_4_5", opus45);
+}
+
+#[test]
+fn gemini_2_gets_a_thinking_budget_and_gemini_3_a_level() {
+    let effort = json!({"reasoning_effort": "low", "max_tokens": 8192});
+    insta::assert_json_snapshot!("gemini_2_5_effort_as_budget", body(ProviderKind::Gemini, "gemini-2.5-flash", None, effort.clone()));
+    insta::assert_json_snapshot!("gemini_3_effort_as_level", body(ProviderKind::Gemini, "gemini-3-pro-preview", None, effort));
+    let explicit = body(ProviderKind::Gemini, "gemini-2.5-pro", None, json!({"reasoning_effort": "high", "thinking_budget": 2048}));
+    assert_eq!(explicit["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 2048, "includeThoughts": true}));
+    let off = body(ProviderKind::Gemini, "gemini-2.5-flash", None, json!({"reasoning_effort": "none"}));
+    assert_eq!(off["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 0}));
+}
