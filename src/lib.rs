@@ -8,8 +8,8 @@
 
 pub mod cache;
 pub mod envs;
-pub mod exhibit;
 pub mod exec;
+pub mod exhibit;
 pub mod metrics;
 pub mod plan;
 pub mod providers;

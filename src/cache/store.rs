@@ -417,14 +417,7 @@ mod tests {
 
     fn entry(n: i64) -> Entry {
         let components = json!({"n": n});
-        Entry {
-            key: StepKey::compute(&components),
-            kind: StepKind::Score,
-            components,
-            output: json!({"v": n}),
-            duration_ms: 0,
-            writer: String::new(),
-        }
+        Entry { key: StepKey::compute(&components), kind: StepKind::Score, components, output: json!({"v": n}), duration_ms: 0, writer: String::new() }
     }
 
     #[test]
@@ -481,9 +474,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let e = entry(2);
-        store
-            .record_failure(&Failure { key: e.key, cell: "c".into(), kind: StepKind::Episode, error: "boom".into() })
-            .unwrap();
+        store.record_failure(&Failure { key: e.key, cell: "c".into(), kind: StepKind::Episode, error: "boom".into() }).unwrap();
         assert_eq!(store.failure(e.key).unwrap().error, "boom");
         store.put(&e).unwrap();
         assert!(store.failure(e.key).is_none());

@@ -7,7 +7,9 @@ use clap::{Args, Parser, Subcommand};
 /// Run LLM benchmark grids reproducibly, with every step cached by content hash.
 #[derive(Debug, Parser)]
 #[command(name = "evalgrid", version, propagate_version = true)]
-#[command(after_help = "Examples:\n  evalgrid run pipelines/quickstart.yaml\n  evalgrid status pipelines/quickstart.yaml --explain random/eleusis/even_ranks_only/0\n  evalgrid cache verify")]
+#[command(
+    after_help = "Examples:\n  evalgrid run pipelines/quickstart.yaml\n  evalgrid status pipelines/quickstart.yaml --explain random/eleusis/even_ranks_only/0\n  evalgrid cache verify"
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,

@@ -44,9 +44,7 @@ pub(crate) fn bbeh(env: &Env, command: &BbehCommand) -> Result<Exit, Failure> {
             items.insert((*task).to_owned(), loaded);
         }
         let task_items = &items[*task];
-        let item = task_items
-            .get(line.index)
-            .ok_or_else(|| Failure::invalid(anyhow::anyhow!("{}: task `{task}` has no item {}", at(), line.index)))?;
+        let item = task_items.get(line.index).ok_or_else(|| Failure::invalid(anyhow::anyhow!("{}: task `{task}` has no item {}", at(), line.index)))?;
         if line.subset.as_deref() == Some("mini") && !mini_indices(task, task_items.len()).contains(&line.index) {
             return Err(Failure::invalid(anyhow::anyhow!("{}: item {} of `{task}` is not in BBEH Mini", at(), line.index)));
         }

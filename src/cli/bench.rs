@@ -13,10 +13,10 @@ use std::time::Duration;
 use evalgrid::cache::{Entry, Store};
 use evalgrid::envs::bbeh::benchmark::data_path;
 use evalgrid::envs::bbeh::{evaluate_correctness, load_all};
-use evalgrid::providers::mock::{MockConfig, MockServer};
-use evalgrid::providers::{RateLimitedProxy, bench_throughput, install_crypto_provider};
 use evalgrid::envs::eleusis::{RoundSetup, SecretRule, SimulationParams, check};
 use evalgrid::plan::StepKind;
+use evalgrid::providers::mock::{MockConfig, MockServer};
+use evalgrid::providers::{RateLimitedProxy, bench_throughput, install_crypto_provider};
 use serde_json::json;
 
 use super::args::BenchArgs;
@@ -81,12 +81,7 @@ fn status(env: &Env, cells: usize, report: bool) -> Result<Exit, Failure> {
     let mut rss_kib = 0u64;
     for _ in 0..3 {
         let t = Instant::now();
-        let out = Command::new(&exe)
-            .args(["status", "--cache-dir"])
-            .arg(&cache)
-            .arg(&pipeline_path)
-            .env("EVALGRID_REPORT_RSS", "1")
-            .output()?;
+        let out = Command::new(&exe).args(["status", "--cache-dir"]).arg(&cache).arg(&pipeline_path).env("EVALGRID_REPORT_RSS", "1").output()?;
         best = best.min(t.elapsed().as_secs_f64());
         let stderr = String::from_utf8_lossy(&out.stderr);
         rss_kib = stderr.lines().find_map(|l| l.strip_prefix("peak-rss-kib ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
@@ -217,12 +212,7 @@ fn quickstart() -> Result<Exit, Failure> {
         }
         times.push(t.elapsed().as_secs_f64());
     }
-    output::line(&format!(
-        "quickstart: cold {:.2} s, cached rerun {:.2} s ({:.1}% of cold)",
-        times[0],
-        times[1],
-        100.0 * times[1] / times[0]
-    ));
+    output::line(&format!("quickstart: cold {:.2} s, cached rerun {:.2} s ({:.1}% of cold)", times[0], times[1], 100.0 * times[1] / times[0]));
     Ok(Exit::Ok)
 }
 
@@ -309,12 +299,29 @@ fn bbeh_run(env: &Env) -> Result<Exit, Failure> {
 /// then 200-item tasks in name order (1,720 = 120 + 8 × 200, the 9 cells).
 fn rate_limit_tasks(items: usize) -> (Vec<&'static str>, usize) {
     const TASKS: [(&str, usize); 23] = [
-        ("disambiguation_qa", 120), ("boardgame_qa", 200), ("boolean_expressions", 200), ("buggy_tables", 200),
-        ("causal_understanding", 200), ("dyck_languages", 200), ("geometric_shapes", 200), ("hyperbaton", 200),
-        ("linguini", 200), ("movie_recommendation", 200), ("multistep_arithmetic", 200), ("nycc", 200),
-        ("object_counting", 200), ("object_properties", 200), ("sarc_triples", 200), ("shuffled_objects", 200),
-        ("spatial_reasoning", 200), ("sportqa", 200), ("temporal_sequence", 200), ("time_arithmetic", 200),
-        ("web_of_lies", 200), ("word_sorting", 200), ("zebra_puzzles", 200),
+        ("disambiguation_qa", 120),
+        ("boardgame_qa", 200),
+        ("boolean_expressions", 200),
+        ("buggy_tables", 200),
+        ("causal_understanding", 200),
+        ("dyck_languages", 200),
+        ("geometric_shapes", 200),
+        ("hyperbaton", 200),
+        ("linguini", 200),
+        ("movie_recommendation", 200),
+        ("multistep_arithmetic", 200),
+        ("nycc", 200),
+        ("object_counting", 200),
+        ("object_properties", 200),
+        ("sarc_triples", 200),
+        ("shuffled_objects", 200),
+        ("spatial_reasoning", 200),
+        ("sportqa", 200),
+        ("temporal_sequence", 200),
+        ("time_arithmetic", 200),
+        ("web_of_lies", 200),
+        ("word_sorting", 200),
+        ("zebra_puzzles", 200),
     ];
     let (mut chosen, mut total) = (Vec::new(), 0);
     for (task, n) in TASKS {

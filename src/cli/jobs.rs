@@ -71,7 +71,8 @@ fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
 
 /// `evalgrid --cache-dir C --data-dir D <args>` with absolute paths.
 fn command(ctx: &Context, args: &[&str]) -> Vec<String> {
-    let mut out = vec![ctx.exe.display().to_string(), "--cache-dir".into(), ctx.cache.display().to_string(), "--data-dir".into(), ctx.data.display().to_string()];
+    let mut out =
+        vec![ctx.exe.display().to_string(), "--cache-dir".into(), ctx.cache.display().to_string(), "--data-dir".into(), ctx.data.display().to_string()];
     out.extend(args.iter().map(|a| (*a).to_owned()));
     out
 }
@@ -195,7 +196,14 @@ fn k8s_env(a: &K8sArgs) -> String {
 fn k8s_job(ctx: &Context, a: &K8sArgs, class: ResourceClass) -> String {
     let n = a.job.shards;
     let mut args = vec!["--cache-dir", "/cache", "--data-dir", "/data", "run"].into_iter().map(q).collect::<Vec<_>>();
-    args.extend([q(&format!("/pipelines/{}", file_name(&ctx.pipeline))), q("--class"), q(&class.to_string()), q("--shard"), q(&format!("$(JOB_COMPLETION_INDEX)/{n}")), q("--json")]);
+    args.extend([
+        q(&format!("/pipelines/{}", file_name(&ctx.pipeline))),
+        q("--class"),
+        q(&class.to_string()),
+        q("--shard"),
+        q(&format!("$(JOB_COMPLETION_INDEX)/{n}")),
+        q("--json"),
+    ]);
     let gpu = if class == ResourceClass::Gpu { "\n            limits: {nvidia.com/gpu: 1}" } else { "" };
     let gpu_request = if class == ResourceClass::Gpu { ", nvidia.com/gpu: 1" } else { "" };
     format!(

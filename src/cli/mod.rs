@@ -104,7 +104,13 @@ fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<Exit, Failure> {
         match load_pipeline(env, path) {
             Ok(p) => {
                 let cells = plan(&p, None).cells.len();
-                output::line(&format!("{}: ok ({} models × {} tasks × {} seeds = {cells} cells)", path.display(), p.models.len(), p.tasks.len(), p.seeds.len()));
+                output::line(&format!(
+                    "{}: ok ({} models × {} tasks × {} seeds = {cells} cells)",
+                    path.display(),
+                    p.models.len(),
+                    p.tasks.len(),
+                    p.seeds.len()
+                ));
             }
             Err(f) => {
                 output::error(&format!("{:#}", f.error));

@@ -5,19 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use evalgrid::cache::Store;
+use evalgrid::envs::registry::Registry;
+use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::calls::Usage;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, run_cells};
 use evalgrid::plan::plan;
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, ProviderClient, RetryPolicy, install_crypto_provider};
-use evalgrid::exec::EpisodeRunner as _;
-use evalgrid::envs::registry::Registry;
-use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use evalgrid::report::{ReportOutcome, build};
+use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use serde_json::json;
 
 use super::args::{ReportArgs, RunArgs};
 use super::{Env, Failure, load_pipeline, load_plan, output};
-
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let (pipeline, mut plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
@@ -42,9 +41,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     }
     let unsandboxed_ok = pipeline.sandbox == SandboxMode::None;
     evalgrid::sandbox::allow_unsandboxed(unsandboxed_ok);
-    let needs_sandbox = plan.cells.iter().any(|c| {
-        Registry::runs_model_code(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model])
-    });
+    let needs_sandbox = plan.cells.iter().any(|c| Registry::runs_model_code(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]));
     if needs_sandbox {
         check_sandbox()?;
     }
@@ -99,11 +96,19 @@ pub(crate) fn run_id(pipeline: &Pipeline) -> String {
 
 /// A callback that publishes this shard's progress record (at most once a second, and
 /// always for the first and last call; `total == usize::MAX` marks the last).
-fn shard_progress(store: &Store, pipeline: &Pipeline, shard: evalgrid::plan::Shard, class: Option<evalgrid::plan::ResourceClass>) -> Arc<dyn Fn(RunCounts) + Send + Sync> {
+fn shard_progress(
+    store: &Store,
+    pipeline: &Pipeline,
+    shard: evalgrid::plan::Shard,
+    class: Option<evalgrid::plan::ResourceClass>,
+) -> Arc<dyn Fn(RunCounts) + Send + Sync> {
     let (store, run) = (store.clone(), run_id(pipeline));
     let part = format!("{}-of-{}{}", shard.index, shard.count, class.map(|c| format!("-{c}")).unwrap_or_default());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_owned();
-    let slurm = std::env::var("SLURM_ARRAY_JOB_ID").ok().map(|j| format!("{j}_{}", std::env::var("SLURM_ARRAY_TASK_ID").unwrap_or_default())).or_else(|| std::env::var("SLURM_JOB_ID").ok());
+    let slurm = std::env::var("SLURM_ARRAY_JOB_ID")
+        .ok()
+        .map(|j| format!("{j}_{}", std::env::var("SLURM_ARRAY_TASK_ID").unwrap_or_default()))
+        .or_else(|| std::env::var("SLURM_JOB_ID").ok());
     let started = now_s();
     let state = std::sync::Mutex::new((0u64, 0usize));
     Arc::new(move |counts: RunCounts| {
@@ -214,7 +219,11 @@ fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan:
         };
         output::line(&format!(
             "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} cells and make {calls_known} model API calls{unknown}",
-            plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
+            plan.cells.len(),
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3]
         ));
     }
     Ok(Exit::Ok)
@@ -224,9 +233,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
     let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let other_model = get(&usage.other_model);
     if other_model > 0 {
-        output::note(&format!(
-            "warning: {other_model} call(s) were answered by a different model than requested; their answers were used but not cached"
-        ));
+        output::note(&format!("warning: {other_model} call(s) were answered by a different model than requested; their answers were used but not cached"));
     }
     if json {
         output::json(&json!({

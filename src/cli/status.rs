@@ -1,6 +1,5 @@
 //! `evalgrid status`: cached / stale / missing / failed per cell, and why.
 
-
 use super::exit::Exit;
 use evalgrid::cache::{Store, diff};
 use evalgrid::exec::{CellState, classify};
@@ -15,11 +14,12 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
     let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
     let store = Store::open(&env.cache_dir)?;
     if let Some(id) = &args.explain {
-        let cell = plan
-            .cells
-            .iter()
-            .find(|c| &c.id == id)
-            .ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{id}` in this pipeline (ids look like `{}`)", plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str()))))?;
+        let cell = plan.cells.iter().find(|c| &c.id == id).ok_or_else(|| {
+            Failure::invalid(anyhow::anyhow!(
+                "no cell `{id}` in this pipeline (ids look like `{}`)",
+                plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str())
+            ))
+        })?;
         explain(&pipeline, &store, cell);
         return Ok(Exit::Ok);
     }
@@ -51,10 +51,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             "shards": shards.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
         }));
     } else {
-        output::line(&format!(
-            "{} cells: {} cached, {} stale, {} missing, {} failed",
-            plan.cells.len(), counts[0], counts[1], counts[2], counts[3]
-        ));
+        output::line(&format!("{} cells: {} cached, {} stale, {} missing, {} failed", plan.cells.len(), counts[0], counts[1], counts[2], counts[3]));
         for (line, _) in &shards {
             output::line(line);
         }
@@ -85,7 +82,13 @@ fn shard_lines(store: &Store, pipeline: &Pipeline) -> Result<Vec<(String, serde_
         let finished = record["finished"].as_bool().unwrap_or(false);
         let age = now.saturating_sub(updated);
         let stale = !finished && age > STALE_AFTER_S;
-        let state = if finished { "finished" } else if stale { "STALE" } else { "running" };
+        let state = if finished {
+            "finished"
+        } else if stale {
+            "STALE"
+        } else {
+            "running"
+        };
         let mut line = format!("shard {}", record["shard"].as_str().unwrap_or("?"));
         if let Some(class) = record["class"].as_str() {
             line.push_str(&format!(" ({class})"));

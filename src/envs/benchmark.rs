@@ -84,7 +84,14 @@ pub trait Benchmark: Send + Sync {
     }
 
     /// Plays one episode and returns its record (cached as the episode step).
-    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>>;
+    fn run_episode<'a>(
+        &'a self,
+        ctx: EpisodeContext<'a>,
+        data_dir: &'a Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> BoxFuture<'a, Result<Value, StepError>>;
 
     /// The calls an episode will make when they are known up front (for `--dry-run`);
     /// `None` when they depend on the answers.

@@ -78,10 +78,7 @@ fn episode_and_score() {
     let score = score_components(&p, 0, cell.episode_key);
     every_input_reaches_the_key("score", &score);
     let other_episode = StepKey::compute(&json!({"other": 1}));
-    distinct("score", &[
-        ("base", StepKey::compute(&score)),
-        ("episode", StepKey::compute(&score_components(&p, 0, other_episode))),
-    ]);
+    distinct("score", &[("base", StepKey::compute(&score)), ("episode", StepKey::compute(&score_components(&p, 0, other_episode)))]);
 }
 
 #[test]
@@ -96,15 +93,18 @@ fn metrics_and_report() {
     relabelled[0].id = "n/eleusis/even_ranks_only/0".into();
     let mut titled = p.clone();
     titled.report.title = "u".into();
-    distinct("metrics/report", &[
-        ("metrics", StepKey::compute(&metrics)),
-        ("relabelled", StepKey::compute(&metrics_components(&p, &pl.cells, &relabelled))),
-        ("no cells", StepKey::compute(&metrics_components(&p, &pl.cells, &[]))),
-        ("fewer planned", StepKey::compute(&metrics_components(&p, &pl.cells[1..], &pl.cells[1..]))),
-        ("report", StepKey::compute(&report)),
-        ("title", StepKey::compute(&report_components(&titled, pl.metrics_key))),
-        ("metrics key", StepKey::compute(&report_components(&p, StepKey::compute(&json!(1))))),
-    ]);
+    distinct(
+        "metrics/report",
+        &[
+            ("metrics", StepKey::compute(&metrics)),
+            ("relabelled", StepKey::compute(&metrics_components(&p, &pl.cells, &relabelled))),
+            ("no cells", StepKey::compute(&metrics_components(&p, &pl.cells, &[]))),
+            ("fewer planned", StepKey::compute(&metrics_components(&p, &pl.cells[1..], &pl.cells[1..]))),
+            ("report", StepKey::compute(&report)),
+            ("title", StepKey::compute(&report_components(&titled, pl.metrics_key))),
+            ("metrics key", StepKey::compute(&report_components(&p, StepKey::compute(&json!(1))))),
+        ],
+    );
 }
 
 #[test]
@@ -127,19 +127,22 @@ fn call_and_compile() {
     let other_scope = CallSite { scope: None, ..site.clone() };
     let other_position = CallSite { position: "turn 2 attempt 1".into(), ..site.clone() };
     let other_sample = CallSite { sample: 1, ..site.clone() };
-    distinct("call", &[
-        ("base", key(&endpoint, &request, &site)),
-        ("model", key(&other_model, &request, &site)),
-        ("base_url", key(&other_url, &request, &site)),
-        ("provider", key(&other_kind, &request, &site)),
-        ("message", key(&endpoint, &other_text, &site)),
-        ("system", key(&endpoint, &with_system, &site)),
-        ("json_mode", key(&endpoint, &json_mode, &site)),
-        ("params", key(&endpoint, &with_param, &site)),
-        ("scope", key(&endpoint, &request, &other_scope)),
-        ("position", key(&endpoint, &request, &other_position)),
-        ("sample", key(&endpoint, &request, &other_sample)),
-    ]);
+    distinct(
+        "call",
+        &[
+            ("base", key(&endpoint, &request, &site)),
+            ("model", key(&other_model, &request, &site)),
+            ("base_url", key(&other_url, &request, &site)),
+            ("provider", key(&other_kind, &request, &site)),
+            ("message", key(&endpoint, &other_text, &site)),
+            ("system", key(&endpoint, &with_system, &site)),
+            ("json_mode", key(&endpoint, &json_mode, &site)),
+            ("params", key(&endpoint, &with_param, &site)),
+            ("scope", key(&endpoint, &request, &other_scope)),
+            ("position", key(&endpoint, &request, &other_position)),
+            ("sample", key(&endpoint, &request, &other_sample)),
+        ],
+    );
 }
 
 #[test]
@@ -153,13 +156,16 @@ fn verdict() {
     let base = verdict_components(rule, Some(right), &main);
     every_input_reaches_the_key("verdict", &base);
     let key = |r, c: Option<&str>, m: &[Card]| StepKey::compute(&verdict_components(r, c, m));
-    distinct("verdict", &[
-        ("right guess", key(rule, Some(right), &main)),
-        ("wrong guess", key(rule, Some(wrong), &main)),
-        ("no code", key(rule, None, &main)),
-        ("rule", key(other_rule, Some(right), &main)),
-        ("mainline", key(rule, Some(right), &cards(&["2♥", "6♠"]))),
-    ]);
+    distinct(
+        "verdict",
+        &[
+            ("right guess", key(rule, Some(right), &main)),
+            ("wrong guess", key(rule, Some(wrong), &main)),
+            ("no code", key(rule, None, &main)),
+            ("rule", key(other_rule, Some(right), &main)),
+            ("mainline", key(rule, Some(right), &cards(&["2♥", "6♠"]))),
+        ],
+    );
 }
 
 #[test]
@@ -168,10 +174,13 @@ fn submission() {
     let base = submission_components(episode, 1, "print(1)");
     every_input_reaches_the_key("submission", &base);
     let key = |e, n, c: &str| StepKey::compute(&submission_components(e, n, c));
-    distinct("submission", &[
-        ("base", key(episode, 1, "print(1)")),
-        ("code", key(episode, 1, "print(2)")),
-        ("number", key(episode, 2, "print(1)")),
-        ("episode", key(StepKey::compute(&json!("other")), 1, "print(1)")),
-    ]);
+    distinct(
+        "submission",
+        &[
+            ("base", key(episode, 1, "print(1)")),
+            ("code", key(episode, 1, "print(2)")),
+            ("number", key(episode, 2, "print(1)")),
+            ("episode", key(StepKey::compute(&json!("other")), 1, "print(1)")),
+        ],
+    );
 }

@@ -59,10 +59,7 @@ pub fn py_lower(s: &str) -> String {
     }
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some((i, c)) = rest
-        .char_indices()
-        .find(|&(_, c)| lower_added_after_unicode_14(c))
-    {
+    while let Some((i, c)) = rest.char_indices().find(|&(_, c)| lower_added_after_unicode_14(c)) {
         out.push_str(&rest[..i].to_lowercase());
         out.push(c);
         rest = &rest[i + c.len_utf8()..];
@@ -74,11 +71,9 @@ pub fn py_lower(s: &str) -> String {
 /// Code points of the digit zero of every Unicode 14.0 decimal-digit run (category Nd); each
 /// run is exactly ten consecutive code points 0–9. Generated from CPython 3.11 `unicodedata`.
 const ND_ZEROS: [u32; 66] = [
-    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
-    0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
-    0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
-    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
-    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
+    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810,
+    0x1946, 0x19D0, 0x1A80, 0x1A90, 0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10, 0x104A0, 0x10D30, 0x11066,
+    0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
     0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
 ];
 
@@ -93,11 +88,7 @@ fn decimal_ascii(c: char) -> Option<char> {
     let cp = c as u32;
     let run = ND_ZEROS.partition_point(|&z| z <= cp).checked_sub(1)?;
     let offset = cp - ND_ZEROS[run];
-    if offset < 10 {
-        char::from_digit(offset, 10)
-    } else {
-        None
-    }
+    if offset < 10 { char::from_digit(offset, 10) } else { None }
 }
 
 /// CPython's ASCII `Py_ISSPACE` (used by `float()` after its Unicode transform): no U+001C–1F.
@@ -294,10 +285,7 @@ mod tests {
         assert_eq!(py_lower("\u{391}\u{3a3} \u{3a3}"), "\u{3b1}\u{3c2} \u{3c3}");
         assert_eq!(py_lower("A\u{A7CB}B\u{1C89}"), "a\u{A7CB}b\u{1C89}");
         // Unassigned (for CPython 3.11) character after sigma: sigma is not final-after-cased.
-        assert_eq!(
-            py_lower("\u{391}\u{3a3}\u{10D50}"),
-            "\u{3b1}\u{3c2}\u{10D50}"
-        );
+        assert_eq!(py_lower("\u{391}\u{3a3}\u{10D50}"), "\u{3b1}\u{3c2}\u{10D50}");
     }
 
     #[test]

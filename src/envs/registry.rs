@@ -120,7 +120,13 @@ impl Catalog for Registry {
 }
 
 impl EpisodeRunner for Registry {
-    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(
+        &'a self,
+        ctx: EpisodeContext<'a>,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> BoxFuture<'a, Result<Value, StepError>> {
         match get(&task.benchmark) {
             Some(b) => b.run_episode(ctx, &self.data_dir, model, task, seed),
             None => Box::pin(async move { Err(StepError::Unsupported(format!("benchmark `{}` has no episode runner", task.benchmark))) }),

@@ -31,10 +31,7 @@ use super::substep::{Fresh, SubStep};
 use crate::cache::Store;
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
-use crate::providers::{
-    CallError, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret,
-    request_fingerprint,
-};
+use crate::providers::{CallError, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret, request_fingerprint};
 use crate::spec::{HeaderSource, ModelConfig};
 
 /// Version of the call-step record; bump when `ChatResponse`'s stored shape changes.
@@ -224,11 +221,7 @@ impl CallContext {
         let done = step
             .run(&self.store, || async {
                 if self.offline {
-                    return Err(StepError::Episode(format!(
-                        "--offline: call {} to `{}` is not in the cache",
-                        step.key().short(),
-                        model.model
-                    )));
+                    return Err(StepError::Episode(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
                 }
                 let response = self.send(endpoint, model, request).await?;
                 match answered_as(&model.model, &response.answered_model) {
@@ -319,8 +312,7 @@ pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
 /// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
 /// added only by [`with_key`], at call time.
 fn endpoint(model: &ModelConfig) -> Result<Endpoint, StepError> {
-    let kind = provider_kind(&model.provider)
-        .ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
+    let kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
     let mut endpoint = Endpoint::new(kind, model.model.clone());
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());

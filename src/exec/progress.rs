@@ -19,11 +19,9 @@ impl Progress {
         let hidden = std::env::var_os("EVALGRID_NO_PROGRESS").is_some();
         let target = if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
         let bar = ProgressBar::with_draw_target(Some(total), target);
-        let style = ProgressStyle::with_template(
-            "{spinner} [{bar:30}] {pos}/{len} cells  {msg}  {per_sec}  ETA {eta}  {prefix}",
-        )
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style = ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} cells  {msg}  {per_sec}  ETA {eta}  {prefix}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.set_position(cached);
         bar.reset_eta();

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use serde_json::Value;
 
 use super::calls::{CallContext, CallSite};
-use crate::providers::ChatRequest;
 use crate::plan::StepKey;
+use crate::providers::ChatRequest;
 use crate::spec::{ModelConfig, TaskInstance};
 
 /// What an episode may use while it runs.
@@ -106,13 +106,8 @@ pub enum StepError {
 pub trait EpisodeRunner: Send + Sync {
     /// Plays one episode of `task` with `model` and `seed`; the returned
     /// record is cached under the episode key.
-    fn run_episode<'a>(
-        &'a self,
-        ctx: EpisodeContext<'a>,
-        model: &'a ModelConfig,
-        task: &'a TaskInstance,
-        seed: u64,
-    ) -> BoxFuture<'a, Result<Value, StepError>>;
+    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64)
+    -> BoxFuture<'a, Result<Value, StepError>>;
 
     /// The model calls an episode would make, when they can be known before
     /// running it (single-shot benchmarks); `None` when they depend on the

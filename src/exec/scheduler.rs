@@ -16,8 +16,8 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::progress::Progress;
 use super::calls::CallContext;
+use super::progress::Progress;
 use super::runner::{EpisodeContext, EpisodeRunner, StepError};
 use crate::cache::{CacheError, Entry, Failure, Head, Store, Stored};
 use crate::plan::{Cell, Plan, StepKey, StepKind, episode_components, score_components};
@@ -192,10 +192,8 @@ pub async fn run_cells(
             dropped += 1;
             continue;
         }
-        let (id, cell, result) = joined.map_err(|e| CacheError::Io {
-            path: store.root().to_owned(),
-            source: std::io::Error::other(format!("cell task failed: {e}")),
-        })?;
+        let (id, cell, result) =
+            joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
         match result {
             Ok(true) => summary.cells_run += 1,
             // Another process finished it while we waited for its lock.
@@ -237,20 +235,12 @@ impl From<CacheError> for CellError {
 /// Runs one cell under its episode key's lock (the score key derives from
 /// the episode key, so one lock covers both); `Ok(true)` when this process
 /// computed a step of it, `Ok(false)` when another process already had.
-async fn run_cell(
-    pipeline: &Pipeline,
-    cell: &Cell,
-    store: &Store,
-    runner: &dyn EpisodeRunner,
-    calls: &CallContext,
-) -> Result<bool, CellError> {
+async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner, calls: &CallContext) -> Result<bool, CellError> {
     let _lock = match store.try_lock(cell.episode_key)? {
         Some(lock) => lock,
         None => {
             let (s, key) = (store.clone(), cell.episode_key);
-            tokio::task::spawn_blocking(move || s.lock(key))
-                .await
-                .map_err(|e| CellError::Step(StepKind::Episode, StepError::Worker(e.to_string())))??
+            tokio::task::spawn_blocking(move || s.lock(key)).await.map_err(|e| CellError::Step(StepKind::Episode, StepError::Worker(e.to_string())))??
         }
     };
     let model = &pipeline.models[cell.model];
@@ -274,25 +264,13 @@ async fn run_cell(
         Ok((output, started.elapsed()))
     })
     .await?;
-    store.set_head(&Head {
-        cell: cell.id.clone(),
-        episode_key: cell.episode_key,
-        episode_components,
-        score_key: cell.score_key,
-        score_components,
-    })?;
+    store.set_head(&Head { cell: cell.id.clone(), episode_key: cell.episode_key, episode_components, score_key: cell.score_key, score_components })?;
     Ok(fresh_episode || fresh_score)
 }
 
 /// Returns the cached entry for `key` or computes and stores it; the flag
 /// says whether it was computed here. The caller holds the cell's lock.
-async fn cached_or_compute<F, Fut>(
-    store: &Store,
-    key: StepKey,
-    kind: StepKind,
-    components: &Value,
-    compute: F,
-) -> Result<(Entry, bool), CellError>
+async fn cached_or_compute<F, Fut>(store: &Store, key: StepKey, kind: StepKind, components: &Value, compute: F) -> Result<(Entry, bool), CellError>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(Value, std::time::Duration), CellError>>,

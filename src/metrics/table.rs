@@ -129,10 +129,9 @@ fn column_exprs(c: &MetricColumn) -> Vec<Expr> {
             col(f.as_str()).std(1).alias(format!("__std_{}", c.name).as_str()),
             col(f.as_str()).count().alias(format!("__n_{}", c.name).as_str()),
         ],
-        Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => vec![
-            col(n.as_str()).sum().alias(format!("__num_{}", c.name).as_str()),
-            col(d.as_str()).sum().alias(format!("__den_{}", c.name).as_str()),
-        ],
+        Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => {
+            vec![col(n.as_str()).sum().alias(format!("__num_{}", c.name).as_str()), col(d.as_str()).sum().alias(format!("__den_{}", c.name).as_str())]
+        }
     }
 }
 
@@ -151,12 +150,7 @@ pub fn aggregate(benchmark: &str, rows: &[&CellRow], columns: &[MetricColumn], p
         .agg(aggs())
         .sort(["model_index", "task_index"], SortMultipleOptions::default())
         .collect()?;
-    let by_model = frame
-        .lazy()
-        .group_by([col("model_index"), col("model")])
-        .agg(aggs())
-        .sort(["model_index"], SortMultipleOptions::default())
-        .collect()?;
+    let by_model = frame.lazy().group_by([col("model_index"), col("model")]).agg(aggs()).sort(["model_index"], SortMultipleOptions::default()).collect()?;
     let mut by_task_rows = rows_of(&by_task, columns, true)?;
     let mut by_model_rows = rows_of(&by_model, columns, false)?;
     harmonic_over_tasks(&by_task_rows, &mut by_model_rows, columns);
@@ -177,7 +171,13 @@ fn withhold_incomplete(by_task: &mut Vec<TableRow>, by_model: &mut Vec<TableRow>
     for (model, task) in &planned.order {
         match by_task.iter().position(|r| &r.model == model && r.task.as_deref() == Some(task.as_str())) {
             Some(i) => tasks.push(by_task[i].clone()),
-            None => tasks.push(TableRow { model: model.clone(), task: Some(task.clone()), n: 0, values: vec![None; width], planned: planned.tasks[&(model.clone(), task.clone())] }),
+            None => tasks.push(TableRow {
+                model: model.clone(),
+                task: Some(task.clone()),
+                n: 0,
+                values: vec![None; width],
+                planned: planned.tasks[&(model.clone(), task.clone())],
+            }),
         }
     }
     for r in by_task.iter().filter(|r| !planned.order.iter().any(|(m, t)| *m == r.model && r.task.as_deref() == Some(t.as_str()))) {
@@ -309,21 +309,12 @@ mod tests {
 
     #[test]
     fn means_and_counts_in_pipeline_order() {
-        let rows = [
-            row("z", 0, "t2", 1, 0, 4.0),
-            row("z", 0, "t1", 0, 0, 1.0),
-            row("z", 0, "t1", 0, 1, 3.0),
-            row("a", 1, "t1", 0, 0, 0.0),
-        ];
+        let rows = [row("z", 0, "t2", 1, 0, 4.0), row("z", 0, "t1", 0, 0, 1.0), row("z", 0, "t1", 0, 1, 3.0), row("a", 1, "t1", 0, 0, 0.0)];
         let refs: Vec<&CellRow> = rows.iter().collect();
-        let cols = vec![
-            MetricDef::mean("mean_score", "score"),
-            MetricDef::mean("success_rate", "success"),
-        ];
+        let cols = vec![MetricDef::mean("mean_score", "score"), MetricDef::mean("success_rate", "success")];
         let t = aggregate("b", &refs, &cols, &Planned::default()).unwrap();
         type Row = (String, Option<String>, u64, Vec<Option<f64>>);
-        let by_task: Vec<Row> =
-            t.by_task.iter().map(|r| (r.model.clone(), r.task.clone(), r.n, r.values.clone())).collect();
+        let by_task: Vec<Row> = t.by_task.iter().map(|r| (r.model.clone(), r.task.clone(), r.n, r.values.clone())).collect();
         assert_eq!(
             by_task,
             vec![

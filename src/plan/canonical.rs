@@ -61,18 +61,12 @@ mod tests {
     fn sorts_keys_at_every_depth() {
         let a = json!({"b": 1, "a": {"z": [1, {"y": 2, "x": 3}], "c": null}});
         let bytes = to_canonical_bytes(&a);
-        assert_eq!(
-            String::from_utf8(bytes).unwrap(),
-            r#"{"a":{"c":null,"z":[1,{"x":3,"y":2}]},"b":1}"#
-        );
+        assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"a":{"c":null,"z":[1,{"x":3,"y":2}]},"b":1}"#);
     }
 
     #[test]
     fn floats_and_strings_are_stable() {
         let v = json!({"t": 0.7, "s": "é\"\n"});
-        assert_eq!(
-            String::from_utf8(to_canonical_bytes(&v)).unwrap(),
-            r#"{"s":"é\"\n","t":0.7}"#
-        );
+        assert_eq!(String::from_utf8(to_canonical_bytes(&v)).unwrap(), r#"{"s":"é\"\n","t":0.7}"#);
     }
 }

@@ -52,8 +52,7 @@ pub fn plan(pipeline: &Pipeline, filter: Option<&CellFilter>) -> Plan {
         for (ti, task) in pipeline.tasks.iter().enumerate() {
             let qualified = task.qualified();
             for &seed in &pipeline.seeds {
-                let kept = (pipeline.include.is_empty()
-                    || pipeline.include.iter().any(|f| f.matches(&model.id, &qualified, seed)))
+                let kept = (pipeline.include.is_empty() || pipeline.include.iter().any(|f| f.matches(&model.id, &qualified, seed)))
                     && !pipeline.exclude.iter().any(|f| f.matches(&model.id, &qualified, seed))
                     && filter.is_none_or(|f| f.matches(&model.id, &qualified, seed));
                 if !kept {
@@ -62,14 +61,7 @@ pub fn plan(pipeline: &Pipeline, filter: Option<&CellFilter>) -> Plan {
                 let episode = episode_components_with(&model_value, pipeline, ti, seed);
                 let episode_key = StepKey::compute(&episode);
                 let score_key = StepKey::compute(&score_components(pipeline, ti, episode_key));
-                cells.push(Cell {
-                    id: format!("{}/{qualified}/{seed}", model.id),
-                    model: mi,
-                    task: ti,
-                    seed,
-                    episode_key,
-                    score_key,
-                });
+                cells.push(Cell { id: format!("{}/{qualified}/{seed}", model.id), model: mi, task: ti, seed, episode_key, score_key });
             }
         }
     }
@@ -89,10 +81,7 @@ fn episode_components_with(model: &Value, pipeline: &Pipeline, task: usize, seed
     let t = &pipeline.tasks[task];
     let mut fields = Map::new();
     fields.insert("model".into(), model.clone());
-    fields.insert(
-        "task".into(),
-        json!({"benchmark": t.benchmark, "id": t.task, "content": t.content_hash, "params": t.params}),
-    );
+    fields.insert("task".into(), json!({"benchmark": t.benchmark, "id": t.task, "content": t.content_hash, "params": t.params}));
     fields.insert("seed".into(), Value::from(seed));
     key_components(StepKind::Episode, &t.benchmark, t.episode_version, fields)
 }
@@ -137,8 +126,7 @@ pub fn report_components(pipeline: &Pipeline, metrics_key: StepKey) -> Value {
     let mut fields = Map::new();
     fields.insert("config".into(), json!(pipeline.report));
     fields.insert("pipeline".into(), Value::from(pipeline.name.clone()));
-    let prices: Map<String, Value> =
-        pipeline.models.iter().filter_map(|m| m.price.map(|p| (m.id.clone(), json!(p)))).collect();
+    let prices: Map<String, Value> = pipeline.models.iter().filter_map(|m| m.price.map(|p| (m.id.clone(), json!(p)))).collect();
     fields.insert("prices".into(), Value::Object(prices));
     if pipeline.sandbox == crate::spec::SandboxMode::None {
         // Only the opt-out is recorded, so existing report keys stay as they were.
@@ -157,7 +145,8 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         source_path: "p.yaml".into(),
         source_hash: "ignored".into(),
         models: vec![ModelConfig {
-            accept_other_model: false, headers: std::collections::BTreeMap::new(),
+            accept_other_model: false,
+            headers: std::collections::BTreeMap::new(),
             id: "m".into(),
             provider: "builtin".into(),
             model: "random".into(),
@@ -181,15 +170,14 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         metrics: MetricsConfig::default(),
         report: ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() },
         transport: crate::spec::TransportConfig::default(),
-    sandbox: crate::spec::SandboxMode::default(),
+        sandbox: crate::spec::SandboxMode::default(),
     }
 }
 
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::fixture_pipeline as pipeline;
+    use super::*;
 
     /// Golden keys: if one of these changes, every cache entry of that kind
     /// is invalidated for every user. Change them only together with
@@ -237,10 +225,14 @@ mod tests {
             Box::new(|p| p.models[0].provider = "openai".into()),
             Box::new(|p| p.models[0].model = "oracle".into()),
             Box::new(|p| p.models[0].base_url = Some("http://127.0.0.1:1".into())),
-            Box::new(|p| { p.models[0].params.insert("salt".into(), json!(1)); }),
+            Box::new(|p| {
+                p.models[0].params.insert("salt".into(), json!(1));
+            }),
             Box::new(|p| p.tasks[0].task = "only_aces".into()),
             Box::new(|p| p.tasks[0].content_hash = "decaf".into()),
-            Box::new(|p| { p.tasks[0].params.insert("max_turns".into(), json!(29)); }),
+            Box::new(|p| {
+                p.tasks[0].params.insert("max_turns".into(), json!(29));
+            }),
             Box::new(|p| p.tasks[0].episode_version = 2),
             Box::new(|p| p.seeds = vec![5, 6]),
         ];

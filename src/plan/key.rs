@@ -95,9 +95,7 @@ pub struct ParseKeyError(String);
 impl FromStr for StepKey {
     type Err = ParseKeyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        blake3::Hash::from_hex(s)
-            .map(|h| Self(*h.as_bytes()))
-            .map_err(|_| ParseKeyError(s.to_owned()))
+        blake3::Hash::from_hex(s).map(|h| Self(*h.as_bytes())).map_err(|_| ParseKeyError(s.to_owned()))
     }
 }
 
@@ -161,20 +159,8 @@ impl KeyEnvelope {
 /// and the version of the code component that runs it, with `fields` kept
 /// whole under `inputs` (see [`KeyEnvelope`]).
 #[must_use]
-pub fn key_components(
-    kind: StepKind,
-    component: &str,
-    component_version: u32,
-    fields: serde_json::Map<String, Value>,
-) -> Value {
-    KeyEnvelope {
-        schema: KEY_SCHEMA_VERSION,
-        step: kind,
-        component: component.to_owned(),
-        version: component_version,
-        inputs: fields,
-    }
-    .to_value()
+pub fn key_components(kind: StepKind, component: &str, component_version: u32, fields: serde_json::Map<String, Value>) -> Value {
+    KeyEnvelope { schema: KEY_SCHEMA_VERSION, step: kind, component: component.to_owned(), version: component_version, inputs: fields }.to_value()
 }
 
 #[cfg(test)]

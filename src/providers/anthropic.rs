@@ -56,10 +56,7 @@ pub fn legacy_url(base_url: &str, _model: &str) -> String {
 /// `Config` if the key has bytes not allowed in a header.
 pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
     let mut headers = HeaderMap::new();
-    headers.insert(
-        HeaderName::from_static("anthropic-version"),
-        HeaderValue::from_static(ANTHROPIC_VERSION),
-    );
+    headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION));
     if let Some(key) = api_key {
         secret_header(&mut headers, "x-api-key", "", key)?;
     }
@@ -86,8 +83,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
             }
         }
     }
-    let mut thinking_budget =
-        thinking_budget.filter(|budget| !budget.is_null() && budget.as_u64() != Some(0));
+    let mut thinking_budget = thinking_budget.filter(|budget| !budget.is_null() && budget.as_u64() != Some(0));
     let style = claude_thinking(model);
     let adaptive = match style {
         ClaudeThinking::AdaptiveOnly => effort.is_some() || thinking_budget.is_some(),
@@ -100,10 +96,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         body.insert("thinking".into(), json!({"type": "adaptive", "display": "summarized"}));
         thinking_budget = None;
     } else if let Some(budget) = &thinking_budget {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
+        body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
         body.insert("temperature".into(), json!(1));
         body.remove("top_k");
     }
@@ -117,10 +110,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         }
     }
     if !body.contains_key("max_tokens") {
-        let extra = thinking_budget
-            .as_ref()
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        let extra = thinking_budget.as_ref().and_then(Value::as_u64).unwrap_or(0);
         body.insert("max_tokens".into(), json!(default_max_tokens(model, extra)));
     }
     let system = match (&request.system, request.json_mode) {
@@ -145,10 +135,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     body.insert("model".into(), Value::String(model.to_owned()));
     body.insert("messages".into(), Value::Array(messages));
     if let Some(tools) = &request.tools {
-        body.insert(
-            "tools".into(),
-            Value::Array(tool_objects(tools, "input_schema")),
-        );
+        body.insert("tools".into(), Value::Array(tool_objects(tools, "input_schema")));
     }
     Value::Object(body)
 }
@@ -158,18 +145,9 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
 /// # Errors
 /// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
 /// outputs and refusals.
-pub fn parse_response(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<ChatResponse, CallError> {
+pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
-    let blocks = json
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| CallError::Protocol {
-            detail: "response has no `content` array".into(),
-        })?;
+    let blocks = json.get("content").and_then(Value::as_array).ok_or_else(|| CallError::Protocol { detail: "response has no `content` array".into() })?;
     let mut answer = String::new();
     let mut reasoning = String::new();
     let mut tool_calls = Vec::new();
@@ -177,11 +155,9 @@ pub fn parse_response(
         match block.get("type").and_then(Value::as_str) {
             Some("text") => answer.push_str(&text(block, "/text")),
             Some("thinking") => reasoning.push_str(&text(block, "/thinking")),
-            Some("tool_use") => tool_calls.push(ToolCall {
-                id: text(block, "/id"),
-                name: text(block, "/name"),
-                arguments: block.get("input").cloned().unwrap_or(Value::Null),
-            }),
+            Some("tool_use") => {
+                tool_calls.push(ToolCall { id: text(block, "/id"), name: text(block, "/name"), arguments: block.get("input").cloned().unwrap_or(Value::Null) })
+            }
             _ => {}
         }
     }
@@ -192,9 +168,7 @@ pub fn parse_response(
         reasoning: (!reasoning.is_empty()).then_some(reasoning),
         tool_calls,
         usage: Usage {
-            input: count(&json, "/usage/input_tokens")
-                + cache_read
-                + count(&json, "/usage/cache_creation_input_tokens"),
+            input: count(&json, "/usage/input_tokens") + cache_read + count(&json, "/usage/cache_creation_input_tokens"),
             output: count(&json, "/usage/output_tokens"),
             reasoning: count(&json, "/usage/output_tokens_details/thinking_tokens"),
             cached: cache_read,
@@ -241,11 +215,7 @@ mod tests {
             params.insert("thinking_budget".into(), json!(2048));
         }
         ChatRequest {
-            messages: vec![
-                Message::user("hi"),
-                Message::assistant("hello"),
-                Message::user("count to three"),
-            ],
+            messages: vec![Message::user("hi"), Message::assistant("hello"), Message::user("count to three")],
             system: Some("sys".into()),
             params,
             json_mode: true,
@@ -269,10 +239,7 @@ mod tests {
     #[test]
     fn thinking_forces_temperature_one() {
         let body = build_body(&request(true), &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
-        assert_eq!(
-            body["thinking"],
-            json!({"type": "enabled", "budget_tokens": 2048})
-        );
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
         assert_eq!(body["temperature"], json!(1));
         assert_eq!(body["max_tokens"], json!(4096 + 2048));
         assert!(body.get("top_k").is_none() && body.get("seed").is_none());
@@ -288,57 +255,27 @@ mod tests {
         let parsed = parse_response(ok, &HeaderMap::new(), body).unwrap();
         assert_eq!(parsed.reasoning.as_deref(), Some("hmm"));
         assert_eq!(parsed.tool_calls[0].arguments, json!({"a": 1}));
-        assert_eq!(
-            parsed.usage,
-            Usage {
-                input: 13,
-                output: 7,
-                reasoning: 0,
-                cached: 10,
-                cost: None,
-            }
-        );
+        assert_eq!(parsed.usage, Usage { input: 13, output: 7, reasoning: 0, cached: 10, cost: None });
         let refused = br#"{"type":"message","model":"m","stop_reason":"refusal","content":[]}"#;
         let refused = parse_response(ok, &HeaderMap::new(), refused).unwrap();
         assert_eq!((refused.finish_reason, refused.text.as_str(), refused.usage_reported), (FinishReason::Refusal, "", false));
-        let overloaded =
-            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), overloaded)
-                .unwrap_err()
-                .class(),
-            "overloaded"
-        );
+        let overloaded = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(parse_response(ok, &HeaderMap::new(), overloaded).unwrap_err().class(), "overloaded");
     }
 
     #[tokio::test]
     async fn round_trip_against_mock() {
         let server = MockServer::start(MockConfig::default()).await.unwrap();
         let endpoint = mock_endpoint(&server, ProviderKind::Anthropic, "claude-test");
-        let outcome = quick_client()
-            .call(&endpoint, &request(true))
-            .await
-            .unwrap();
+        let outcome = quick_client().call(&endpoint, &request(true)).await.unwrap();
         assert_eq!(outcome.response.text, "echo: count to three");
-        assert_eq!(
-            outcome.response.reasoning.as_deref(),
-            Some("mock reasoning")
-        );
-        assert_eq!(
-            outcome.response.usage.output, 6,
-            "4 answer words + 2 reasoning words"
-        );
+        assert_eq!(outcome.response.reasoning.as_deref(), Some("mock reasoning"));
+        assert_eq!(outcome.response.usage.output, 6, "4 answer words + 2 reasoning words");
         assert_eq!(outcome.response.finish_reason, FinishReason::Stop);
         let log = server.request_log();
         assert_eq!(log[0].path, "/v1/messages");
-        assert_eq!(
-            log[0].headers.get("anthropic-version").map(String::as_str),
-            Some(ANTHROPIC_VERSION)
-        );
-        assert_eq!(
-            log[0].headers.get("x-api-key").map(String::as_str),
-            Some("sk-test-SECRET-1")
-        );
+        assert_eq!(log[0].headers.get("anthropic-version").map(String::as_str), Some(ANTHROPIC_VERSION));
+        assert_eq!(log[0].headers.get("x-api-key").map(String::as_str), Some("sk-test-SECRET-1"));
         server.shutdown().await;
     }
 }

@@ -48,11 +48,7 @@ fn process_cpu_seconds() -> Option<f64> {
 /// Runs `calls` OpenAI-protocol calls, `concurrency` at a time, against a mock that
 /// answers after `latency`, and reports throughput and CPU cost.
 pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duration) -> BenchReport {
-    let config = MockConfig {
-        latency,
-        record_log: false,
-        ..MockConfig::default()
-    };
+    let config = MockConfig { latency, record_log: false, ..MockConfig::default() };
     let server = match MockServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
@@ -60,13 +56,8 @@ pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duratio
             return failed_report(calls);
         }
     };
-    let client_config = ClientConfig {
-        concurrency: ConcurrencyMode::Static {
-            max_concurrency: concurrency.max(1),
-        },
-        use_system_proxy: false,
-        ..ClientConfig::default()
-    };
+    let client_config =
+        ClientConfig { concurrency: ConcurrencyMode::Static { max_concurrency: concurrency.max(1) }, use_system_proxy: false, ..ClientConfig::default() };
     let client = match ProviderClient::new(client_config) {
         Ok(client) => Arc::new(client),
         Err(error) => {
@@ -74,11 +65,7 @@ pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duratio
             return failed_report(calls);
         }
     };
-    let endpoint = Arc::new(
-        Endpoint::new(ProviderKind::OpenAi, "bench-model")
-            .with_base_url(server.base_url())
-            .with_api_key(Secret::new("bench-key")),
-    );
+    let endpoint = Arc::new(Endpoint::new(ProviderKind::OpenAi, "bench-model").with_base_url(server.base_url()).with_api_key(Secret::new("bench-key")));
     let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let mut tasks = JoinSet::new();
@@ -86,10 +73,7 @@ pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duratio
         let client = Arc::clone(&client);
         let endpoint = Arc::clone(&endpoint);
         tasks.spawn(async move {
-            let request = ChatRequest {
-                messages: vec![Message::user(format!("question number {index}"))],
-                ..ChatRequest::default()
-            };
+            let request = ChatRequest { messages: vec![Message::user(format!("question number {index}"))], ..ChatRequest::default() };
             client.call(&endpoint, &request).await.is_ok()
         });
     }
@@ -100,16 +84,10 @@ pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duratio
         }
     }
     let elapsed = started.elapsed();
-    let cpu = cpu_before
-        .zip(process_cpu_seconds())
-        .map(|(before, after)| after - before);
+    let cpu = cpu_before.zip(process_cpu_seconds()).map(|(before, after)| after - before);
     server.shutdown().await;
     #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
-    let (succeeded, total, width) = (
-        (calls - errors) as f64,
-        calls.max(1) as f64,
-        concurrency.max(1) as f64,
-    );
+    let (succeeded, total, width) = ((calls - errors) as f64, calls.max(1) as f64, concurrency.max(1) as f64);
     let calls_per_sec = succeeded / elapsed.as_secs_f64().max(f64::EPSILON);
     let ideal_calls_per_sec = width.min(total) / latency.as_secs_f64().max(f64::EPSILON);
     BenchReport {
@@ -123,14 +101,7 @@ pub async fn bench_throughput(calls: usize, concurrency: usize, latency: Duratio
 }
 
 fn failed_report(calls: usize) -> BenchReport {
-    BenchReport {
-        calls_per_sec: 0.0,
-        ideal_calls_per_sec: 0.0,
-        fraction: 0.0,
-        cpu_seconds_per_1000: None,
-        errors: calls,
-        elapsed: Duration::ZERO,
-    }
+    BenchReport { calls_per_sec: 0.0, ideal_calls_per_sec: 0.0, fraction: 0.0, cpu_seconds_per_1000: None, errors: calls, elapsed: Duration::ZERO }
 }
 
 /// An nginx `limit_req` server in front of an upstream: an independent implementation of
@@ -289,10 +260,7 @@ mod tests {
     async fn small_bench_completes() {
         let report = bench_throughput(400, 64, Duration::from_millis(10)).await;
         assert_eq!(report.errors, 0);
-        assert!(
-            report.calls_per_sec > 0.0 && report.fraction > 0.0,
-            "{report:?}"
-        );
+        assert!(report.calls_per_sec > 0.0 && report.fraction > 0.0, "{report:?}");
     }
 
     /// The 20,000-call measurement; run with `--release -- --ignored --nocapture`.

@@ -8,13 +8,7 @@ use super::types::{ChatRequest, Endpoint, Message, ProviderKind};
 
 fn request(params: Value) -> ChatRequest {
     let params: Map<String, Value> = params.as_object().cloned().unwrap_or_default();
-    ChatRequest {
-        messages: vec![Message::user("What is 2+2?")],
-        system: Some("Answer briefly.".into()),
-        params,
-        json_mode: false,
-        tools: None,
-    }
+    ChatRequest { messages: vec![Message::user("What is 2+2?")], system: Some("Answer briefly.".into()), params, json_mode: false, tools: None }
 }
 
 fn body(kind: ProviderKind, model: &str, base_url: Option<&str>, params: Value) -> Value {
@@ -37,7 +31,14 @@ fn openai_platform_and_azure_get_max_completion_tokens() {
 
 #[test]
 fn every_other_openai_compatible_server_gets_max_tokens() {
-    for base in ["http://127.0.0.1:11434/v1", "https://api.x.ai/v1", "https://api.deepseek.com", "https://api.z.ai/api/paas/v4", "https://openrouter.ai/api/v1", "http://127.0.0.1:8000/v1"] {
+    for base in [
+        "http://127.0.0.1:11434/v1",
+        "https://api.x.ai/v1",
+        "https://api.deepseek.com",
+        "https://api.z.ai/api/paas/v4",
+        "https://openrouter.ai/api/v1",
+        "http://127.0.0.1:8000/v1",
+    ] {
         let sent = body(ProviderKind::OpenAi, "m", Some(base), json!({"max_tokens": 16384}));
         assert_eq!(sent["max_tokens"], 16384, "{base}");
         assert!(sent.get("max_completion_tokens").is_none(), "{base}");
@@ -48,9 +49,13 @@ fn every_other_openai_compatible_server_gets_max_tokens() {
 
 #[test]
 fn max_tokens_field_overrides_the_server_rule_and_is_not_sent() {
-    let gateway = body(ProviderKind::OpenAi, "gpt-5", Some("https://gateway.example/v1"), json!({"max_tokens": 100, "max_tokens_field": "max_completion_tokens"}));
-    assert_eq!(gateway, json!({"model": "gpt-5", "max_completion_tokens": 100,
-        "messages": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2+2?"}]}));
+    let gateway =
+        body(ProviderKind::OpenAi, "gpt-5", Some("https://gateway.example/v1"), json!({"max_tokens": 100, "max_tokens_field": "max_completion_tokens"}));
+    assert_eq!(
+        gateway,
+        json!({"model": "gpt-5", "max_completion_tokens": 100,
+        "messages": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2+2?"}]})
+    );
     let legacy = body(ProviderKind::OpenAi, "gpt-4o", None, json!({"max_tokens": 100, "max_tokens_field": "max_tokens"}));
     assert_eq!((legacy["max_tokens"].clone(), legacy.get("max_completion_tokens")), (json!(100), None));
     assert!(legacy.get("max_tokens_field").is_none());
@@ -80,7 +85,10 @@ fn anthropic_adaptive_thinking_with_effort_and_no_sampling_params() {
     assert_eq!(budget["max_tokens"], 128_000);
     // Opus 4.6 takes both: effort → adaptive (sampling kept), a budget alone → manual.
     let both = body(ProviderKind::Anthropic, "claude-opus-4-6", None, json!({"reasoning_effort": "medium", "temperature": 1}));
-    assert_eq!((both["thinking"]["type"].clone(), both["output_config"].clone(), both["temperature"].clone()), (json!("adaptive"), json!({"effort": "medium"}), json!(1)));
+    assert_eq!(
+        (both["thinking"]["type"].clone(), both["output_config"].clone(), both["temperature"].clone()),
+        (json!("adaptive"), json!({"effort": "medium"}), json!(1))
+    );
     let manual_46 = body(ProviderKind::Anthropic, "claude-opus-4-6", None, json!({"thinking_budget": 4000}));
     assert_eq!(manual_46["thinking"], json!({"type": "enabled", "budget_tokens": 4000}));
 }

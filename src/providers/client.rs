@@ -6,9 +6,9 @@
 //! repeats acquire-permit → wait-for-pacer → send → parse → report-to-lane until it has an
 //! answer, a non-retryable error, or the retry policy says stop. A 429 is pacing, never
 //! failure: it does not use up `max_attempts`, its `Retry-After` pauses the whole lane, and
-//! only the call's time budget bounds how long a call waits for the provider. Empty outputs and refusals are
-//! errors, never answers. Bodies are read in chunks up to `max_response_bytes` and no
-//! further. Errors and answers are scrubbed of the API key before they are returned.
+//! only the call's time budget bounds how long a call waits for the provider. Empty,
+//! refused, filtered and truncated outputs are answers (with their `finish_reason`), not
+//! errors. Bodies are read in chunks up to `max_response_bytes` and no further. Errors and answers are scrubbed of the API key before they are returned.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -220,29 +220,21 @@ fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
         ProviderKind::Gemini => gemini::headers(key),
     }?;
     for header in &endpoint.headers {
-        let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| CallError::Config {
-            detail: format!("`{}` is not a valid header name", header.name),
-        })?;
+        let name = HeaderName::from_bytes(header.name.as_bytes())
+            .map_err(|_| CallError::Config { detail: format!("`{}` is not a valid header name", header.name) })?;
         let (text, sensitive) = match &header.value {
             HeaderValueOf::Literal(value) => (value.as_str(), false),
             HeaderValueOf::Secret(secret) => (secret.expose(), true),
         };
-        let mut value = HeaderValue::from_str(text).map_err(|_| CallError::Config {
-            detail: format!("the value of header `{}` has bytes not allowed in a header", header.name),
-        })?;
+        let mut value = HeaderValue::from_str(text)
+            .map_err(|_| CallError::Config { detail: format!("the value of header `{}` has bytes not allowed in a header", header.name) })?;
         value.set_sensitive(sensitive);
         headers.insert(name, value);
     }
     Ok(headers)
 }
 
-fn parse(
-    kind: ProviderKind,
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-    shaping: &openai::Shaping,
-) -> Result<ChatResponse, CallError> {
+fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &openai::Shaping) -> Result<ChatResponse, CallError> {
     match kind {
         ProviderKind::OpenAi => openai::parse_shaped(status, headers, body, shaping),
         ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
@@ -267,13 +259,9 @@ fn transport_error(error: reqwest::Error) -> CallError {
     if error.is_timeout() {
         CallError::Timeout
     } else if error.is_builder() {
-        CallError::Config {
-            detail: describe_transport(error),
-        }
+        CallError::Config { detail: describe_transport(error) }
     } else {
-        CallError::Connect {
-            detail: describe_transport(error),
-        }
+        CallError::Connect { detail: describe_transport(error) }
     }
 }
 
@@ -281,12 +269,7 @@ fn body_error(error: reqwest::Error) -> CallError {
     if error.is_timeout() {
         return CallError::Timeout;
     }
-    CallError::Connect {
-        detail: format!(
-            "connection lost while reading the response: {}",
-            describe_transport(error)
-        ),
-    }
+    CallError::Connect { detail: format!("connection lost while reading the response: {}", describe_transport(error)) }
 }
 
 fn feedback(result: &Result<ChatResponse, CallError>) -> Feedback {
@@ -315,30 +298,15 @@ impl ProviderClient {
         if !config.use_system_proxy {
             builder = builder.no_proxy();
         }
-        let http = builder.build().map_err(|error| CallError::Config {
-            detail: describe_transport(error),
-        })?;
-        Ok(Self {
-            http,
-            config,
-            lanes: Mutex::new(HashMap::new()),
-        })
+        let http = builder.build().map_err(|error| CallError::Config { detail: describe_transport(error) })?;
+        Ok(Self { http, config, lanes: Mutex::new(HashMap::new()) })
     }
 
     /// The lane shared by every call to this (provider, base URL, model).
     pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
-        let key = (
-            endpoint.kind,
-            endpoint.base_url.trim_end_matches('/').to_owned(),
-            endpoint.model.clone(),
-        );
+        let key = (endpoint.kind, endpoint.base_url.trim_end_matches('/').to_owned(), endpoint.model.clone());
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(lanes.entry(key).or_insert_with(|| {
-            Arc::new(Lane {
-                limiter: Limiter::new(self.config.concurrency),
-                pacer: Pacer::new(self.config.pacing),
-            })
-        }))
+        Arc::clone(lanes.entry(key).or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing) })))
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
@@ -351,11 +319,7 @@ impl ProviderClient {
         let lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out: Vec<LaneSnapshot> = lanes
             .iter()
-            .map(|((kind, _, model), lane)| LaneSnapshot {
-                name: format!("{kind} {model}"),
-                limiter: lane.limiter.snapshot(),
-                pacer: lane.pacer.snapshot(),
-            })
+            .map(|((kind, _, model), lane)| LaneSnapshot { name: format!("{kind} {model}"), limiter: lane.limiter.snapshot(), pacer: lane.pacer.snapshot() })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
@@ -365,42 +329,23 @@ impl ProviderClient {
     ///
     /// # Errors
     /// The last attempt's [`CallError`] once retries are exhausted or not allowed.
-    pub async fn call(
-        &self,
-        endpoint: &Endpoint,
-        request: &ChatRequest,
-    ) -> Result<CallOutcome, CallError> {
+    pub async fn call(&self, endpoint: &Endpoint, request: &ChatRequest) -> Result<CallOutcome, CallError> {
         let record = self.call_recorded(endpoint, request).await;
-        record.result.map(|response| CallOutcome {
-            response,
-            attempts: record.attempts,
-            request_body: record.request_body,
-        })
+        record.result.map(|response| CallOutcome { response, attempts: record.attempts, request_body: record.request_body })
     }
 
     /// Like [`Self::call`] but also reports attempts and failures when the call fails.
     pub async fn call_recorded(&self, endpoint: &Endpoint, request: &ChatRequest) -> CallRecord {
         let request_body = request_body(endpoint, request);
         let started = Instant::now();
-        let mut record = CallRecord {
-            result: Err(CallError::Timeout),
-            attempts: 0,
-            failed_attempts: Vec::new(),
-            request_body,
-            elapsed: Duration::ZERO,
-        };
+        let mut record = CallRecord { result: Err(CallError::Timeout), attempts: 0, failed_attempts: Vec::new(), request_body, elapsed: Duration::ZERO };
         let prepared = serde_json::to_vec(&record.request_body)
-            .map_err(|error| CallError::Config {
-                detail: format!("cannot serialize request body: {error}"),
-            })
-            .and_then(|bytes| {
-                Ok((bytes, request_headers(endpoint)?))
-            });
+            .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })
+            .and_then(|bytes| Ok((bytes, request_headers(endpoint)?)));
         match prepared {
             Ok((bytes, headers)) => {
                 let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
-                self.attempt_loop(endpoint, (&bytes, &headers, &shaping), started, &mut record)
-                    .await
+                self.attempt_loop(endpoint, (&bytes, &headers, &shaping), started, &mut record).await
             }
             Err(error) => record.result = Err(error),
         }
@@ -442,12 +387,8 @@ impl ProviderClient {
             };
             record.attempts += 1;
             let sent = Instant::now();
-            let result = timeout_at(
-                deadline,
-                self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer),
-            )
-            .await
-            .unwrap_or(Err(CallError::Timeout));
+            let result =
+                timeout_at(deadline, self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
             if let Err(CallError::RateLimited { retry_after }) = &result {
                 // Before the permit is freed, so no waiting request slips past the pause.
                 lane.pacer.rate_limited(ticket, *retry_after);
@@ -460,8 +401,7 @@ impl ProviderClient {
             });
             match result {
                 Ok(mut response) => {
-                    response.latency_ms =
-                        u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    response.latency_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
                     if !same_model(&endpoint.model, &response.answered_model) {
                         tracing::warn!(
                             provider = %endpoint.kind,
@@ -553,9 +493,7 @@ async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::mock::{
-        Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script,
-    };
+    use super::super::mock::{Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
     use super::super::types::{Message, Secret, ToolCall};
     use super::*;
 
@@ -586,31 +524,17 @@ pub(super) mod tests {
     }
 
     pub(crate) fn mock_endpoint(server: &MockServer, kind: ProviderKind, model: &str) -> Endpoint {
-        Endpoint::new(kind, model)
-            .with_base_url(server.base_url())
-            .with_api_key(Secret::new(KEY))
+        Endpoint::new(kind, model).with_base_url(server.base_url()).with_api_key(Secret::new(KEY))
     }
 
     pub(crate) fn ask(text: &str) -> ChatRequest {
-        ChatRequest {
-            messages: vec![Message::user(text)],
-            ..ChatRequest::default()
-        }
+        ChatRequest { messages: vec![Message::user(text)], ..ChatRequest::default() }
     }
 
-    pub(crate) const KINDS: [ProviderKind; 3] = [
-        ProviderKind::OpenAi,
-        ProviderKind::Anthropic,
-        ProviderKind::Gemini,
-    ];
+    pub(crate) const KINDS: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini];
 
     pub(crate) fn client_with(retry: RetryPolicy, concurrency: ConcurrencyMode) -> ProviderClient {
-        ProviderClient::new(ClientConfig {
-            concurrency,
-            retry,
-            ..quick_config()
-        })
-        .unwrap()
+        ProviderClient::new(ClientConfig { concurrency, retry, ..quick_config() }).unwrap()
     }
 
     #[tokio::test]
@@ -625,59 +549,20 @@ pub(super) mod tests {
             Fault::RateLimited(RetryHeader::Millis(1)),
         ];
         for kind in KINDS {
-            let server = MockServer::start(MockConfig {
-                faults: FaultPlan::sequence(faults.clone()),
-                ..MockConfig::default()
-            })
-            .await
-            .unwrap();
-            let record = quick_client()
-                .call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi"))
-                .await;
-            assert_eq!(
-                record
-                    .result
-                    .as_ref()
-                    .map(|response| response.text.as_str()),
-                Ok("echo: hi"),
-                "{kind}"
-            );
+            let server = MockServer::start(MockConfig { faults: FaultPlan::sequence(faults.clone()), ..MockConfig::default() }).await.unwrap();
+            let record = quick_client().call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi")).await;
+            assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
             assert_eq!(record.attempts, 8, "{kind}");
-            assert_eq!(
-                record.failed_attempts,
-                [
-                    "server",
-                    "server",
-                    "overloaded",
-                    "overloaded",
-                    "protocol",
-                    "connect",
-                    "rate_limited"
-                ],
-                "{kind}"
-            );
+            assert_eq!(record.failed_attempts, ["server", "server", "overloaded", "overloaded", "protocol", "connect", "rate_limited"], "{kind}");
             assert_eq!(server.calls(), 8);
         }
     }
 
     #[tokio::test]
     async fn non_retryable_errors_are_sent_once() {
-        let faults = FaultPlan::sequence([Fault::Status {
-            status: 400,
-            message: "bad".into(),
-        }]);
-        let server = MockServer::start(MockConfig {
-            faults,
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let record = quick_client()
-            .call_recorded(
-                &mock_endpoint(&server, ProviderKind::OpenAi, "m"),
-                &ask("x"),
-            )
-            .await;
+        let faults = FaultPlan::sequence([Fault::Status { status: 400, message: "bad".into() }]);
+        let server = MockServer::start(MockConfig { faults, ..MockConfig::default() }).await.unwrap();
+        let record = quick_client().call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x")).await;
         assert_eq!(record.result.unwrap_err().class(), "bad_request");
         assert_eq!((record.attempts, server.calls()), (1, 1));
     }
@@ -685,51 +570,20 @@ pub(super) mod tests {
     #[tokio::test]
     async fn retries_are_bounded_by_attempts_and_total_time() {
         let always = FaultPlan::rate(1.0, vec![Fault::ServerError], 0);
-        let server = MockServer::start(MockConfig {
-            faults: always,
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let policy = RetryPolicy {
-            max_attempts: 3,
-            ..quick_config().retry
-        };
+        let server = MockServer::start(MockConfig { faults: always, ..MockConfig::default() }).await.unwrap();
+        let policy = RetryPolicy { max_attempts: 3, ..quick_config().retry };
         let client = client_with(policy, ConcurrencyMode::default());
-        let record = client
-            .call_recorded(
-                &mock_endpoint(&server, ProviderKind::Gemini, "m"),
-                &ask("x"),
-            )
-            .await;
+        let record = client.call_recorded(&mock_endpoint(&server, ProviderKind::Gemini, "m"), &ask("x")).await;
         assert_eq!((record.attempts, server.calls()), (3, 3));
         assert_eq!(record.result.unwrap_err().class(), "server");
 
-        server.set_faults(FaultPlan::rate(
-            1.0,
-            vec![Fault::RateLimited(RetryHeader::Seconds(5))],
-            0,
-        ));
-        let policy = RetryPolicy {
-            total_timeout: Duration::from_secs(1),
-            ..quick_config().retry
-        };
+        server.set_faults(FaultPlan::rate(1.0, vec![Fault::RateLimited(RetryHeader::Seconds(5))], 0));
+        let policy = RetryPolicy { total_timeout: Duration::from_secs(1), ..quick_config().retry };
         let client = client_with(policy, ConcurrencyMode::default());
-        let record = client
-            .call_recorded(
-                &mock_endpoint(&server, ProviderKind::Gemini, "m"),
-                &ask("x"),
-            )
-            .await;
-        assert_eq!(
-            record.attempts, 1,
-            "a 5 s Retry-After cannot fit a 1 s budget"
-        );
+        let record = client.call_recorded(&mock_endpoint(&server, ProviderKind::Gemini, "m"), &ask("x")).await;
+        assert_eq!(record.attempts, 1, "a 5 s Retry-After cannot fit a 1 s budget");
         assert!(record.elapsed < Duration::from_secs(1));
-        assert_eq!(
-            record.result.unwrap_err().retry_after(),
-            Some(Duration::from_secs(5))
-        );
+        assert_eq!(record.result.unwrap_err().retry_after(), Some(Duration::from_secs(5)));
     }
 
     /// Ten 429s in a row with `max_attempts: 2`: the call still succeeds, because a rate
@@ -739,19 +593,9 @@ pub(super) mod tests {
     async fn rate_limits_do_not_use_up_the_attempts() {
         let mut faults: Vec<Fault> = (0..10).map(|_| Fault::RateLimited(RetryHeader::Millis(1))).collect();
         faults.push(Fault::ServerError);
-        let server = MockServer::start(MockConfig {
-            faults: FaultPlan::sequence(faults),
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let policy = RetryPolicy {
-            max_attempts: 2,
-            ..quick_config().retry
-        };
-        let record = client_with(policy, ConcurrencyMode::default())
-            .call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x"))
-            .await;
+        let server = MockServer::start(MockConfig { faults: FaultPlan::sequence(faults), ..MockConfig::default() }).await.unwrap();
+        let policy = RetryPolicy { max_attempts: 2, ..quick_config().retry };
+        let record = client_with(policy, ConcurrencyMode::default()).call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x")).await;
         assert!(record.result.is_ok(), "{:?}", record.result);
         assert_eq!((record.attempts, server.calls()), (12, 12));
         assert_eq!(record.failed_attempts.iter().filter(|class| **class == "rate_limited").count(), 10);
@@ -761,20 +605,12 @@ pub(super) mod tests {
     /// is spent, with the rate-limit error, never because attempts ran out.
     #[tokio::test]
     async fn endless_rate_limits_end_at_the_time_budget() {
-        let server = MockServer::start(MockConfig {
-            faults: FaultPlan::rate(1.0, vec![Fault::RateLimited(RetryHeader::Millis(50))], 0),
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let policy = RetryPolicy {
-            max_attempts: 2,
-            total_timeout: Duration::from_millis(800),
-            ..quick_config().retry
-        };
-        let record = client_with(policy, ConcurrencyMode::default())
-            .call_recorded(&mock_endpoint(&server, ProviderKind::Anthropic, "m"), &ask("x"))
-            .await;
+        let server =
+            MockServer::start(MockConfig { faults: FaultPlan::rate(1.0, vec![Fault::RateLimited(RetryHeader::Millis(50))], 0), ..MockConfig::default() })
+                .await
+                .unwrap();
+        let policy = RetryPolicy { max_attempts: 2, total_timeout: Duration::from_millis(800), ..quick_config().retry };
+        let record = client_with(policy, ConcurrencyMode::default()).call_recorded(&mock_endpoint(&server, ProviderKind::Anthropic, "m"), &ask("x")).await;
         assert_eq!(record.result.unwrap_err().class(), "rate_limited");
         assert!(record.attempts > 2, "more attempts than max_attempts: {}", record.attempts);
         assert!(record.elapsed < Duration::from_secs(2), "{:?}", record.elapsed);
@@ -794,17 +630,8 @@ pub(super) mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_hundred_concurrent_calls_with_faults_complete() {
-        let mix = vec![
-            Fault::ServerError,
-            Fault::Overloaded,
-            Fault::RateLimited(RetryHeader::Millis(5)),
-            Fault::Disconnect,
-        ];
-        let config = MockConfig {
-            faults: FaultPlan::rate(0.1, mix, 7),
-            latency: Duration::from_millis(20),
-            ..MockConfig::default()
-        };
+        let mix = vec![Fault::ServerError, Fault::Overloaded, Fault::RateLimited(RetryHeader::Millis(5)), Fault::Disconnect];
+        let config = MockConfig { faults: FaultPlan::rate(0.1, mix, 7), latency: Duration::from_millis(20), ..MockConfig::default() };
         let server = MockServer::start(config).await.unwrap();
         let client = Arc::new(quick_client());
         let endpoint = Arc::new(mock_endpoint(&server, ProviderKind::Anthropic, "m"));
@@ -826,27 +653,17 @@ pub(super) mod tests {
 
     #[tokio::test]
     async fn model_substitution_is_reported() {
-        let config = MockConfig {
-            answered_model: Some("cheaper-model".into()),
-            ..MockConfig::default()
-        };
+        let config = MockConfig { answered_model: Some("cheaper-model".into()), ..MockConfig::default() };
         let server = MockServer::start(config).await.unwrap();
         for kind in KINDS {
-            let outcome = quick_client()
-                .call(&mock_endpoint(&server, kind, "m-2025"), &ask("x"))
-                .await
-                .unwrap();
+            let outcome = quick_client().call(&mock_endpoint(&server, kind, "m-2025"), &ask("x")).await.unwrap();
             assert_eq!(outcome.response.answered_model, "cheaper-model");
             assert!(outcome.answered_other_model("m-2025"));
         }
     }
 
     fn capped_client(max_response_bytes: u64) -> ProviderClient {
-        ProviderClient::new(ClientConfig {
-            max_response_bytes,
-            ..quick_config()
-        })
-        .unwrap()
+        ProviderClient::new(ClientConfig { max_response_bytes, ..quick_config() }).unwrap()
     }
 
     /// An endless answer: a client that buffered it would time out; one that stops at the
@@ -854,38 +671,19 @@ pub(super) mod tests {
     #[tokio::test]
     async fn body_over_the_cap_stops_reading_at_the_cap() {
         for kind in KINDS {
-            let server = MockServer::start(MockConfig {
-                faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 1 << 40 }]),
-                ..MockConfig::default()
-            })
-            .await
-            .unwrap();
-            let record = capped_client(64 * 1024)
-                .call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi"))
-                .await;
-            assert_eq!(
-                record.result,
-                Err(CallError::ResponseTooLarge { limit: 64 * 1024 }),
-                "{kind}"
-            );
+            let server =
+                MockServer::start(MockConfig { faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 1 << 40 }]), ..MockConfig::default() }).await.unwrap();
+            let record = capped_client(64 * 1024).call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi")).await;
+            assert_eq!(record.result, Err(CallError::ResponseTooLarge { limit: 64 * 1024 }), "{kind}");
             assert_eq!(record.attempts, 1, "{kind}: a too-large body is not retried");
-            assert!(
-                record.result.unwrap_err().to_string().contains("65536-byte cap"),
-                "the error names the cap"
-            );
+            assert!(record.result.unwrap_err().to_string().contains("65536-byte cap"), "the error names the cap");
         }
     }
 
     #[tokio::test]
     async fn body_under_the_cap_is_an_answer_and_declared_oversize_fails_early() {
         let server = MockServer::start(MockConfig {
-            faults: FaultPlan::sequence([
-                Fault::HugeAnswer { bytes: 200_000 },
-                Fault::Status {
-                    status: 400,
-                    message: "z".repeat(5000),
-                },
-            ]),
+            faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 200_000 }, Fault::Status { status: 400, message: "z".repeat(5000) }]),
             ..MockConfig::default()
         })
         .await
@@ -896,10 +694,7 @@ pub(super) mod tests {
         assert_eq!(outcome.response.text.len(), 200_000);
         // A body with a Content-Length over the cap is refused before it is read.
         let small = capped_client(1024);
-        assert_eq!(
-            small.call(&endpoint, &ask("hi")).await.unwrap_err(),
-            CallError::ResponseTooLarge { limit: 1024 }
-        );
+        assert_eq!(small.call(&endpoint, &ask("hi")).await.unwrap_err(), CallError::ResponseTooLarge { limit: 1024 });
     }
 
     /// The model may echo the key: the answer stays an answer, with the key redacted in
@@ -934,17 +729,9 @@ pub(super) mod tests {
         .unwrap();
         let client = quick_client();
         for kind in KINDS {
-            let response = client
-                .call(&mock_endpoint(&server, kind, "m"), &ask("hi"))
-                .await
-                .unwrap()
-                .response;
+            let response = client.call(&mock_endpoint(&server, kind, "m"), &ask("hi")).await.unwrap().response;
             assert_eq!(response.text, "your key is [REDACTED]!", "{kind}");
-            let response = client
-                .call(&mock_endpoint(&tools, kind, "m"), &ask("hi"))
-                .await
-                .unwrap()
-                .response;
+            let response = client.call(&mock_endpoint(&tools, kind, "m"), &ask("hi")).await.unwrap().response;
             assert_eq!(response.tool_calls[0].arguments["key"], "[REDACTED]", "{kind}");
             assert!(!format!("{response:?}").contains(KEY), "{kind}: {response:?}");
         }
@@ -953,7 +740,9 @@ pub(super) mod tests {
     /// A timed-out attempt is retried only while a whole attempt fits the remaining budget.
     #[tokio::test]
     async fn a_timeout_is_not_retried_when_the_budget_cannot_fit_another_attempt() {
-        let server = MockServer::start(MockConfig { faults: FaultPlan::rate(1.0, vec![Fault::Slow(Duration::from_secs(30))], 1), ..MockConfig::default() }).await.unwrap();
+        let server = MockServer::start(MockConfig { faults: FaultPlan::rate(1.0, vec![Fault::Slow(Duration::from_secs(30))], 1), ..MockConfig::default() })
+            .await
+            .unwrap();
         let endpoint = mock_endpoint(&server, ProviderKind::OpenAi, "m");
         let retry = |total_ms| RetryPolicy { total_timeout: Duration::from_millis(total_ms), ..quick_config().retry };
         // 400 ms attempts in a 700 ms budget: after the first, 300 ms are left.

@@ -11,41 +11,77 @@ use super::types::{ChatRequest, Endpoint, HeaderValueOf, Message, ProviderKind, 
 /// Fingerprints (the call's part of every cache key) and URLs computed by the code before
 /// issue 13 for configurations that already worked: none may change.
 const PINNED: &[(&str, &str, &str)] = &[
-        ("openai-default", r#"{"base_url":"https://api.openai.com","body":{"max_completion_tokens":64,"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"gpt-4.1","temperature":0.0},"kind":"openai","model":"gpt-4.1"}"#, "https://api.openai.com/v1/chat/completions"),
-        ("openai-v1", r#"{"base_url":"https://api.openai.com/v1","body":{"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"gpt-4.1","temperature":0.0},"kind":"openai","model":"gpt-4.1"}"#, "https://api.openai.com/v1/chat/completions"),
-        ("vllm-bare", r#"{"base_url":"http://127.0.0.1:8000","body":{"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"m","temperature":0.0},"kind":"openai","model":"m"}"#, "http://127.0.0.1:8000/v1/chat/completions"),
-        ("vllm-v1", r#"{"base_url":"http://127.0.0.1:8000/v1","body":{"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"m","temperature":0.0},"kind":"openai","model":"m"}"#, "http://127.0.0.1:8000/v1/chat/completions"),
-        ("anthropic-capped", r#"{"base_url":"https://api.anthropic.com","body":{"max_tokens":64,"messages":[{"content":"hi","role":"user"}],"model":"claude-opus-4-5","system":"s","temperature":0.0},"kind":"anthropic","model":"claude-opus-4-5"}"#, "https://api.anthropic.com/v1/messages"),
-        ("anthropic-think-capped", r#"{"base_url":"https://api.anthropic.com","body":{"max_tokens":16384,"messages":[{"content":"hi","role":"user"}],"model":"claude-opus-4-5","system":"s","temperature":1,"thinking":{"budget_tokens":1024,"type":"enabled"}},"kind":"anthropic","model":"claude-opus-4-5"}"#, "https://api.anthropic.com/v1/messages"),
-        ("gemini-think", r#"{"base_url":"https://generativelanguage.googleapis.com","body":{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"generationConfig":{"temperature":0.0,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1024}},"systemInstruction":{"parts":[{"text":"s"}]}},"kind":"gemini","model":"gemini-2.5-flash"}"#, "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"),
-        ("gemini-capped-v1beta", r#"{"base_url":"https://generativelanguage.googleapis.com/v1beta","body":{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"generationConfig":{"maxOutputTokens":64,"temperature":0.0},"systemInstruction":{"parts":[{"text":"s"}]}},"kind":"gemini","model":"gemini-3-pro"}"#, "https://generativelanguage.googleapis.com/v1beta/models/gemini-3-pro:generateContent"),
+    (
+        "openai-default",
+        r#"{"base_url":"https://api.openai.com","body":{"max_completion_tokens":64,"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"gpt-4.1","temperature":0.0},"kind":"openai","model":"gpt-4.1"}"#,
+        "https://api.openai.com/v1/chat/completions",
+    ),
+    (
+        "openai-v1",
+        r#"{"base_url":"https://api.openai.com/v1","body":{"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"gpt-4.1","temperature":0.0},"kind":"openai","model":"gpt-4.1"}"#,
+        "https://api.openai.com/v1/chat/completions",
+    ),
+    (
+        "vllm-bare",
+        r#"{"base_url":"http://127.0.0.1:8000","body":{"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"m","temperature":0.0},"kind":"openai","model":"m"}"#,
+        "http://127.0.0.1:8000/v1/chat/completions",
+    ),
+    (
+        "vllm-v1",
+        r#"{"base_url":"http://127.0.0.1:8000/v1","body":{"messages":[{"content":"s","role":"system"},{"content":"hi","role":"user"}],"model":"m","temperature":0.0},"kind":"openai","model":"m"}"#,
+        "http://127.0.0.1:8000/v1/chat/completions",
+    ),
+    (
+        "anthropic-capped",
+        r#"{"base_url":"https://api.anthropic.com","body":{"max_tokens":64,"messages":[{"content":"hi","role":"user"}],"model":"claude-opus-4-5","system":"s","temperature":0.0},"kind":"anthropic","model":"claude-opus-4-5"}"#,
+        "https://api.anthropic.com/v1/messages",
+    ),
+    (
+        "anthropic-think-capped",
+        r#"{"base_url":"https://api.anthropic.com","body":{"max_tokens":16384,"messages":[{"content":"hi","role":"user"}],"model":"claude-opus-4-5","system":"s","temperature":1,"thinking":{"budget_tokens":1024,"type":"enabled"}},"kind":"anthropic","model":"claude-opus-4-5"}"#,
+        "https://api.anthropic.com/v1/messages",
+    ),
+    (
+        "gemini-think",
+        r#"{"base_url":"https://generativelanguage.googleapis.com","body":{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"generationConfig":{"temperature":0.0,"thinkingConfig":{"includeThoughts":true,"thinkingBudget":1024}},"systemInstruction":{"parts":[{"text":"s"}]}},"kind":"gemini","model":"gemini-2.5-flash"}"#,
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",
+    ),
+    (
+        "gemini-capped-v1beta",
+        r#"{"base_url":"https://generativelanguage.googleapis.com/v1beta","body":{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"generationConfig":{"maxOutputTokens":64,"temperature":0.0},"systemInstruction":{"parts":[{"text":"s"}]}},"kind":"gemini","model":"gemini-3-pro"}"#,
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-3-pro:generateContent",
+    ),
 ];
 
 #[test]
 fn existing_call_fingerprints_and_urls_are_unchanged() {
-        let mut req = ChatRequest { messages: vec![Message::user("hi")], system: Some("s".into()), ..ChatRequest::default() };
-        req.params.insert("temperature".into(), json!(0.0));
-        let mut capped = req.clone();
-        capped.params.insert("max_tokens".into(), json!(64));
-        let mut think = req.clone();
-        think.params.insert("thinking_budget".into(), json!(1024));
-        let mut think_capped = think.clone();
-        think_capped.params.insert("max_tokens".into(), json!(16384));
-        let cases = [
-            ("openai-default", Endpoint::new(ProviderKind::OpenAi, "gpt-4.1"), capped.clone()),
-            ("openai-v1", Endpoint::new(ProviderKind::OpenAi, "gpt-4.1").with_base_url("https://api.openai.com/v1"), req.clone()),
-            ("vllm-bare", Endpoint::new(ProviderKind::OpenAi, "m").with_base_url("http://127.0.0.1:8000"), req.clone()),
-            ("vllm-v1", Endpoint::new(ProviderKind::OpenAi, "m").with_base_url("http://127.0.0.1:8000/v1"), req.clone()),
-            ("anthropic-capped", Endpoint::new(ProviderKind::Anthropic, "claude-opus-4-5"), capped.clone()),
-            ("anthropic-think-capped", Endpoint::new(ProviderKind::Anthropic, "claude-opus-4-5"), think_capped),
-            ("gemini-think", Endpoint::new(ProviderKind::Gemini, "gemini-2.5-flash"), think.clone()),
-            ("gemini-capped-v1beta", Endpoint::new(ProviderKind::Gemini, "gemini-3-pro").with_base_url("https://generativelanguage.googleapis.com/v1beta"), capped.clone()),
-        ];
-        for ((name, endpoint, request), (pinned, fingerprint, url)) in cases.into_iter().zip(PINNED) {
-            assert_eq!(name, *pinned);
-            assert_eq!(canonical_json(&request_fingerprint(&endpoint, &request)), *fingerprint, "{name}");
-            assert_eq!(request_url(&endpoint), *url, "{name}");
-        }
+    let mut req = ChatRequest { messages: vec![Message::user("hi")], system: Some("s".into()), ..ChatRequest::default() };
+    req.params.insert("temperature".into(), json!(0.0));
+    let mut capped = req.clone();
+    capped.params.insert("max_tokens".into(), json!(64));
+    let mut think = req.clone();
+    think.params.insert("thinking_budget".into(), json!(1024));
+    let mut think_capped = think.clone();
+    think_capped.params.insert("max_tokens".into(), json!(16384));
+    let cases = [
+        ("openai-default", Endpoint::new(ProviderKind::OpenAi, "gpt-4.1"), capped.clone()),
+        ("openai-v1", Endpoint::new(ProviderKind::OpenAi, "gpt-4.1").with_base_url("https://api.openai.com/v1"), req.clone()),
+        ("vllm-bare", Endpoint::new(ProviderKind::OpenAi, "m").with_base_url("http://127.0.0.1:8000"), req.clone()),
+        ("vllm-v1", Endpoint::new(ProviderKind::OpenAi, "m").with_base_url("http://127.0.0.1:8000/v1"), req.clone()),
+        ("anthropic-capped", Endpoint::new(ProviderKind::Anthropic, "claude-opus-4-5"), capped.clone()),
+        ("anthropic-think-capped", Endpoint::new(ProviderKind::Anthropic, "claude-opus-4-5"), think_capped),
+        ("gemini-think", Endpoint::new(ProviderKind::Gemini, "gemini-2.5-flash"), think.clone()),
+        (
+            "gemini-capped-v1beta",
+            Endpoint::new(ProviderKind::Gemini, "gemini-3-pro").with_base_url("https://generativelanguage.googleapis.com/v1beta"),
+            capped.clone(),
+        ),
+    ];
+    for ((name, endpoint, request), (pinned, fingerprint, url)) in cases.into_iter().zip(PINNED) {
+        assert_eq!(name, *pinned);
+        assert_eq!(canonical_json(&request_fingerprint(&endpoint, &request)), *fingerprint, "{name}");
+        assert_eq!(request_url(&endpoint), *url, "{name}");
+    }
 }
 
 #[test]
@@ -97,7 +133,8 @@ async fn requests_arrive_at_base_url_plus_path_with_custom_headers() {
 
 #[tokio::test]
 async fn a_secret_header_value_echoed_by_the_model_is_redacted() {
-    let script = Script::function(|request| MockOutcome::Reply(MockReply::text(format!("you sent {}", request.body["messages"][0]["content"].as_str().unwrap_or("")))));
+    let script =
+        Script::function(|request| MockOutcome::Reply(MockReply::text(format!("you sent {}", request.body["messages"][0]["content"].as_str().unwrap_or("")))));
     let server = MockServer::start(MockConfig { script, ..MockConfig::default() }).await.unwrap();
     let endpoint = mock_endpoint(&server, ProviderKind::OpenAi, "m").with_header("api-key", HeaderValueOf::Secret(Secret::new("hdr-SECRET-42")));
     let request = ChatRequest { messages: vec![Message::user("hdr-SECRET-42")], ..ChatRequest::default() };

@@ -100,15 +100,7 @@ impl CallError {
     /// truncated answers are not errors at all: they are the model's outcome, cached and scored.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::RateLimited { .. }
-                | Self::Overloaded { .. }
-                | Self::Server { .. }
-                | Self::Timeout
-                | Self::Connect { .. }
-                | Self::Protocol { .. }
-        )
+        matches!(self, Self::RateLimited { .. } | Self::Overloaded { .. } | Self::Server { .. } | Self::Timeout | Self::Connect { .. } | Self::Protocol { .. })
     }
 
     /// Short stable name of the error class, for result rows and metrics.
@@ -133,9 +125,7 @@ impl CallError {
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::RateLimited { retry_after }
-            | Self::Overloaded { retry_after }
-            | Self::Server { retry_after, .. } => *retry_after,
+            Self::RateLimited { retry_after } | Self::Overloaded { retry_after } | Self::Server { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -152,29 +142,13 @@ impl CallError {
     /// replaced before a message is truncated, so none is cut in half and left readable.
     #[must_use]
     pub fn redact_all(self, secrets: &[&str]) -> Self {
-        let scrub = |text: String| {
-            secrets
-                .iter()
-                .filter(|secret| !secret.is_empty())
-                .fold(text, |text, secret| text.replace(secret, REDACTED))
-        };
+        let scrub = |text: String| secrets.iter().filter(|secret| !secret.is_empty()).fold(text, |text, secret| text.replace(secret, REDACTED));
         match self {
-            Self::Connect { detail } => Self::Connect {
-                detail: scrub(detail),
-            },
-            Self::Protocol { detail } => Self::Protocol {
-                detail: scrub(detail),
-            },
-            Self::Config { detail } => Self::Config {
-                detail: scrub(detail),
-            },
-            Self::BadRequest { status, message } => Self::BadRequest {
-                status,
-                message: truncate_message(&scrub(message)),
-            },
-            Self::Quota { message } => Self::Quota {
-                message: truncate_message(&scrub(message)),
-            },
+            Self::Connect { detail } => Self::Connect { detail: scrub(detail) },
+            Self::Protocol { detail } => Self::Protocol { detail: scrub(detail) },
+            Self::Config { detail } => Self::Config { detail: scrub(detail) },
+            Self::BadRequest { status, message } => Self::BadRequest { status, message: truncate_message(&scrub(message)) },
+            Self::Quota { message } => Self::Quota { message: truncate_message(&scrub(message)) },
             other => other,
         }
     }
@@ -204,41 +178,25 @@ pub(super) fn success_json(status: StatusCode, headers: &HeaderMap, body: &[u8])
 }
 
 pub(super) fn parse_json(body: &[u8]) -> Result<Value, CallError> {
-    serde_json::from_slice(body).map_err(|error| CallError::Protocol {
-        detail: format!("invalid JSON body ({} bytes): {error}", body.len()),
-    })
+    serde_json::from_slice(body).map_err(|error| CallError::Protocol { detail: format!("invalid JSON body ({} bytes): {error}", body.len()) })
 }
 
 /// Maps a non-2xx response to its error class, using the body only for the message and
 /// for overload detection.
 pub(super) fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> CallError {
     let json = serde_json::from_slice::<Value>(body).ok();
-    let retry_after =
-        retry_after_from_headers(headers).or_else(|| json.as_ref().and_then(retry_delay_from_body));
-    let message = json
-        .as_ref()
-        .and_then(error_message)
-        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let retry_after = retry_after_from_headers(headers).or_else(|| json.as_ref().and_then(retry_delay_from_body));
+    let message = json.as_ref().and_then(error_message).unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
     let overloaded = json.as_ref().is_some_and(is_overload_body);
     match status.as_u16() {
-        code @ (429 | 503 | 529) if overloaded || code == 529 => {
-            CallError::Overloaded { retry_after }
-        }
+        code @ (429 | 503 | 529) if overloaded || code == 529 => CallError::Overloaded { retry_after },
         429 if json.as_ref().is_some_and(is_quota_body) => CallError::Quota { message },
         429 => CallError::RateLimited { retry_after },
-        401 | 403 => CallError::Auth {
-            status: status.as_u16(),
-        },
+        401 | 403 => CallError::Auth { status: status.as_u16() },
         408 => CallError::Timeout,
-        code @ 500..=599 => CallError::Server {
-            status: code,
-            retry_after,
-        },
+        code @ 500..=599 => CallError::Server { status: code, retry_after },
         // Kept whole: the client redacts the key, then truncates (CallError::redact).
-        code => CallError::BadRequest {
-            status: code,
-            message,
-        },
+        code => CallError::BadRequest { status: code, message },
     }
 }
 
@@ -251,8 +209,7 @@ fn is_quota_body(json: &Value) -> bool {
 /// Detects an error object inside an HTTP 200 body (`{"error": {...}}` or Anthropic's
 /// `{"type": "error", ...}`), which gateways and streaming proxies do send.
 pub(super) fn error_in_ok_body(json: &Value, headers: &HeaderMap) -> Option<CallError> {
-    let is_error = json.get("type").and_then(Value::as_str) == Some("error")
-        || json.get("error").is_some_and(|error| !error.is_null());
+    let is_error = json.get("type").and_then(Value::as_str) == Some("error") || json.get("error").is_some_and(|error| !error.is_null());
     if !is_error {
         return None;
     }
@@ -260,16 +217,10 @@ pub(super) fn error_in_ok_body(json: &Value, headers: &HeaderMap) -> Option<Call
     let text = error_fingerprint(json);
     Some(if is_overload_body(json) {
         CallError::Overloaded { retry_after }
-    } else if text.contains("rate_limit")
-        || text.contains("resource_exhausted")
-        || text.contains("429")
-    {
+    } else if text.contains("rate_limit") || text.contains("resource_exhausted") || text.contains("429") {
         CallError::RateLimited { retry_after }
     } else {
-        CallError::Server {
-            status: 200,
-            retry_after,
-        }
+        CallError::Server { status: 200, retry_after }
     })
 }
 
@@ -299,10 +250,7 @@ fn error_message(json: &Value) -> Option<String> {
     let error = json.get("error")?;
     match error {
         Value::String(text) => Some(text.clone()),
-        Value::Object(_) => error
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        Value::Object(_) => error.get("message").and_then(Value::as_str).map(str::to_owned),
         _ => None,
     }
 }
@@ -313,8 +261,7 @@ fn retry_delay_from_body(json: &Value) -> Option<Duration> {
     details.iter().find_map(|detail| {
         let text = detail.get("retryDelay")?.as_str()?;
         let seconds: f64 = text.strip_suffix('s')?.parse().ok()?;
-        (seconds.is_finite() && seconds >= 0.0)
-            .then(|| Duration::from_secs_f64(seconds.min(86_400.0)))
+        (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(86_400.0)))
     })
 }
 
@@ -331,13 +278,7 @@ mod tests {
     #[test]
     fn status_classes() {
         let headers = HeaderMap::new();
-        let classify = |code: u16, body: &str| {
-            classify_failure(
-                StatusCode::from_u16(code).unwrap(),
-                &headers,
-                body.as_bytes(),
-            )
-        };
+        let classify = |code: u16, body: &str| classify_failure(StatusCode::from_u16(code).unwrap(), &headers, body.as_bytes());
         assert_eq!(classify(429, "{}").class(), "rate_limited");
         // OpenAI's billing quota (shape from its error-codes guide) is not a rate limit.
         let quota = r#"{"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}"#;
@@ -345,21 +286,12 @@ mod tests {
         assert_eq!(error.class(), "quota");
         assert!(!error.is_retryable() && error.to_string().contains("exceeded your current quota"), "{error}");
         assert_eq!(classify(529, "").class(), "overloaded");
-        assert_eq!(
-            classify(503, r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#).class(),
-            "overloaded"
-        );
+        assert_eq!(classify(503, r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#).class(), "overloaded");
         assert_eq!(classify(503, "<html>").class(), "server");
         assert_eq!(classify(500, "").class(), "server");
         assert_eq!(classify(401, "").class(), "auth");
         let bad = classify(400, r#"{"error":{"message":"bad temperature"}}"#);
-        assert_eq!(
-            bad,
-            CallError::BadRequest {
-                status: 400,
-                message: "bad temperature".into()
-            }
-        );
+        assert_eq!(bad, CallError::BadRequest { status: 400, message: "bad temperature".into() });
         assert!(!bad.is_retryable());
     }
 
@@ -367,50 +299,26 @@ mod tests {
     fn overload_inside_200() {
         let headers = HeaderMap::new();
         let anthropic = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
-        assert_eq!(
-            error_in_ok_body(&anthropic, &headers),
-            Some(CallError::Overloaded { retry_after: None })
-        );
+        assert_eq!(error_in_ok_body(&anthropic, &headers), Some(CallError::Overloaded { retry_after: None }));
         let openai = json!({"error": {"type": "rate_limit_exceeded", "message": "slow down"}});
-        assert_eq!(
-            error_in_ok_body(&openai, &headers).map(|e| e.class()),
-            Some("rate_limited")
-        );
-        assert_eq!(
-            error_in_ok_body(&json!({"choices": [], "error": null}), &headers),
-            None
-        );
+        assert_eq!(error_in_ok_body(&openai, &headers).map(|e| e.class()), Some("rate_limited"));
+        assert_eq!(error_in_ok_body(&json!({"choices": [], "error": null}), &headers), None);
     }
 
     #[test]
     fn gemini_retry_delay_in_body() {
         let body = json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
             "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}]}});
-        let error = classify_failure(
-            StatusCode::TOO_MANY_REQUESTS,
-            &HeaderMap::new(),
-            body.to_string().as_bytes(),
-        );
+        let error = classify_failure(StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new(), body.to_string().as_bytes());
         assert_eq!(error.retry_after(), Some(Duration::from_millis(1500)));
     }
 
     #[test]
     fn redact_and_truncate() {
-        let error = CallError::BadRequest {
-            status: 400,
-            message: "key sk-abc is bad".into(),
-        };
-        assert_eq!(
-            error.redact(Some("sk-abc")).to_string(),
-            "request rejected: HTTP 400: key [REDACTED] is bad"
-        );
-        let long = CallError::BadRequest {
-            status: 400,
-            message: "é".repeat(1000),
-        };
-        let CallError::BadRequest { message, .. } = long.redact(None) else {
-            unreachable!()
-        };
+        let error = CallError::BadRequest { status: 400, message: "key sk-abc is bad".into() };
+        assert_eq!(error.redact(Some("sk-abc")).to_string(), "request rejected: HTTP 400: key [REDACTED] is bad");
+        let long = CallError::BadRequest { status: 400, message: "é".repeat(1000) };
+        let CallError::BadRequest { message, .. } = long.redact(None) else { unreachable!() };
         assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS + 1);
     }
 
@@ -431,18 +339,12 @@ mod tests {
         let client = client_with(RetryPolicy::no_retries(), ConcurrencyMode::default());
         for kind in KINDS {
             let server = MockServer::start(MockConfig {
-                faults: FaultPlan::sequence([Fault::Status {
-                    status: 400,
-                    message: message.clone(),
-                }]),
+                faults: FaultPlan::sequence([Fault::Status { status: 400, message: message.clone() }]),
                 ..MockConfig::default()
             })
             .await
             .unwrap();
-            let error = client
-                .call(&mock_endpoint(&server, kind, "m"), &ask("hi"))
-                .await
-                .unwrap_err();
+            let error = client.call(&mock_endpoint(&server, kind, "m"), &ask("hi")).await.unwrap_err();
             let shown = format!("{error} {error:?}");
             assert!(!shown.contains(&KEY[..5]), "{kind}: key prefix survived: {shown}");
             assert!(shown.contains("y[RED"), "{kind}: {shown}");
@@ -460,37 +362,14 @@ mod tests {
             (Fault::Slow(Duration::from_secs(3)), "timeout"),
             (Fault::TruncatedJson, "protocol"),
             (Fault::Disconnect, "connect"),
-            (
-                Fault::Status {
-                    status: 400,
-                    message: "bad param".into(),
-                },
-                "bad_request",
-            ),
-            (
-                Fault::Status {
-                    status: 404,
-                    message: "no such model".into(),
-                },
-                "bad_request",
-            ),
-            (
-                Fault::Status {
-                    status: 403,
-                    message: "forbidden".into(),
-                },
-                "auth",
-            ),
+            (Fault::Status { status: 400, message: "bad param".into() }, "bad_request"),
+            (Fault::Status { status: 404, message: "no such model".into() }, "bad_request"),
+            (Fault::Status { status: 403, message: "forbidden".into() }, "auth"),
         ];
         let client = client_with(RetryPolicy::no_retries(), ConcurrencyMode::default());
         for kind in KINDS {
             let faults = FaultPlan::sequence(cases.iter().map(|(fault, _)| fault.clone()));
-            let server = MockServer::start(MockConfig {
-                faults,
-                ..MockConfig::default()
-            })
-            .await
-            .unwrap();
+            let server = MockServer::start(MockConfig { faults, ..MockConfig::default() }).await.unwrap();
             let endpoint = mock_endpoint(&server, kind, "m");
             for (fault, class) in &cases {
                 let error = client.call(&endpoint, &ask("hi")).await.unwrap_err();

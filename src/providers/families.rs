@@ -20,9 +20,7 @@ fn host_is(base_url: &str, domain: &str) -> bool {
 /// (their reasoning models reject `max_tokens`); every other server documents `max_tokens`.
 #[must_use]
 pub fn is_openai_platform(base_url: &str) -> bool {
-    host(base_url).as_deref() == Some("api.openai.com")
-        || host_is(base_url, "openai.azure.com")
-        || host_is(base_url, "cognitiveservices.azure.com")
+    host(base_url).as_deref() == Some("api.openai.com") || host_is(base_url, "openai.azure.com") || host_is(base_url, "cognitiveservices.azure.com")
 }
 
 /// xAI's API, whose `completion_tokens` leaves out the reasoning tokens it bills.
@@ -80,10 +78,7 @@ pub enum ClaudeThinking {
 
 fn claude_entry(model: &str) -> Option<(u64, ClaudeThinking)> {
     let id = family_id(model);
-    CLAUDE
-        .iter()
-        .find(|(prefix, _, _)| id.starts_with(prefix))
-        .map(|(_, max, thinking)| (*max, *thinking))
+    CLAUDE.iter().find(|(prefix, _, _)| id.starts_with(prefix)).map(|(_, max, thinking)| (*max, *thinking))
 }
 
 /// A Claude model's maximum output tokens, the default cap when the model entry sets no
@@ -116,10 +111,19 @@ mod tests {
 
     #[test]
     fn openai_platform_is_only_openai_and_azure() {
-        for url in ["https://api.openai.com", "https://api.openai.com/v1", "https://x.openai.azure.com/openai/v1", "https://r.cognitiveservices.azure.com/openai"] {
+        for url in
+            ["https://api.openai.com", "https://api.openai.com/v1", "https://x.openai.azure.com/openai/v1", "https://r.cognitiveservices.azure.com/openai"]
+        {
             assert!(is_openai_platform(url), "{url}");
         }
-        for url in ["http://127.0.0.1:11434/v1", "https://api.x.ai/v1", "https://openrouter.ai/api/v1", "https://api.deepseek.com", "https://notapi.openai.com.evil.io", "not a url"] {
+        for url in [
+            "http://127.0.0.1:11434/v1",
+            "https://api.x.ai/v1",
+            "https://openrouter.ai/api/v1",
+            "https://api.deepseek.com",
+            "https://notapi.openai.com.evil.io",
+            "not a url",
+        ] {
             assert!(!is_openai_platform(url), "{url}");
         }
         assert!(is_xai("https://api.x.ai/v1") && !is_xai("https://box.ai/v1"));

@@ -105,16 +105,10 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         body.insert("generationConfig".into(), Value::Object(config));
     }
     if let Some(system) = &request.system {
-        body.insert(
-            "systemInstruction".into(),
-            json!({"parts": [{"text": system}]}),
-        );
+        body.insert("systemInstruction".into(), json!({"parts": [{"text": system}]}));
     }
     if let Some(tools) = &request.tools {
-        body.insert(
-            "tools".into(),
-            json!([{"functionDeclarations": tool_objects(tools, "parameters")}]),
-        );
+        body.insert("tools".into(), json!([{"functionDeclarations": tool_objects(tools, "parameters")}]));
     }
     Value::Object(body)
 }
@@ -138,11 +132,7 @@ pub fn effort_budget(effort: &str) -> Option<u64> {
 /// # Errors
 /// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
 /// outputs and refusals.
-pub fn parse_response(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<ChatResponse, CallError> {
+pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let thoughts = count(&json, "/usageMetadata/thoughtsTokenCount");
     let usage = Usage {
@@ -174,11 +164,7 @@ pub fn parse_response(
         return Ok(settle(response, usage_present));
     };
     let mut reasoning = String::new();
-    let parts = candidate
-        .pointer("/content/parts")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let parts = candidate.pointer("/content/parts").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     for part in parts {
         if let Some(call) = part.get("functionCall") {
             response.tool_calls.push(ToolCall {
@@ -205,9 +191,7 @@ fn finish_reason(reason: &str) -> FinishReason {
         "STOP" => FinishReason::Stop,
         "MAX_TOKENS" => FinishReason::Length,
         "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" => FinishReason::Malformed,
-        "SAFETY" | "RECITATION" | "PROHIBITED_CONTENT" | "BLOCKLIST" | "SPII" | "IMAGE_SAFETY" => {
-            FinishReason::ContentFilter
-        }
+        "SAFETY" | "RECITATION" | "PROHIBITED_CONTENT" | "BLOCKLIST" | "SPII" | "IMAGE_SAFETY" => FinishReason::ContentFilter,
         "" => FinishReason::Other("unknown".into()),
         other => FinishReason::Other(other.to_lowercase()),
     }
@@ -227,11 +211,7 @@ mod tests {
         params.insert("thinking_budget".into(), json!(512));
         params.insert("candidateCount".into(), json!(1));
         ChatRequest {
-            messages: vec![
-                Message::user("ping"),
-                Message::assistant("pong"),
-                Message::user("again please"),
-            ],
+            messages: vec![Message::user("ping"), Message::assistant("pong"), Message::user("again please")],
             system: Some("sys".into()),
             params,
             json_mode: true,
@@ -251,10 +231,7 @@ mod tests {
                 "thinkingConfig": {"thinkingBudget": 512, "includeThoughts": true}},
         });
         assert_eq!(body, expected);
-        assert_eq!(
-            url("http://h/", "models/gemini-x"),
-            "http://h/v1beta/models/gemini-x:generateContent"
-        );
+        assert_eq!(url("http://h/", "models/gemini-x"), "http://h/v1beta/models/gemini-x:generateContent");
     }
 
     #[test]
@@ -279,27 +256,12 @@ mod tests {
         let endpoint = mock_endpoint(&server, ProviderKind::Gemini, "gemini-test");
         let outcome = quick_client().call(&endpoint, &request()).await.unwrap();
         assert_eq!(outcome.response.text, "echo: again please");
-        assert_eq!(
-            outcome.response.reasoning.as_deref(),
-            Some("mock reasoning")
-        );
-        assert_eq!(
-            outcome.response.usage,
-            Usage {
-                input: 5,
-                output: 5,
-                reasoning: 2,
-                cached: 0,
-                cost: None,
-            }
-        );
+        assert_eq!(outcome.response.reasoning.as_deref(), Some("mock reasoning"));
+        assert_eq!(outcome.response.usage, Usage { input: 5, output: 5, reasoning: 2, cached: 0, cost: None });
         assert_eq!(outcome.response.answered_model, "gemini-test");
         let log = server.request_log();
         assert_eq!(log[0].path, "/v1beta/models/gemini-test:generateContent");
-        assert_eq!(
-            log[0].headers.get("x-goog-api-key").map(String::as_str),
-            Some("sk-test-SECRET-1")
-        );
+        assert_eq!(log[0].headers.get("x-goog-api-key").map(String::as_str), Some("sk-test-SECRET-1"));
         server.shutdown().await;
     }
 }

@@ -38,14 +38,7 @@ pub struct AimdConfig {
 impl Default for AimdConfig {
     /// Inspect's adaptive defaults but floor 1: 20 / 1 / 100, ×0.8, 15 s cooldown.
     fn default() -> Self {
-        Self {
-            initial: 20,
-            floor: 1,
-            cap: 100,
-            decrease_factor: 0.8,
-            cooldown: Duration::from_secs(15),
-            growth_step: 1,
-        }
+        Self { initial: 20, floor: 1, cap: 100, decrease_factor: 0.8, cooldown: Duration::from_secs(15), growth_step: 1 }
     }
 }
 
@@ -129,8 +122,7 @@ impl Limiter {
                     floor,
                     cap,
                     initial: config.initial.clamp(floor, cap),
-                    decrease_factor: if config.decrease_factor > 0.0 && config.decrease_factor < 1.0
-                    {
+                    decrease_factor: if config.decrease_factor > 0.0 && config.decrease_factor < 1.0 {
                         config.decrease_factor
                     } else {
                         AimdConfig::default().decrease_factor
@@ -139,25 +131,13 @@ impl Limiter {
                     ..config
                 })
             }
-            ConcurrencyMode::Static { max_concurrency } => ConcurrencyMode::Static {
-                max_concurrency: max_concurrency.max(1),
-            },
+            ConcurrencyMode::Static { max_concurrency } => ConcurrencyMode::Static { max_concurrency: max_concurrency.max(1) },
         };
         let limit = match mode {
             ConcurrencyMode::Adaptive(config) => config.initial,
             ConcurrencyMode::Static { max_concurrency } => max_concurrency,
         };
-        Self {
-            mode,
-            state: Mutex::new(State {
-                limit,
-                in_flight: 0,
-                generation: 0,
-                successes: 0,
-                growth_paused_until: None,
-            }),
-            notify: Notify::new(),
-        }
+        Self { mode, state: Mutex::new(State { limit, in_flight: 0, generation: 0, successes: 0, growth_paused_until: None }), notify: Notify::new() }
     }
 
     /// Waits for a free slot. Cancellation-safe: a dropped waiter passes its wake-up on.
@@ -176,10 +156,7 @@ impl Limiter {
                     if spare {
                         self.notify.notify_one();
                     }
-                    return Permit {
-                        limiter: self,
-                        generation,
-                    };
+                    return Permit { limiter: self, generation };
                 }
             }
             notified.await;
@@ -189,19 +166,13 @@ impl Limiter {
     /// Current limit, in-flight count and number of cuts.
     pub fn snapshot(&self) -> LimiterSnapshot {
         let state = self.lock();
-        LimiterSnapshot {
-            limit: state.limit,
-            in_flight: state.in_flight,
-            cuts: state.generation,
-        }
+        LimiterSnapshot { limit: state.limit, in_flight: state.in_flight, cuts: state.generation }
     }
 
     /// Poison-tolerant lock: the state stays consistent because no code panics while
     /// holding it, so a poisoned mutex is still safe to use.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn release(&self, generation: u64, feedback: Feedback) {
@@ -214,13 +185,7 @@ impl Limiter {
         self.notify.notify_one();
     }
 
-    fn adapt(
-        state: &mut State,
-        config: &AimdConfig,
-        generation: u64,
-        feedback: Feedback,
-        now: Instant,
-    ) {
+    fn adapt(state: &mut State, config: &AimdConfig, generation: u64, feedback: Feedback, now: Instant) {
         match feedback {
             Feedback::Success => {
                 if state.growth_paused_until.is_some_and(|until| now < until) {
@@ -303,14 +268,7 @@ mod tests {
         for permit in permits {
             permit.finish(Feedback::RateLimited);
         }
-        assert_eq!(
-            limiter.snapshot(),
-            LimiterSnapshot {
-                limit: 16,
-                in_flight: 0,
-                cuts: 1
-            }
-        );
+        assert_eq!(limiter.snapshot(), LimiterSnapshot { limit: 16, in_flight: 0, cuts: 1 });
     }
 
     #[tokio::test(start_paused = true)]
@@ -325,11 +283,7 @@ mod tests {
         for _ in 0..16 {
             limiter.acquire().await.finish(Feedback::Success);
         }
-        assert_eq!(
-            limiter.snapshot().limit,
-            17,
-            "one window of successes adds one slot"
-        );
+        assert_eq!(limiter.snapshot().limit, 17, "one window of successes adds one slot");
         for _ in 0..17 {
             limiter.acquire().await.finish(Feedback::Success);
         }
@@ -353,12 +307,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn growth_stops_at_cap() {
-        let limiter = Limiter::new(ConcurrencyMode::Adaptive(AimdConfig {
-            initial: 3,
-            floor: 1,
-            cap: 4,
-            ..AimdConfig::default()
-        }));
+        let limiter = Limiter::new(ConcurrencyMode::Adaptive(AimdConfig { initial: 3, floor: 1, cap: 4, ..AimdConfig::default() }));
         for _ in 0..50 {
             limiter.acquire().await.finish(Feedback::Success);
         }
@@ -381,14 +330,7 @@ mod tests {
         first.finish(Feedback::RateLimited);
         waiter.await.unwrap();
         drop(second);
-        assert_eq!(
-            limiter.snapshot(),
-            LimiterSnapshot {
-                limit: 2,
-                in_flight: 0,
-                cuts: 0
-            }
-        );
+        assert_eq!(limiter.snapshot(), LimiterSnapshot { limit: 2, in_flight: 0, cuts: 0 });
     }
 
     #[tokio::test(start_paused = true)]
@@ -404,26 +346,13 @@ mod tests {
 
     #[tokio::test]
     async fn aimd_shrinks_on_429() {
-        let faults =
-            FaultPlan::sequence((0..3).map(|_| Fault::RateLimited(RetryHeader::Millis(1))));
-        let server = MockServer::start(MockConfig {
-            faults,
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let client = client_with(
-            quick_config().retry,
-            ConcurrencyMode::Adaptive(AimdConfig::default()),
-        );
+        let faults = FaultPlan::sequence((0..3).map(|_| Fault::RateLimited(RetryHeader::Millis(1))));
+        let server = MockServer::start(MockConfig { faults, ..MockConfig::default() }).await.unwrap();
+        let client = client_with(quick_config().retry, ConcurrencyMode::Adaptive(AimdConfig::default()));
         let endpoint = mock_endpoint(&server, ProviderKind::OpenAi, "m");
         let outcome = client.call(&endpoint, &ask("x")).await.unwrap();
         assert_eq!(outcome.attempts, 4);
         let snapshot = client.limiter_snapshot(&endpoint);
-        assert_eq!(
-            (snapshot.limit, snapshot.cuts, snapshot.in_flight),
-            (9, 3, 0),
-            "20 → 16 → 12 → 9"
-        );
+        assert_eq!((snapshot.limit, snapshot.cuts, snapshot.in_flight), (9, 3, 0), "20 → 16 → 12 → 9");
     }
 }

@@ -18,27 +18,24 @@ pub mod families;
 pub mod gemini;
 mod limiter;
 pub mod mock;
-mod pacer;
 pub mod openai;
+mod pacer;
 mod retry;
 mod types;
 mod wire;
 
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
-    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, Lane, LaneSnapshot, ProviderClient,
-    install_crypto_provider, request_body, request_fingerprint, request_url,
+    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, Lane, LaneSnapshot, ProviderClient, install_crypto_provider, request_body,
+    request_fingerprint, request_url,
 };
 pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
-pub use retry::{
-    RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339,
-    retry_after_from_headers,
-};
+pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use types::{
-    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, ProviderKind, Role, Secret,
-    ToolCall, ToolSpec, Usage, canonical_json,
+    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, ProviderKind, Role, Secret, ToolCall, ToolSpec, Usage,
+    canonical_json,
 };
 #[cfg(test)]
 mod body_tests;

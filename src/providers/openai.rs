@@ -15,9 +15,7 @@ use serde_json::{Map, Value, json};
 use super::error::{CallError, success_json};
 use super::families::{is_openai_platform, is_xai};
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{
-    count, endpoint_url, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects,
-};
+use super::wire::{count, endpoint_url, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects};
 
 /// The request URL: `base_url` as given plus `/chat/completions` (a bare origin gets `/v1`).
 #[must_use]
@@ -90,10 +88,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         body.insert("response_format".into(), json!({"type": "json_object"}));
     }
     if let Some(tools) = &request.tools {
-        let tools = tool_objects(tools, "parameters")
-            .into_iter()
-            .map(|function| json!({"type": "function", "function": function}))
-            .collect();
+        let tools = tool_objects(tools, "parameters").into_iter().map(|function| json!({"type": "function", "function": function})).collect();
         body.insert("tools".into(), Value::Array(tools));
     }
     Value::Object(body)
@@ -162,11 +157,7 @@ pub fn split_reasoning(mut response: ChatResponse, tag: &str) -> ChatResponse {
 ///
 /// # Errors
 /// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
-pub fn parse_response(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<ChatResponse, CallError> {
+pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     parse_shaped(status, headers, body, &Shaping::default())
 }
 
@@ -176,18 +167,9 @@ pub fn parse_response(
 ///
 /// # Errors
 /// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
-pub fn parse_shaped(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &[u8],
-    shaping: &Shaping,
-) -> Result<ChatResponse, CallError> {
+pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
-    let message = json
-        .pointer("/choices/0/message")
-        .ok_or_else(|| CallError::Protocol {
-            detail: "response has no `choices[0].message`".into(),
-        })?;
+    let message = json.pointer("/choices/0/message").ok_or_else(|| CallError::Protocol { detail: "response has no `choices[0].message`".into() })?;
     let response = ChatResponse {
         text: content_text(message.get("content")),
         reasoning: ["reasoning_content", "reasoning"]
@@ -207,11 +189,7 @@ pub fn parse_shaped(
     if let Some(tag) = &shaping.reasoning_tag {
         response = split_reasoning(response, tag);
     }
-    if let Some(message) = message
-        .get("refusal")
-        .and_then(Value::as_str)
-        .filter(|text| !text.is_empty())
-    {
+    if let Some(message) = message.get("refusal").and_then(Value::as_str).filter(|text| !text.is_empty()) {
         return Ok(refused(response, message));
     }
     Ok(response)
@@ -243,10 +221,7 @@ fn usage(json: &Value, xai: bool) -> Usage {
 fn content_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|part| part.get("text").and_then(Value::as_str))
-            .collect(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|part| part.get("text").and_then(Value::as_str)).collect(),
         _ => String::new(),
     }
 }
@@ -260,9 +235,7 @@ fn tool_calls(message: &Value) -> Vec<ToolCall> {
         .map(|call| ToolCall {
             id: text(call, "/id"),
             name: text(call, "/function/name"),
-            arguments: call
-                .pointer("/function/arguments")
-                .map_or(Value::Null, parse_arguments),
+            arguments: call.pointer("/function/arguments").map_or(Value::Null, parse_arguments),
         })
         .collect()
 }
@@ -296,11 +269,7 @@ mod tests {
             system: Some("be brief".into()),
             params,
             json_mode: true,
-            tools: Some(vec![ToolSpec {
-                name: "add".into(),
-                description: "adds".into(),
-                parameters: json!({"type": "object"}),
-            }]),
+            tools: Some(vec![ToolSpec { name: "add".into(), description: "adds".into(), parameters: json!({"type": "object"}) }]),
         }
     }
 
@@ -315,10 +284,7 @@ mod tests {
             "tools": [{"type": "function", "function": {"name": "add", "description": "adds", "parameters": {"type": "object"}}}],
         });
         assert_eq!(body, expected);
-        assert_eq!(
-            body.to_string(),
-            build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test")).to_string()
-        );
+        assert_eq!(body.to_string(), build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test")).to_string());
         assert_eq!(url("http://x/v1/", "m"), "http://x/v1/chat/completions");
     }
 
@@ -337,18 +303,8 @@ mod tests {
         let parsed = parse_response(ok, &HeaderMap::new(), tool).unwrap();
         assert_eq!(parsed.tool_calls[0].arguments, json!({"a": 1}));
         assert_eq!(parsed.finish_reason, FinishReason::ToolCalls);
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), b"{\"choi")
-                .unwrap_err()
-                .class(),
-            "protocol"
-        );
-        assert_eq!(
-            parse_response(ok, &HeaderMap::new(), b"{}")
-                .unwrap_err()
-                .class(),
-            "protocol"
-        );
+        assert_eq!(parse_response(ok, &HeaderMap::new(), b"{\"choi").unwrap_err().class(), "protocol");
+        assert_eq!(parse_response(ok, &HeaderMap::new(), b"{}").unwrap_err().class(), "protocol");
     }
 
     #[tokio::test]
@@ -360,24 +316,15 @@ mod tests {
         assert_eq!(outcome.response.text, "echo: hello there");
         assert_eq!(outcome.response.answered_model, "gpt-test");
         assert_eq!(outcome.response.usage.input, 4);
-        assert_eq!(
-            outcome.response.usage.output, 5,
-            "3 answer words + 2 reasoning words"
-        );
+        assert_eq!(outcome.response.usage.output, 5, "3 answer words + 2 reasoning words");
         assert_eq!(outcome.response.usage.reasoning, 2);
-        assert_eq!(
-            outcome.response.reasoning.as_deref(),
-            Some("mock reasoning")
-        );
+        assert_eq!(outcome.response.reasoning.as_deref(), Some("mock reasoning"));
         assert_eq!(outcome.attempts, 1);
         let log = server.request_log();
         assert_eq!(log.len(), 1);
         assert_eq!(log[0].path, "/v1/chat/completions");
         assert_eq!(log[0].body, outcome.request_body);
-        assert_eq!(
-            log[0].headers.get("authorization").map(String::as_str),
-            Some("Bearer sk-test-SECRET-1")
-        );
+        assert_eq!(log[0].headers.get("authorization").map(String::as_str), Some("Bearer sk-test-SECRET-1"));
         server.shutdown().await;
     }
 }

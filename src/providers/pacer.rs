@@ -215,11 +215,7 @@ impl Pacer {
             state.recent.pop_front();
         }
         self.grow(state, now);
-        PaceTicket {
-            generation: state.generation,
-            rate_at_send: (state.phase != PacerPhase::Unpaced).then_some(state.rate),
-            sent_at: now,
-        }
+        PaceTicket { generation: state.generation, rate_at_send: (state.phase != PacerPhase::Unpaced).then_some(state.rate), sent_at: now }
     }
 
     /// Round bookkeeping: grow the rate once per round in which the pacer held requests back.
@@ -338,8 +334,7 @@ impl Pacer {
 
 impl State {
     fn interval(&self) -> Option<Duration> {
-        (self.phase != PacerPhase::Unpaced && self.rate.is_finite() && self.rate > 0.0)
-            .then(|| Duration::from_secs_f64(1.0 / self.rate))
+        (self.phase != PacerPhase::Unpaced && self.rate.is_finite() && self.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / self.rate))
     }
 
     fn pause_until(&mut self, until: Instant) {
@@ -465,10 +460,7 @@ mod tests {
             pacer.acquire().await;
         }
         let rate = pacer.snapshot().rate.unwrap();
-        assert!(
-            rate > ceiling * config.decrease_factor && rate <= ceiling * config.ceiling_margin + 1e-9,
-            "grows, capped by the ceiling: {rate} vs {ceiling}"
-        );
+        assert!(rate > ceiling * config.decrease_factor && rate <= ceiling * config.ceiling_margin + 1e-9, "grows, capped by the ceiling: {rate} vs {ceiling}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -48,20 +48,14 @@ impl RetryPolicy {
     /// A policy that never retries, for callers that retry at a higher level.
     #[must_use]
     pub fn no_retries() -> Self {
-        Self {
-            max_attempts: 1,
-            retry_rate_limits: false,
-            ..Self::default()
-        }
+        Self { max_attempts: 1, retry_rate_limits: false, ..Self::default() }
     }
 
     /// The full-jitter window after `attempt` failed attempts: `min(max, base·2^(n-1))`.
     #[must_use]
     pub fn backoff_cap(&self, attempt: u32) -> Duration {
         let exponent = attempt.saturating_sub(1).min(30);
-        self.base_delay
-            .saturating_mul(1_u32 << exponent)
-            .min(self.max_delay)
+        self.base_delay.saturating_mul(1_u32 << exponent).min(self.max_delay)
     }
 
     /// The sleep before the next attempt, or `None` to give up: not retryable, attempts
@@ -69,12 +63,7 @@ impl RetryPolicy {
     /// `failures` counts the failed attempts that use the retry budget, which a rate limit
     /// never does: for a 429 this defers to [`Self::rate_limit_delay`].
     #[must_use]
-    pub fn next_delay(
-        &self,
-        failures: u32,
-        error: &CallError,
-        elapsed: Duration,
-    ) -> Option<Duration> {
+    pub fn next_delay(&self, failures: u32, error: &CallError, elapsed: Duration) -> Option<Duration> {
         if let CallError::RateLimited { retry_after } = error {
             return self.rate_limit_delay(1, *retry_after, elapsed);
         }
@@ -93,12 +82,7 @@ impl RetryPolicy {
     /// `Retry-After` the lane's pacer does the waiting for every request of the lane, so
     /// the call sleeps zero; without one it backs off like any retry.
     #[must_use]
-    pub fn rate_limit_delay(
-        &self,
-        rate_limits: u32,
-        retry_after: Option<Duration>,
-        elapsed: Duration,
-    ) -> Option<Duration> {
+    pub fn rate_limit_delay(&self, rate_limits: u32, retry_after: Option<Duration>, elapsed: Duration) -> Option<Duration> {
         if !self.retry_rate_limits {
             return None;
         }
@@ -126,12 +110,7 @@ fn jitter(cap: Duration) -> Duration {
 /// `Retry-After` as delta-seconds (fractions tolerated) or an HTTP-date.
 #[must_use]
 pub fn retry_after_from_headers(headers: &HeaderMap) -> Option<Duration> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::trim)
-    };
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::trim);
     if let Some(millis) = header("retry-after-ms").and_then(|text| text.parse::<f64>().ok())
         && millis.is_finite()
         && millis >= 0.0
@@ -140,15 +119,10 @@ pub fn retry_after_from_headers(headers: &HeaderMap) -> Option<Duration> {
     }
     let text = header("retry-after")?;
     if let Ok(seconds) = text.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0)
-            .then(|| Duration::from_secs_f64(seconds.min(MAX_HONOURED_WAIT.as_secs_f64())));
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(MAX_HONOURED_WAIT.as_secs_f64())));
     }
     let when = parse_http_date(text)?;
-    Some(
-        when.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO)
-            .min(MAX_HONOURED_WAIT),
-    )
+    Some(when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO).min(MAX_HONOURED_WAIT))
 }
 
 /// A provider's request budget as its rate-limit headers state it, so the pacer can slow
@@ -180,9 +154,9 @@ impl RateLimitHeaders {
         let anthropic = Self {
             limit: number("anthropic-ratelimit-requests-limit"),
             remaining: number("anthropic-ratelimit-requests-remaining"),
-            reset: header("anthropic-ratelimit-requests-reset").and_then(parse_rfc3339).map(|when| {
-                when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO).min(MAX_HONOURED_WAIT)
-            }),
+            reset: header("anthropic-ratelimit-requests-reset")
+                .and_then(parse_rfc3339)
+                .map(|when| when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO).min(MAX_HONOURED_WAIT)),
         };
         [openai, anthropic].into_iter().find(|found| found.remaining.is_some())
     }
@@ -213,8 +187,7 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
         rest = &rest[unit_len..];
         seconds += value * scale;
     }
-    (seconds.is_finite() && seconds >= 0.0)
-        .then(|| Duration::from_secs_f64(seconds.min(MAX_HONOURED_WAIT.as_secs_f64())))
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(MAX_HONOURED_WAIT.as_secs_f64())))
 }
 
 /// Parses an RFC 3339 instant (`2026-01-01T00:00:30Z`, fractions and offsets allowed).
@@ -242,9 +215,7 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || !(0.0..61.0).contains(&second) {
         return None;
     }
-    let whole = days_from_civil(year, month, day).checked_mul(86_400)?
-        + i64::try_from(hour * 3600 + minute * 60).ok()?
-        - offset_seconds;
+    let whole = days_from_civil(year, month, day).checked_mul(86_400)? + i64::try_from(hour * 3600 + minute * 60).ok()? - offset_seconds;
     let whole = u64::try_from(whole).ok()?;
     UNIX_EPOCH.checked_add(Duration::from_secs(whole) + Duration::from_secs_f64(second))
 }
@@ -258,17 +229,9 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
         return None;
     };
     let day: u32 = day.parse().ok()?;
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|name| name == month)?;
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].iter().position(|name| name == month)?;
     let year: i64 = year.parse().ok()?;
-    let clock: Vec<u64> = time
-        .split(':')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
+    let clock: Vec<u64> = time.split(':').map(str::parse).collect::<Result<_, _>>().ok()?;
     let [hour, minute, second] = clock.as_slice() else {
         return None;
     };
@@ -277,8 +240,7 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
     }
     let month = u32::try_from(month).ok()? + 1;
     let days = days_from_civil(year, month, day);
-    let seconds =
-        days.checked_mul(86_400)? + i64::try_from(hour * 3600 + minute * 60 + second).ok()?;
+    let seconds = days.checked_mul(86_400)? + i64::try_from(hour * 3600 + minute * 60 + second).ok()?;
     let seconds = u64::try_from(seconds).ok()?;
     UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
 }
@@ -306,10 +268,7 @@ mod tests {
     #[test]
     fn http_date_parses() {
         let when = parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
-        assert_eq!(
-            when.duration_since(UNIX_EPOCH).unwrap().as_secs(),
-            784_111_777
-        );
+        assert_eq!(when.duration_since(UNIX_EPOCH).unwrap().as_secs(), 784_111_777);
         assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
         assert_eq!(parse_http_date("garbage"), None);
     }
@@ -319,20 +278,11 @@ mod tests {
         let mut headers = HeaderMap::new();
         assert_eq!(retry_after_from_headers(&headers), None);
         headers.insert("retry-after", HeaderValue::from_static("2"));
-        assert_eq!(
-            retry_after_from_headers(&headers),
-            Some(Duration::from_secs(2))
-        );
+        assert_eq!(retry_after_from_headers(&headers), Some(Duration::from_secs(2)));
         headers.insert("retry-after-ms", HeaderValue::from_static("250"));
-        assert_eq!(
-            retry_after_from_headers(&headers),
-            Some(Duration::from_millis(250))
-        );
+        assert_eq!(retry_after_from_headers(&headers), Some(Duration::from_millis(250)));
         headers.remove("retry-after-ms");
-        headers.insert(
-            "retry-after",
-            HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"),
-        );
+        headers.insert("retry-after", HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT"));
         assert_eq!(retry_after_from_headers(&headers), Some(Duration::ZERO));
         headers.insert("retry-after", HeaderValue::from_static("-5"));
         assert_eq!(retry_after_from_headers(&headers), None);
@@ -385,41 +335,22 @@ mod tests {
         assert_eq!(policy.backoff_cap(2), Duration::from_millis(200));
         assert_eq!(policy.backoff_cap(3), Duration::from_millis(350));
         assert_eq!(policy.backoff_cap(100), Duration::from_millis(350));
-        let server = CallError::Server {
-            status: 500,
-            retry_after: None,
-        };
+        let server = CallError::Server { status: 500, retry_after: None };
         for _ in 0..100 {
             let delay = policy.next_delay(3, &server, Duration::ZERO).unwrap();
             assert!(delay <= Duration::from_millis(350));
         }
-        assert_eq!(
-            policy.next_delay(5, &server, Duration::ZERO),
-            None,
-            "attempts exhausted"
-        );
-        assert_eq!(
-            policy.next_delay(1, &server, Duration::from_secs(10)),
-            None,
-            "time exhausted"
-        );
+        assert_eq!(policy.next_delay(5, &server, Duration::ZERO), None, "attempts exhausted");
+        assert_eq!(policy.next_delay(1, &server, Duration::from_secs(10)), None, "time exhausted");
         let auth = CallError::Auth { status: 401 };
-        assert_eq!(
-            policy.next_delay(1, &auth, Duration::ZERO),
-            None,
-            "not retryable"
-        );
+        assert_eq!(policy.next_delay(1, &auth, Duration::ZERO), None, "not retryable");
     }
 
     #[test]
     fn rate_limits_use_the_time_budget_not_the_attempts() {
         let policy = RetryPolicy { max_attempts: 2, ..RetryPolicy::default() };
         let limited = CallError::RateLimited { retry_after: Some(Duration::from_secs(3)) };
-        assert_eq!(
-            policy.next_delay(100, &limited, Duration::ZERO),
-            Some(Duration::ZERO),
-            "the lane waits out Retry-After; attempts do not run out"
-        );
+        assert_eq!(policy.next_delay(100, &limited, Duration::ZERO), Some(Duration::ZERO), "the lane waits out Retry-After; attempts do not run out");
         let too_long = CallError::RateLimited { retry_after: Some(Duration::from_secs(700)) };
         assert_eq!(policy.next_delay(1, &too_long, Duration::ZERO), None, "would cross total budget");
         assert_eq!(policy.rate_limit_delay(1, Some(Duration::from_secs(3)), Duration::from_secs(598)), None);
@@ -435,32 +366,15 @@ mod tests {
 
     #[tokio::test]
     async fn retry_after_is_honoured() {
-        for (header, wait) in [
-            (RetryHeader::Millis(300), Duration::from_millis(300)),
-            (RetryHeader::Seconds(1), Duration::from_secs(1)),
-        ] {
+        for (header, wait) in [(RetryHeader::Millis(300), Duration::from_millis(300)), (RetryHeader::Seconds(1), Duration::from_secs(1))] {
             let faults = FaultPlan::sequence([Fault::RateLimited(header)]);
-            let server = MockServer::start(MockConfig {
-                faults,
-                ..MockConfig::default()
-            })
-            .await
-            .unwrap();
-            let outcome = quick_client()
-                .call(
-                    &mock_endpoint(&server, ProviderKind::Anthropic, "m"),
-                    &ask("x"),
-                )
-                .await
-                .unwrap();
+            let server = MockServer::start(MockConfig { faults, ..MockConfig::default() }).await.unwrap();
+            let outcome = quick_client().call(&mock_endpoint(&server, ProviderKind::Anthropic, "m"), &ask("x")).await.unwrap();
             assert_eq!(outcome.attempts, 2);
             let log = server.request_log();
             let gap = log[1].at.saturating_sub(log[0].at);
             assert!(gap >= wait, "{header:?}: second attempt after {gap:?}");
-            assert!(
-                gap < wait + Duration::from_millis(400),
-                "{header:?}: waited too long, {gap:?}"
-            );
+            assert!(gap < wait + Duration::from_millis(400), "{header:?}: waited too long, {gap:?}");
         }
     }
 }

@@ -125,13 +125,7 @@ pub enum HeaderValueOf {
 impl Endpoint {
     /// Builds an endpoint with the provider's public base URL and no key.
     pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
-        Self {
-            kind,
-            model: model.into(),
-            base_url: kind.default_base_url().to_owned(),
-            api_key: None,
-            headers: Vec::new(),
-        }
+        Self { kind, model: model.into(), base_url: kind.default_base_url().to_owned(), api_key: None, headers: Vec::new() }
     }
 
     /// Adds a header sent with every request to this endpoint.
@@ -189,18 +183,12 @@ pub struct Message {
 impl Message {
     /// A user turn, the common case when building prompts.
     pub fn user(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            content: content.into(),
-        }
+        Self { role: Role::User, content: content.into() }
     }
 
     /// An assistant turn, for replaying earlier model answers.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::Assistant,
-            content: content.into(),
-        }
+        Self { role: Role::Assistant, content: content.into() }
     }
 }
 
@@ -449,13 +437,8 @@ mod tests {
 
     #[test]
     fn secret_never_prints() {
-        let endpoint = Endpoint::new(ProviderKind::OpenAi, "gpt-x")
-            .with_api_key(Secret::new("sk-very-secret-123"));
-        let debug = format!(
-            "{endpoint:?} {:?} {}",
-            endpoint.api_key,
-            Secret::new("sk-very-secret-123")
-        );
+        let endpoint = Endpoint::new(ProviderKind::OpenAi, "gpt-x").with_api_key(Secret::new("sk-very-secret-123"));
+        let debug = format!("{endpoint:?} {:?} {}", endpoint.api_key, Secret::new("sk-very-secret-123"));
         assert!(!debug.contains("sk-very-secret-123"), "{debug}");
         let serialized = serde_json::to_string(&endpoint).unwrap();
         assert!(!serialized.contains("sk-very"), "{serialized}");
@@ -464,11 +447,7 @@ mod tests {
 
     #[test]
     fn provider_kind_serde_is_lowercase() {
-        for (kind, name) in [
-            (ProviderKind::OpenAi, "\"openai\""),
-            (ProviderKind::Anthropic, "\"anthropic\""),
-            (ProviderKind::Gemini, "\"gemini\""),
-        ] {
+        for (kind, name) in [(ProviderKind::OpenAi, "\"openai\""), (ProviderKind::Anthropic, "\"anthropic\""), (ProviderKind::Gemini, "\"gemini\"")] {
             assert_eq!(serde_json::to_string(&kind).unwrap(), name);
             assert_eq!(serde_json::from_str::<ProviderKind>(name).unwrap(), kind);
         }
@@ -477,54 +456,26 @@ mod tests {
     #[test]
     fn canonical_json_sorts_nested_keys() {
         let value = json!({"b": [{"z": 1, "a": null}], "a": "x\"y"});
-        assert_eq!(
-            canonical_json(&value),
-            r#"{"a":"x\"y","b":[{"a":null,"z":1}]}"#
-        );
+        assert_eq!(canonical_json(&value), r#"{"a":"x\"y","b":[{"a":null,"z":1}]}"#);
     }
 
     #[tokio::test]
     async fn api_key_never_leaks() {
-        let config = MockConfig {
-            require_api_key: Some("the-right-key".into()),
-            ..MockConfig::default()
-        };
+        let config = MockConfig { require_api_key: Some("the-right-key".into()), ..MockConfig::default() };
         let server = MockServer::start(config).await.unwrap();
         let client = quick_client();
         for kind in KINDS {
             let endpoint = mock_endpoint(&server, kind, "m");
             let error = client.call(&endpoint, &ask("x")).await.unwrap_err();
             assert_eq!(error, CallError::Auth { status: 401 });
-            for text in [
-                format!("{error}"),
-                format!("{error:?}"),
-                format!("{endpoint:?}"),
-                format!("{client:?}"),
-            ] {
+            for text in [format!("{error}"), format!("{error:?}"), format!("{endpoint:?}"), format!("{client:?}")] {
                 assert!(!text.contains(KEY), "{text}");
             }
         }
-        let echoing = FaultPlan::sequence([Fault::Status {
-            status: 400,
-            message: format!("your key {KEY} is odd"),
-        }]);
-        let server = MockServer::start(MockConfig {
-            faults: echoing,
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let error = client
-            .call(
-                &mock_endpoint(&server, ProviderKind::OpenAi, "m"),
-                &ask("x"),
-            )
-            .await
-            .unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "request rejected: HTTP 400: your key [REDACTED] is odd"
-        );
+        let echoing = FaultPlan::sequence([Fault::Status { status: 400, message: format!("your key {KEY} is odd") }]);
+        let server = MockServer::start(MockConfig { faults: echoing, ..MockConfig::default() }).await.unwrap();
+        let error = client.call(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x")).await.unwrap_err();
+        assert_eq!(error.to_string(), "request rejected: HTTP 400: your key [REDACTED] is odd");
         assert!(!format!("{error:?}").contains(KEY));
     }
 }

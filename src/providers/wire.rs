@@ -30,26 +30,14 @@ pub(super) fn endpoint_url(base: &str, version: &str, rest: &str) -> String {
 /// it); cache keys name the URL only where the two differ, so no existing key changes.
 pub(super) fn join_url(base: &str, version: &str, rest: &str) -> String {
     let base = base.trim_end_matches('/');
-    if base.ends_with(version) {
-        format!("{base}{rest}")
-    } else {
-        format!("{base}{version}{rest}")
-    }
+    if base.ends_with(version) { format!("{base}{rest}") } else { format!("{base}{version}{rest}") }
 }
 
 /// Builds one sensitive header (hidden from hyper/reqwest debug output). The error never
 /// includes the value, only the header name.
-pub(super) fn secret_header(
-    headers: &mut HeaderMap,
-    name: &'static str,
-    prefix: &str,
-    key: &Secret,
-) -> Result<(), CallError> {
-    let mut value = HeaderValue::from_str(&format!("{prefix}{}", key.expose())).map_err(|_| {
-        CallError::Config {
-            detail: format!("API key contains bytes not allowed in the `{name}` header"),
-        }
-    })?;
+pub(super) fn secret_header(headers: &mut HeaderMap, name: &'static str, prefix: &str, key: &Secret) -> Result<(), CallError> {
+    let mut value = HeaderValue::from_str(&format!("{prefix}{}", key.expose()))
+        .map_err(|_| CallError::Config { detail: format!("API key contains bytes not allowed in the `{name}` header") })?;
     value.set_sensitive(true);
     headers.insert(HeaderName::from_static(name), value);
     Ok(())
@@ -62,10 +50,7 @@ pub(super) fn count(json: &Value, pointer: &str) -> u64 {
 
 /// A string at a JSON pointer, empty when absent or not a string.
 pub(super) fn text(json: &Value, pointer: &str) -> String {
-    json.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    json.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
 /// Tool arguments sent as a JSON string: parsed when valid, kept as a string otherwise so a
@@ -84,10 +69,7 @@ pub(super) fn tool_objects(tools: &[ToolSpec], schema_key: &str) -> Vec<Value> {
         .map(|tool| {
             let mut object = Map::new();
             object.insert("name".into(), Value::String(tool.name.clone()));
-            object.insert(
-                "description".into(),
-                Value::String(tool.description.clone()),
-            );
+            object.insert("description".into(), Value::String(tool.description.clone()));
             object.insert(schema_key.into(), tool.parameters.clone());
             Value::Object(object)
         })
@@ -130,7 +112,10 @@ mod tests {
             ("http://h/v1/", "http://h/v1/messages"),
             ("https://api.z.ai/api/paas/v4", "https://api.z.ai/api/paas/v4/messages"),
             ("https://g.example/v1beta/openai/", "https://g.example/v1beta/openai/messages"),
-            ("https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "https://r.openai.azure.com/openai/deployments/d/messages?api-version=2024-10-21"),
+            (
+                "https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+                "https://r.openai.azure.com/openai/deployments/d/messages?api-version=2024-10-21",
+            ),
         ] {
             assert_eq!(endpoint_url(base, "/v1", "/messages"), url, "{base}");
         }
@@ -147,20 +132,10 @@ mod tests {
     #[test]
     fn header_error_hides_key() {
         let mut headers = HeaderMap::new();
-        let error =
-            secret_header(&mut headers, "x-api-key", "", &Secret::new("bad\nkey-123")).unwrap_err();
+        let error = secret_header(&mut headers, "x-api-key", "", &Secret::new("bad\nkey-123")).unwrap_err();
         assert!(!error.to_string().contains("key-123"));
-        secret_header(
-            &mut headers,
-            "authorization",
-            "Bearer ",
-            &Secret::new("sk-1"),
-        )
-        .unwrap();
-        assert!(
-            !format!("{headers:?}").contains("sk-1"),
-            "sensitive headers are masked in Debug"
-        );
+        secret_header(&mut headers, "authorization", "Bearer ", &Secret::new("sk-1")).unwrap();
+        assert!(!format!("{headers:?}").contains("sk-1"), "sensitive headers are masked in Debug");
     }
 
     #[tokio::test]
@@ -172,12 +147,7 @@ mod tests {
             MockOutcome::Reply(MockReply::declined()),
         ]);
         for kind in KINDS {
-            let server = MockServer::start(MockConfig {
-                script: script.clone(),
-                ..MockConfig::default()
-            })
-            .await
-            .unwrap();
+            let server = MockServer::start(MockConfig { script: script.clone(), ..MockConfig::default() }).await.unwrap();
             let endpoint = mock_endpoint(&server, kind, "m");
             let client = quick_client();
             let first = client.call_recorded(&endpoint, &ask("x")).await;

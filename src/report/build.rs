@@ -97,11 +97,7 @@ pub struct ReportOutcome {
 pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
     // Reading and verifying entries is the bulk of the work on big grids;
     // rayon keeps the order (collect on an indexed iterator).
-    let read: Vec<Option<Value>> = plan
-        .cells
-        .par_iter()
-        .map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output)))
-        .collect::<Result<_, _>>()?;
+    let read: Vec<Option<Value>> = plan.cells.par_iter().map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
     let scored: Vec<(&Cell, Value)> = plan.cells.iter().zip(read).filter_map(|(c, v)| v.map(|v| (c, v))).collect();
     let scored_cells: Vec<Cell> = scored.iter().map(|(c, _)| (*c).clone()).collect();
     let metrics_comp = metrics_components(pipeline, &plan.cells, &scored_cells);
@@ -122,13 +118,21 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
             let usage = usage_rows(pipeline, &metrics);
-            let facts = RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
+            let facts =
+                RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
             let mut files = BTreeMap::new();
             files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).as_bytes())?);
             files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
             files.insert("summary.tex".to_owned(), store.put_blob(latex(&metrics.tables, pipeline.report.decimals).as_bytes())?);
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
-            let input = PageInput { tables: &metrics.tables, sections: &metrics.sections, section_owners: &metrics.section_owners, scored: &scored, usage, answered_by: &metrics.answered_by };
+            let input = PageInput {
+                tables: &metrics.tables,
+                sections: &metrics.sections,
+                section_owners: &metrics.section_owners,
+                scored: &scored,
+                usage,
+                answered_by: &metrics.answered_by,
+            };
             for (name, bytes) in page_files(pipeline, plan, &input, store)? {
                 files.insert(name, store.put_blob(&bytes)?);
             }
@@ -198,10 +202,8 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
     let mut tables = Vec::new();
     let mut all_columns: Vec<MetricColumn> = Vec::new();
     for (suite, benchmark) in suites {
-        let columns: Vec<MetricColumn> = Registry::metric_defs(benchmark)
-            .into_iter()
-            .filter(|m| pipeline.metrics.select.is_empty() || pipeline.metrics.select.contains(&m.name))
-            .collect();
+        let columns: Vec<MetricColumn> =
+            Registry::metric_defs(benchmark).into_iter().filter(|m| pipeline.metrics.select.is_empty() || pipeline.metrics.select.contains(&m.name)).collect();
         let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == suite).collect();
         if !subset.is_empty() {
             let mut planned = Planned::default();
@@ -247,10 +249,8 @@ type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, 
 
 fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
     use crate::exec::runner::OUTCOME_FIELDS;
-    let read: Vec<Option<Value>> = scored
-        .par_iter()
-        .map(|(c, _)| store.get(c.episode_key).map(|e| e.and_then(|e| e.output.get("call_outcomes").cloned())))
-        .collect::<Result<_, _>>()?;
+    let read: Vec<Option<Value>> =
+        scored.par_iter().map(|(c, _)| store.get(c.episode_key).map(|e| e.and_then(|e| e.output.get("call_outcomes").cloned()))).collect::<Result<_, _>>()?;
     let mut totals: Vec<(String, BTreeMap<String, u64>)> = Vec::new();
     let mut answered_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for tally in read.into_iter().flatten() {
@@ -289,7 +289,11 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             (model, vec![Some(n), share("length"), share("content_filter"), share("refusal"), share("malformed"), Some(c["no_usage"] as f64)])
         })
         .collect();
-    Ok((vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }], answered_by, call_tokens))
+    Ok((
+        vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }],
+        answered_by,
+        call_tokens,
+    ))
 }
 
 /// Each benchmark's extra tables over its scored cells (e.g. Eleusis' spec §5 metrics),

@@ -107,7 +107,9 @@ pub fn escape_html(s: &str) -> String {
 /// forbids (C0 controls other than tab/LF/CR, U+FFFE, U+FFFF) become U+FFFD.
 pub fn push_escaped(out: &mut String, s: &str) {
     let mut rest = s;
-    while let Some(i) = rest.find(|c: char| matches!(c, '&' | '<' | '>' | '"' | '\'' | '\u{fffe}' | '\u{ffff}') || (c < ' ' && !matches!(c, '\t' | '\n' | '\r'))) {
+    while let Some(i) =
+        rest.find(|c: char| matches!(c, '&' | '<' | '>' | '"' | '\'' | '\u{fffe}' | '\u{ffff}') || (c < ' ' && !matches!(c, '\t' | '\n' | '\r')))
+    {
         out.push_str(&rest[..i]);
         let c = rest[i..].chars().next().expect("find returned the index of a char");
         out.push_str(match c {
@@ -278,7 +280,11 @@ fn summary(out: &mut String, report: &HtmlReport) {
             let _ = writeln!(out, "<details>\n<summary>By model × task ({} row{})</summary>", t.by_task.len(), if t.by_task.len() == 1 { "" } else { "s" });
             summary_table(out, &cols, &t.by_task[..t.by_task.len().min(MAX_TASK_ROWS)], true, report.decimals);
             if t.by_task.len() > MAX_TASK_ROWS {
-                let _ = writeln!(out, "<p class=\"note\">First {MAX_TASK_ROWS} of {} rows; all are in <a href=\"summary.csv\">summary.csv</a>.</p>", t.by_task.len());
+                let _ = writeln!(
+                    out,
+                    "<p class=\"note\">First {MAX_TASK_ROWS} of {} rows; all are in <a href=\"summary.csv\">summary.csv</a>.</p>",
+                    t.by_task.len()
+                );
             }
             out.push_str("</details>\n");
         }
@@ -466,7 +472,13 @@ fn provenance(out: &mut String, report: &HtmlReport) {
         for u in &report.usage {
             out.push_str("<tr><td>");
             push_escaped(out, &u.model);
-            let _ = writeln!(out, "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>", u.input_tokens, u.output_tokens, cost(u.cost_usd));
+            let _ = writeln!(
+                out,
+                "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                u.input_tokens,
+                u.output_tokens,
+                cost(u.cost_usd)
+            );
         }
         let input: u64 = report.usage.iter().map(|u| u.input_tokens).sum();
         let output: u64 = report.usage.iter().map(|u| u.output_tokens).sum();

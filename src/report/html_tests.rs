@@ -12,7 +12,12 @@ fn tables() -> Vec<BenchmarkTables> {
     let ratio = |name: &str, agg: fn(String, String) -> Agg| MetricDef { name: name.into(), agg: agg("correct".into(), "n".into()) };
     vec![BenchmarkTables {
         benchmark: "bbeh<x>".into(),
-        columns: vec![ratio("accuracy", Agg::Ratio), ratio("ci_low", Agg::WilsonLow), ratio("ci_high", Agg::WilsonHigh), MetricDef::mean("mean_score", "score")],
+        columns: vec![
+            ratio("accuracy", Agg::Ratio),
+            ratio("ci_low", Agg::WilsonLow),
+            ratio("ci_high", Agg::WilsonHigh),
+            MetricDef::mean("mean_score", "score"),
+        ],
         by_task: vec![TableRow { model: "m&1".into(), task: Some("t<1>".into()), n: 3, values: vec![Some(0.5), Some(0.25), Some(0.75), None], planned: 0 }],
         by_model: vec![TableRow { model: "m&1".into(), task: None, n: 3, values: vec![Some(0.5), Some(0.25), Some(0.75), Some(f64::NAN)], planned: 0 }],
     }]
@@ -34,7 +39,15 @@ fn report<'a>(tables: &'a [BenchmarkTables], cells: Vec<CellLine>) -> HtmlReport
     HtmlReport {
         title: "demo <report>",
         tables,
-        figures: vec![Figure { id: "bbeh/acc".into(), title: "Accuracy".into(), kind: FigureKind::Bars, x_label: "task".into(), y_label: "accuracy".into(), series: vec![Series::labelled("m", vec![("t1".into(), 0.5)])], diagonal: false }],
+        figures: vec![Figure {
+            id: "bbeh/acc".into(),
+            title: "Accuracy".into(),
+            kind: FigureKind::Bars,
+            x_label: "task".into(),
+            y_label: "accuracy".into(),
+            series: vec![Series::labelled("m", vec![("t1".into(), 0.5)])],
+            diagonal: false,
+        }],
         cells,
         provenance: vec![("evalgrid version".into(), "0.1.0".into()), ("pipeline hash".into(), "blake3:abc".into())],
         usage: vec![

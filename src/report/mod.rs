@@ -1,8 +1,8 @@
 //! Reports: the metrics and report steps, rendered to `reports/<pipeline>/`.
 
 pub mod build;
-pub mod page;
 pub mod html;
+pub mod page;
 pub mod render;
 pub mod svg;
 

@@ -124,7 +124,10 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
         ("evalgrid".to_owned(), format!("{} ({})", env!("CARGO_PKG_VERSION"), option_env!("EVALGRID_GIT_COMMIT").unwrap_or("commit unknown"))),
         ("pipeline file".to_owned(), pipeline.source_path.display().to_string()),
         ("pipeline blake3".to_owned(), pipeline.source_hash.clone()),
-        ("cells".to_owned(), format!("{} planned, {} scored, {} without a result", plan.cells.len(), input.scored.len(), plan.cells.len() - input.scored.len())),
+        (
+            "cells".to_owned(),
+            format!("{} planned, {} scored, {} without a result", plan.cells.len(), input.scored.len(), plan.cells.len() - input.scored.len()),
+        ),
     ];
     for m in &pipeline.models {
         let url = m.base_url.as_deref().unwrap_or("default endpoint");
@@ -165,5 +168,10 @@ fn figures(pipeline: &Pipeline, input: &PageInput<'_>) -> Vec<Figure> {
 /// A summary table as plain numbers for a benchmark's figure code.
 fn table_view(t: &BenchmarkTables) -> TableView {
     let row = |r: &crate::metrics::TableRow| RowView { model: r.model.clone(), task: r.task.clone(), values: r.values.clone() };
-    TableView { suite: t.benchmark.clone(), columns: t.columns.iter().map(|c| c.name.clone()).collect(), by_model: t.by_model.iter().map(row).collect(), by_task: t.by_task.iter().map(row).collect() }
+    TableView {
+        suite: t.benchmark.clone(),
+        columns: t.columns.iter().map(|c| c.name.clone()).collect(),
+        by_model: t.by_model.iter().map(row).collect(),
+        by_task: t.by_task.iter().map(row).collect(),
+    }
 }

@@ -164,7 +164,8 @@ fn colour(series_index: usize, s: &Series) -> &'static str {
 /// Finite points of a series, thinned to at most [`MAX_MARKS_PER_SERIES`]
 /// (every k-th point, deterministic), with their original indices.
 fn drawn(s: &Series) -> (Vec<(usize, f64, f64)>, usize) {
-    let finite: Vec<(usize, f64, f64)> = s.points.iter().enumerate().filter(|(_, (x, y))| x.is_finite() && y.is_finite()).map(|(i, (x, y))| (i, *x, *y)).collect();
+    let finite: Vec<(usize, f64, f64)> =
+        s.points.iter().enumerate().filter(|(_, (x, y))| x.is_finite() && y.is_finite()).map(|(i, (x, y))| (i, *x, *y)).collect();
     let stride = finite.len().div_ceil(MAX_MARKS_PER_SERIES).max(1);
     (finite.into_iter().step_by(stride).collect(), stride)
 }
@@ -218,11 +219,13 @@ pub fn figure_svg(figure: &Figure) -> String {
         h = num(f.height)
     );
     let _ = write!(out, "<title>{}</title>", escape_html(&figure.title));
-    let _ = write!(out, r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#, num(WIDTH / 2.0), escape_html(&figure.title));
+    let _ =
+        write!(out, r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#, num(WIDTH / 2.0), escape_html(&figure.title));
 
     let all = || figure.series.iter().flat_map(|s| s.points.iter().copied());
     let y_axis = Axis::over(all().map(|p| p.1).chain(figure.diagonal.then_some(all().map(|p| p.0)).into_iter().flatten()), figure.kind != FigureKind::Scatter);
-    let x_axis = (figure.kind != FigureKind::Bars).then(|| Axis::over(all().map(|p| p.0).chain(figure.diagonal.then_some(all().map(|p| p.1)).into_iter().flatten()), false));
+    let x_axis = (figure.kind != FigureKind::Bars)
+        .then(|| Axis::over(all().map(|p| p.0).chain(figure.diagonal.then_some(all().map(|p| p.1)).into_iter().flatten()), false));
 
     // Grid, axes and ticks.
     out.push_str(r##"<g stroke="#e6e6e6">"##);
@@ -247,15 +250,18 @@ pub fn figure_svg(figure: &Figure) -> String {
     );
     out.push_str(r##"<g fill="#333333">"##);
     for (v, text) in y_axis.ticks() {
-        let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, num(f.left - 6.0), num(y_axis.map(v, f.bottom, f.top) + 4.0), escape_html(&text));
+        let _ =
+            write!(out, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, num(f.left - 6.0), num(y_axis.map(v, f.bottom, f.top) + 4.0), escape_html(&text));
     }
     if let Some(xa) = &x_axis {
         for (v, text) in xa.ticks() {
-            let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, num(xa.map(v, f.left, f.right)), num(f.bottom + 16.0), escape_html(&text));
+            let _ =
+                write!(out, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, num(xa.map(v, f.left, f.right)), num(f.bottom + 16.0), escape_html(&text));
         }
     }
     out.push_str("</g>");
-    let _ = write!(out, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, num((f.left + f.right) / 2.0), num(f.height - 8.0), escape_html(&figure.x_label));
+    let _ =
+        write!(out, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, num((f.left + f.right) / 2.0), num(f.height - 8.0), escape_html(&figure.x_label));
     let (yx, yy) = (num(16.0), num((f.top + f.bottom) / 2.0));
     let _ = write!(out, r#"<text x="{yx}" y="{yy}" text-anchor="middle" transform="rotate(-90 {yx} {yy})">{}</text>"#, escape_html(&figure.y_label));
 
@@ -284,13 +290,23 @@ pub fn figure_svg(figure: &Figure) -> String {
         _ => bars(&mut out, figure, &cats, &y_axis, &f, rotate),
     };
     if thinned > 1 {
-        let _ = write!(out, r##"<text x="{}" y="{}" text-anchor="end" font-size="10" fill="#666666">1 in {thinned} points drawn; all in CSV</text>"##, num(f.right), num(f.top - 4.0));
+        let _ = write!(
+            out,
+            r##"<text x="{}" y="{}" text-anchor="end" font-size="10" fill="#666666">1 in {thinned} points drawn; all in CSV</text>"##,
+            num(f.right),
+            num(f.top - 4.0)
+        );
     }
     if legend {
         legend_svg(&mut out, figure, &f);
     }
     if figure.series.iter().all(|s| s.points.iter().all(|(x, y)| !x.is_finite() || !y.is_finite())) {
-        let _ = write!(out, r##"<text x="{}" y="{}" text-anchor="middle" fill="#666666">no data</text>"##, num((f.left + f.right) / 2.0), num((f.top + f.bottom) / 2.0));
+        let _ = write!(
+            out,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#666666">no data</text>"##,
+            num((f.left + f.right) / 2.0),
+            num((f.top + f.bottom) / 2.0)
+        );
     }
     out.push_str("</svg>");
     out
@@ -302,7 +318,13 @@ fn points_series(out: &mut String, kind: FigureKind, s: &Series, c: &str, xa: &A
     let xy = |x: f64, y: f64| (num(xa.map(x, f.left, f.right)), num(ya.map(y, f.bottom, f.top)));
     out.push_str("<g>");
     if kind == FigureKind::Line && pts.len() > 1 {
-        let coords: Vec<String> = pts.iter().map(|(_, x, y)| { let (a, b) = xy(*x, *y); format!("{a},{b}") }).collect();
+        let coords: Vec<String> = pts
+            .iter()
+            .map(|(_, x, y)| {
+                let (a, b) = xy(*x, *y);
+                format!("{a},{b}")
+            })
+            .collect();
         let dash = if s.reference { r#" stroke-dasharray="6 4""# } else { "" };
         let _ = write!(out, r#"<polyline class="mark" fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"/>"#, coords.join(" "));
     }
@@ -357,7 +379,13 @@ fn bars(out: &mut String, figure: &Figure, cats: &[String], ya: &Axis, f: &Frame
             let band_left = f.left + index_of(&key) as f64 * band + (band - inner) / 2.0;
             let py = ya.map(y, f.bottom, f.top);
             if s.reference {
-                let _ = write!(out, r#"<path class="mark" d="M{} {}H{}" stroke="{c}" stroke-width="2" stroke-dasharray="4 2" fill="none"><title>"#, num(band_left), num(py), num(band_left + inner));
+                let _ = write!(
+                    out,
+                    r#"<path class="mark" d="M{} {}H{}" stroke="{c}" stroke-width="2" stroke-dasharray="4 2" fill="none"><title>"#,
+                    num(band_left),
+                    num(py),
+                    num(band_left + inner)
+                );
             } else {
                 let _ = write!(
                     out,

@@ -60,10 +60,18 @@ fn hostile_names_and_labels_are_escaped_everywhere() {
 
 #[test]
 fn every_kind_draws_marks_of_its_own() {
-    let line = figure_svg(&fig(FigureKind::Line, vec![Series::new("a", vec![(0.0, 1.0), (1.0, 2.0)]), Series::new("b", vec![(0.0, 2.0), (1.0, 3.0)]).as_reference()], false));
+    let line = figure_svg(&fig(
+        FigureKind::Line,
+        vec![Series::new("a", vec![(0.0, 1.0), (1.0, 2.0)]), Series::new("b", vec![(0.0, 2.0), (1.0, 3.0)]).as_reference()],
+        false,
+    ));
     assert_eq!(count(&line, "<polyline class=\"mark\""), 2);
     assert!(line.contains("stroke-dasharray=\"6 4\""), "reference line is dashed");
-    let scatter = figure_svg(&fig(FigureKind::Scatter, vec![Series { name: "m".into(), points: vec![(0.1, 3.0), (0.4, 5.0)], labels: vec!["model-a".into(), String::new()], reference: false }], false));
+    let scatter = figure_svg(&fig(
+        FigureKind::Scatter,
+        vec![Series { name: "m".into(), points: vec![(0.1, 3.0), (0.4, 5.0)], labels: vec!["model-a".into(), String::new()], reference: false }],
+        false,
+    ));
     assert_eq!(count(&scatter, "<circle class=\"mark\""), 2);
     assert_eq!(count(&scatter, ">model-a</text>"), 1, "only non-empty labels are drawn");
     let bars = figure_svg(&fig(

@@ -56,14 +56,8 @@ pub fn parse_gpu_csv(text: &str) -> Result<Vec<GpuInfo>, GpuError> {
         let [index, name, driver] = fields.as_slice() else {
             return Err(GpuError::Parse(line.to_string()));
         };
-        let index = index
-            .parse()
-            .map_err(|_| GpuError::Parse(line.to_string()))?;
-        out.push(GpuInfo {
-            index,
-            name: (*name).to_string(),
-            driver_version: (*driver).to_string(),
-        });
+        let index = index.parse().map_err(|_| GpuError::Parse(line.to_string()))?;
+        out.push(GpuInfo { index, name: (*name).to_string(), driver_version: (*driver).to_string() });
     }
     Ok(out)
 }
@@ -102,14 +96,7 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self {
-            nvidia_smi: PathBuf::from("nvidia-smi"),
-            path_var: None,
-            selection: GpuSelection::Auto,
-            cpu_slots: 1,
-            cpu_threads: 1,
-            discover_timeout_s: 20.0,
-        }
+        Self { nvidia_smi: PathBuf::from("nvidia-smi"), path_var: None, selection: GpuSelection::Auto, cpu_slots: 1, cpu_threads: 1, discover_timeout_s: 20.0 }
     }
 }
 
@@ -119,25 +106,14 @@ pub fn discover(cfg: &PoolConfig) -> Result<Vec<GpuInfo>, GpuError> {
         return Ok(Vec::new());
     };
     let mut cmd = Command::new(smi);
-    cmd.args([
-        "--query-gpu=index,name,driver_version",
-        "--format=csv,noheader",
-    ]);
-    let timeout =
-        Duration::try_from_secs_f64(cfg.discover_timeout_s).unwrap_or(Duration::from_secs(20));
+    cmd.args(["--query-gpu=index,name,driver_version", "--format=csv,noheader"]);
+    let timeout = Duration::try_from_secs_f64(cfg.discover_timeout_s).unwrap_or(Duration::from_secs(20));
     // `kill` from the normal PATH: `path_var` only redirects the nvidia-smi lookup.
     let killer = Killer::new("kill".as_ref(), None);
     let (status, text, timed_out) = run_probe(cmd, timeout, &killer)?;
     if timed_out || !status.success() {
-        let status = if timed_out {
-            "timeout".to_string()
-        } else {
-            status.to_string()
-        };
-        return Err(GpuError::NvidiaSmi {
-            status,
-            output: text.chars().take(2000).collect(),
-        });
+        let status = if timed_out { "timeout".to_string() } else { status.to_string() };
+        return Err(GpuError::NvidiaSmi { status, output: text.chars().take(2000).collect() });
     }
     parse_gpu_csv(&text)
 }
@@ -160,10 +136,7 @@ impl Slot {
     /// Environment the submission gets for this slot.
     pub fn env(&self) -> Vec<(String, String)> {
         match self {
-            Slot::Gpu(g) => vec![
-                ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
-                ("CUDA_VISIBLE_DEVICES".into(), g.index.to_string()),
-            ],
+            Slot::Gpu(g) => vec![("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()), ("CUDA_VISIBLE_DEVICES".into(), g.index.to_string())],
             Slot::Cpu { threads, .. } => {
                 let t = threads.max(&1).to_string();
                 vec![
@@ -199,9 +172,7 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Vec<bool>> {
-        self.busy
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.busy.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -230,11 +201,7 @@ impl GpuPool {
                 for &i in ix {
                     match found.iter().find(|g| g.index == i) {
                         Some(g) => out.push(g.clone()),
-                        None if found.is_empty() => out.push(GpuInfo {
-                            index: i,
-                            name: "unknown".into(),
-                            driver_version: "unknown".into(),
-                        }),
+                        None if found.is_empty() => out.push(GpuInfo { index: i, name: "unknown".into(), driver_version: "unknown".into() }),
                         None => return Err(GpuError::UnknownIndex(i)),
                     }
                 }
@@ -242,12 +209,7 @@ impl GpuPool {
             }
         };
         let slots = if gpus.is_empty() {
-            (0..cfg.cpu_slots.max(1))
-                .map(|id| Slot::Cpu {
-                    id,
-                    threads: cfg.cpu_threads.max(1),
-                })
-                .collect()
+            (0..cfg.cpu_slots.max(1)).map(|id| Slot::Cpu { id, threads: cfg.cpu_threads.max(1) }).collect()
         } else {
             gpus.into_iter().map(Slot::Gpu).collect()
         };
@@ -260,13 +222,7 @@ impl GpuPool {
             slots.push(Slot::Cpu { id: 0, threads: 1 });
         }
         let busy = Mutex::new(vec![false; slots.len()]);
-        Self {
-            inner: Arc::new(Inner {
-                slots,
-                busy,
-                freed: Condvar::new(),
-            }),
-        }
+        Self { inner: Arc::new(Inner { slots, busy, freed: Condvar::new() }) }
     }
 
     /// All slots.
@@ -289,16 +245,9 @@ impl GpuPool {
         loop {
             if let Some(i) = busy.iter().position(|b| !b) {
                 busy[i] = true;
-                return Lease {
-                    inner: Arc::clone(&self.inner),
-                    index: i,
-                };
+                return Lease { inner: Arc::clone(&self.inner), index: i };
             }
-            busy = self
-                .inner
-                .freed
-                .wait(busy)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            busy = self.inner.freed.wait(busy).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -309,10 +258,7 @@ impl GpuPool {
         loop {
             if let Some(i) = busy.iter().position(|b| !b) {
                 busy[i] = true;
-                return Some(Lease {
-                    inner: Arc::clone(&self.inner),
-                    index: i,
-                });
+                return Some(Lease { inner: Arc::clone(&self.inner), index: i });
             }
             let left = deadline.checked_duration_since(Instant::now())?;
             busy = match self.inner.freed.wait_timeout(busy, left) {
@@ -338,4 +284,3 @@ impl Drop for Lease {
         self.inner.freed.notify_one();
     }
 }
-

@@ -56,9 +56,7 @@ pub(super) const COLLECT_HEADER: &[u8] = b"EVALGRID-COLLECT ";
 /// Splits the collect channel into (text that is not ours, e.g. bwrap's own errors, and the
 /// result file as the launcher found it); `Missing` when no header came (killed, timed out).
 pub(super) fn parse_collected(bytes: &[u8]) -> (Vec<u8>, Predictions) {
-    let at = (0..bytes.len()).find(|&i| {
-        (i == 0 || bytes[i - 1] == b'\n') && bytes[i..].starts_with(COLLECT_HEADER)
-    });
+    let at = (0..bytes.len()).find(|&i| (i == 0 || bytes[i - 1] == b'\n') && bytes[i..].starts_with(COLLECT_HEADER));
     let Some(at) = at else {
         return (bytes.to_vec(), Predictions::Missing);
     };
@@ -88,14 +86,7 @@ impl LaunchPlan {
     /// The `-I -S -c LAUNCHER json` tail for `python`.
     pub(super) fn command_tail(&self, python: &str) -> Vec<String> {
         let json = serde_json::to_string(self).unwrap_or_default();
-        vec![
-            python.into(),
-            "-I".into(),
-            "-S".into(),
-            "-c".into(),
-            LAUNCHER.into(),
-            json,
-        ]
+        vec![python.into(), "-I".into(), "-S".into(), "-c".into(), LAUNCHER.into(), json]
     }
 }
 
@@ -188,28 +179,11 @@ fn push_bind(args: &mut Vec<OsString>, flag: &str, src: &Path, dst: &Path) {
 /// size-capped /tmp, writable `/workspace` only, read-only `/workspace/data` and `/code`.
 pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
-    push(
-        &mut a,
-        &[
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-        ],
-    );
+    push(&mut a, &["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
     if l.unprivileged {
         push(&mut a, &["--unshare-user"]);
     }
-    push(
-        &mut a,
-        &[
-            "--die-with-parent",
-            "--new-session",
-            "--hostname",
-            "evalgrid-sandbox",
-        ],
-    );
+    push(&mut a, &["--die-with-parent", "--new-session", "--hostname", "evalgrid-sandbox"]);
     push_bind(&mut a, "--ro-bind", Path::new("/usr"), Path::new("/usr"));
     for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
         let p = Path::new(d);
@@ -223,20 +197,10 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
             _ => {}
         }
     }
-    let mut etc: Vec<String> = [
-        "alternatives",
-        "ld.so.cache",
-        "ld.so.conf",
-        "ld.so.conf.d",
-        "localtime",
-        "passwd",
-        "group",
-        "nsswitch.conf",
-        "hosts",
-    ]
-    .iter()
-    .map(|s| format!("/etc/{s}"))
-    .collect();
+    let mut etc: Vec<String> = ["alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group", "nsswitch.conf", "hosts"]
+        .iter()
+        .map(|s| format!("/etc/{s}"))
+        .collect();
     if let Ok(rd) = std::fs::read_dir("/etc") {
         etc.extend(rd.filter_map(|e| {
             let name = e.ok()?.file_name().into_string().ok()?;
@@ -248,11 +212,7 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
     }
     let mut made: Vec<PathBuf> = Vec::new();
     for p in python_bind_paths(l.python) {
-        let mut ancestors: Vec<&Path> = p
-            .ancestors()
-            .skip(1)
-            .filter(|x| x.parent().is_some())
-            .collect();
+        let mut ancestors: Vec<&Path> = p.ancestors().skip(1).filter(|x| x.parent().is_some()).collect();
         ancestors.reverse();
         for anc in ancestors {
             if !made.iter().any(|m| m == anc) {
@@ -263,35 +223,21 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         }
         push_bind(&mut a, "--ro-bind", &p, &p);
     }
-    push(
-        &mut a,
-        &[
-            "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size",
-        ],
-    );
+    push(&mut a, &["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size"]);
     a.push(l.tmpfs_bytes.max(1 << 20).to_string().into());
     push(&mut a, &["--tmpfs", "/tmp"]);
     if l.gpu {
         if let Ok(rd) = std::fs::read_dir("/dev") {
             let mut devs: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("nvidia"))
-                })
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nvidia")))
                 .collect();
             devs.sort();
             for d in devs {
                 push_bind(&mut a, "--dev-bind", &d, &d);
             }
         }
-        push_bind(
-            &mut a,
-            "--ro-bind-try",
-            Path::new("/sys"),
-            Path::new("/sys"),
-        );
+        push_bind(&mut a, "--ro-bind-try", Path::new("/sys"), Path::new("/sys"));
     }
     push_bind(&mut a, "--ro-bind", l.code_dir, Path::new(SANDBOX_CODE));
     match l.work_dir {
@@ -309,25 +255,12 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
     if let Some(data) = l.data_dir {
         push_bind(&mut a, "--ro-bind", data, &Path::new(SANDBOX_WORK).join("data"));
     }
-    push(
-        &mut a,
-        &[
-            "--chdir",
-            SANDBOX_WORK,
-            "--clearenv",
-            "--setenv",
-            l.marker.0,
-            l.marker.1,
-        ],
-    );
+    push(&mut a, &["--chdir", SANDBOX_WORK, "--clearenv", "--setenv", l.marker.0, l.marker.1]);
     if !l.unprivileged {
         // bwrap run by real root keeps every capability unless told otherwise.
         push(&mut a, &["--cap-drop", "ALL"]);
         if l.drop {
-            push(
-                &mut a,
-                &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"],
-            );
+            push(&mut a, &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]);
         }
     }
     a.push("--".into());
@@ -369,10 +302,7 @@ pub(super) fn read_predictions(work: &Path, rel: &str, cap: u64) -> Predictions 
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Predictions::Missing,
             Err(e) => return Predictions::Invalid(format!("cannot stat {rel}: {e}")),
             Ok(m) if m.file_type().is_symlink() => {
-                return Predictions::Invalid(format!(
-                    "{} is a symlink",
-                    path.strip_prefix(work).unwrap_or(&path).display()
-                ));
+                return Predictions::Invalid(format!("{} is a symlink", path.strip_prefix(work).unwrap_or(&path).display()));
             }
             Ok(m) if last && !m.is_file() => {
                 return Predictions::Invalid(format!("{rel} is not a regular file"));
@@ -397,9 +327,7 @@ pub(super) fn read_predictions(work: &Path, rel: &str, cap: u64) -> Predictions 
     }
     let mut bytes = Vec::new();
     match (&mut file).take(cap + 1).read_to_end(&mut bytes) {
-        Ok(_) if bytes.len() as u64 > cap => {
-            Predictions::Invalid(format!("{rel} is larger than {cap} bytes"))
-        }
+        Ok(_) if bytes.len() as u64 > cap => Predictions::Invalid(format!("{rel} is larger than {cap} bytes")),
         Ok(_) => Predictions::Present(bytes),
         Err(e) => Predictions::Invalid(format!("cannot read {rel}: {e}")),
     }

@@ -28,9 +28,7 @@ use thiserror::Error;
 use self::gpu::Slot;
 use self::isolate::{BwrapLayout, DropTo, LaunchPlan, SANDBOX_CODE, SANDBOX_WORK};
 use self::output::{CapturedOutput, OutputCapture};
-use self::process::{
-    Killer, ReapTarget, effective_uid, run_probe, run_watched, tasks_of_uid, which,
-};
+use self::process::{Killer, ReapTarget, effective_uid, run_probe, run_watched, tasks_of_uid, which};
 use self::provenance::{PythonInfo, probe_python};
 
 /// Which backend to use.
@@ -134,12 +132,7 @@ pub struct OutputLimits {
 
 impl Default for OutputLimits {
     fn default() -> Self {
-        Self {
-            view_head_chars: 4000,
-            view_tail_chars: 4000,
-            log_head_bytes: 1 << 20,
-            log_tail_bytes: 1 << 20,
-        }
+        Self { view_head_chars: 4000, view_tail_chars: 4000, log_head_bytes: 1 << 20, log_tail_bytes: 1 << 20 }
     }
 }
 
@@ -350,8 +343,7 @@ pub fn allow_unsandboxed(allow: bool) {
 /// `EVALGRID_UNSAFE_NO_SANDBOX=1` in the environment, which the command line also reads).
 #[must_use]
 pub fn unsandboxed_allowed() -> bool {
-    ALLOW_UNSANDBOXED.load(Ordering::SeqCst)
-        || std::env::var_os("EVALGRID_UNSAFE_NO_SANDBOX").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
+    ALLOW_UNSANDBOXED.load(Ordering::SeqCst) || std::env::var_os("EVALGRID_UNSAFE_NO_SANDBOX").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
 /// The process-wide sandbox for `python` with default limits, probed once; used for
@@ -461,17 +453,10 @@ impl Sandbox {
     /// The rlimits for one run.
     fn rlimits(&self, time_limit: Duration, gpu: bool) -> Vec<(String, i64, i64)> {
         let l = &self.cfg.limits;
-        let cores =
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) as f64;
-        let cpu = l
-            .cpu_time_s
-            .unwrap_or_else(|| (time_limit.as_secs_f64() * cores).ceil() as u64 + 5);
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) as f64;
+        let cpu = l.cpu_time_s.unwrap_or_else(|| (time_limit.as_secs_f64() * cores).ceil() as u64 + 5);
         let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let mut out = vec![(
-            "RLIMIT_CPU".to_string(),
-            clamp(cpu),
-            clamp(cpu.saturating_add(5)),
-        )];
+        let mut out = vec![("RLIMIT_CPU".to_string(), clamp(cpu), clamp(cpu.saturating_add(5)))];
         out.push(("RLIMIT_CORE".into(), 0, 0));
         if let (Some(a), false) = (l.address_space_bytes, gpu) {
             out.push(("RLIMIT_AS".into(), clamp(a), clamp(a)));
@@ -503,78 +488,46 @@ impl Sandbox {
         }
         .map_err(io_err("creating run directory"))?;
         let root = tmp.path();
-        let set_mode =
-            |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        let set_mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
         set_mode(root, 0o711).map_err(io_err("chmod run directory"))?;
         let code_dir = root.join("code");
         let work = root.join("work");
         let bwrap = matches!(self.backend, Backend::Bwrap(_));
-        let data_copy = if bwrap {
-            root.join("data")
-        } else {
-            work.join("data")
-        };
+        let data_copy = if bwrap { root.join("data") } else { work.join("data") };
         let (home, tmpdir) = (root.join("home"), root.join("tmp"));
         for d in [&code_dir, &work, &work.join("results"), &home, &tmpdir] {
             std::fs::create_dir_all(d).map_err(io_err(format!("creating {}", d.display())))?;
         }
         set_mode(&code_dir, 0o755).map_err(io_err("chmod code dir"))?;
-        std::fs::write(code_dir.join("submission.py"), spec.code)
-            .map_err(io_err("writing submission"))?;
+        std::fs::write(code_dir.join("submission.py"), spec.code).map_err(io_err("writing submission"))?;
         set_mode(&code_dir.join("submission.py"), 0o644).map_err(io_err("chmod submission"))?;
-        isolate::copy_dir(spec.data_dir, &data_copy)
-            .map_err(io_err(format!("copying {}", spec.data_dir.display())))?;
+        isolate::copy_dir(spec.data_dir, &data_copy).map_err(io_err(format!("copying {}", spec.data_dir.display())))?;
         if bwrap {
-            std::fs::create_dir_all(work.join("data"))
-                .map_err(io_err("creating data mount point"))?;
+            std::fs::create_dir_all(work.join("data")).map_err(io_err("creating data mount point"))?;
         }
         let uid = self.drop.then(|| isolate::allocate_uid(self.cfg.uid_base));
         if let Some(u) = uid {
             for d in [&work, &work.join("results"), &home, &tmpdir] {
-                std::os::unix::fs::chown(d, Some(u), Some(u))
-                    .map_err(io_err("chown to sandbox uid"))?;
+                std::os::unix::fs::chown(d, Some(u), Some(u)).map_err(io_err("chown to sandbox uid"))?;
             }
             // 0711: bwrap (root without capabilities) must chdir in before the uid drop.
             set_mode(&work, 0o711).map_err(io_err("chmod work dir"))?;
         }
         let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let token = format!(
-            "{}-{}-{n}",
-            std::process::id(),
-            root.file_name().and_then(|s| s.to_str()).unwrap_or("run")
-        );
+        let token = format!("{}-{}-{n}", std::process::id(), root.file_name().and_then(|s| s.to_str()).unwrap_or("run"));
         let marker_key = "EVALGRID_SANDBOX_TOKEN";
         let marker = format!("{marker_key}={token}");
 
         let (script, cwd, home_in, tmp_in) = if bwrap {
-            (
-                format!("{SANDBOX_CODE}/submission.py"),
-                PathBuf::from(SANDBOX_WORK),
-                "/tmp".to_string(),
-                "/tmp".to_string(),
-            )
+            (format!("{SANDBOX_CODE}/submission.py"), PathBuf::from(SANDBOX_WORK), "/tmp".to_string(), "/tmp".to_string())
         } else {
-            let s = code_dir
-                .join("submission.py")
-                .to_string_lossy()
-                .into_owned();
-            (
-                s,
-                work.clone(),
-                home.to_string_lossy().into_owned(),
-                tmpdir.to_string_lossy().into_owned(),
-            )
+            let s = code_dir.join("submission.py").to_string_lossy().into_owned();
+            (s, work.clone(), home.to_string_lossy().into_owned(), tmpdir.to_string_lossy().into_owned())
         };
         let py = self.python.executable.clone();
-        let bin_dir = Path::new(&py)
-            .parent()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let bin_dir = Path::new(&py).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
-        env.insert(
-            "PATH".into(),
-            format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin"),
-        );
+        env.insert("PATH".into(), format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin"));
         env.insert("HOME".into(), home_in);
         env.insert("TMPDIR".into(), tmp_in);
         env.insert("LANG".into(), "C.UTF-8".into());
@@ -598,10 +551,7 @@ impl Sandbox {
             argv: vec![py.clone(), "-u".into(), "-B".into(), script],
             env,
             // Under bubblewrap /workspace is a size-capped tmpfs that dies with the run.
-            collect: bwrap.then(|| isolate::Collect {
-                path: spec.predictions_file.to_string(),
-                cap: self.cfg.max_predictions_bytes,
-            }),
+            collect: bwrap.then(|| isolate::Collect { path: spec.predictions_file.to_string(), cap: self.cfg.max_predictions_bytes }),
         };
         // Under bubblewrap the work dir is a tmpfs with `results/` and the predictions' folder.
         let mut workspace_dirs = vec!["results".to_string()];
@@ -627,24 +577,13 @@ impl Sandbox {
         let grace = Duration::from_millis(self.cfg.kill_grace_ms);
         let killer = &self.killer;
         let cleanup = |pid: u32, alive: bool| {
-            let target = ReapTarget {
-                group: Some(pid),
-                tree_root: alive.then_some(pid),
-                uid,
-                marker: Some(marker.clone()),
-            };
+            let target = ReapTarget { group: Some(pid), tree_root: alive.then_some(pid), uid, marker: Some(marker.clone()) };
             target.reap(killer, grace)
         };
         let o = &self.cfg.output;
-        let capture = OutputCapture::new(
-            o.log_head_bytes.max(4 * o.view_head_chars),
-            o.log_tail_bytes.max(4 * o.view_tail_chars),
-        );
-        let collect_cap = bwrap.then(|| {
-            usize::try_from(self.cfg.max_predictions_bytes).unwrap_or(usize::MAX).saturating_add(64 << 10)
-        });
-        let mut watched = run_watched(cmd, spec.time_limit, capture, collect_cap, &cleanup)
-            .map_err(io_err("running submission"))?;
+        let capture = OutputCapture::new(o.log_head_bytes.max(4 * o.view_head_chars), o.log_tail_bytes.max(4 * o.view_tail_chars));
+        let collect_cap = bwrap.then(|| usize::try_from(self.cfg.max_predictions_bytes).unwrap_or(usize::MAX).saturating_add(64 << 10));
+        let mut watched = run_watched(cmd, spec.time_limit, capture, collect_cap, &cleanup).map_err(io_err("running submission"))?;
         let predictions = match watched.collected.take() {
             Some(bytes) => {
                 let (stray, found) = isolate::parse_collected(&bytes);
@@ -657,15 +596,11 @@ impl Sandbox {
             None => isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes),
         };
 
-        let mut exit = ExitInfo {
-            code: watched.status.code(),
-            signal: watched.status.signal(),
-        };
+        let mut exit = ExitInfo { code: watched.status.code(), signal: watched.status.signal() };
         if let (true, Some(c @ 129..=192)) = (bwrap, exit.code) {
             exit.signal = Some(c - 128);
         }
-        let (output_view, output_truncated) =
-            watched.output.view(o.view_head_chars, o.view_tail_chars);
+        let (output_view, output_truncated) = watched.output.view(o.view_head_chars, o.view_tail_chars);
         // Only the end of the log (where a traceback is) feeds the limit heuristic.
         let log_end: Vec<u8> = {
             let o = &watched.output;

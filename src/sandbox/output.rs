@@ -30,13 +30,7 @@ pub struct CapturedOutput {
 impl OutputCapture {
     /// New capture keeping at most `head_cap + tail_cap` bytes.
     pub fn new(head_cap: usize, tail_cap: usize) -> Self {
-        Self {
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            head_cap,
-            tail_cap,
-            total: 0,
-        }
+        Self { head: Vec::new(), tail: VecDeque::new(), head_cap, tail_cap, total: 0 }
     }
 
     /// Appends a chunk read from the pipe.
@@ -69,12 +63,7 @@ impl OutputCapture {
     /// Snapshot of the capture.
     pub fn finish(&self) -> CapturedOutput {
         let kept = self.held_bytes() as u64;
-        CapturedOutput {
-            head: self.head.clone(),
-            tail: self.tail.iter().copied().collect(),
-            total_bytes: self.total,
-            dropped_middle: kept < self.total,
-        }
+        CapturedOutput { head: self.head.clone(), tail: self.tail.iter().copied().collect(), total_bytes: self.total, dropped_middle: kept < self.total }
     }
 }
 
@@ -143,11 +132,7 @@ impl CapturedOutput {
             return String::from_utf8_lossy(&all).into_owned();
         }
         let dropped = self.total_bytes - (self.head.len() + self.tail.len()) as u64;
-        format!(
-            "{}\n[evalgrid: {dropped} bytes omitted]\n{}",
-            decode(&self.head, false, true),
-            decode(&self.tail, true, false)
-        )
+        format!("{}\n[evalgrid: {dropped} bytes omitted]\n{}", decode(&self.head, false, true), decode(&self.tail, true, false))
     }
 
     /// The feedback view: first `head` + last `tail` chars when longer than `head + tail`.
@@ -182,9 +167,7 @@ mod tests {
 
     #[test]
     fn view_cuts_to_head_and_tail_chars() {
-        let text: String = (0..20_000)
-            .map(|i| char::from(b'a' + (i % 26) as u8))
-            .collect();
+        let text: String = (0..20_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
         let (v, cut) = truncate_view(&text, 4000, 4000);
         assert!(cut);
         assert_eq!(v.chars().count(), 8000);

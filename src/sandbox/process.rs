@@ -18,10 +18,7 @@ use super::output::{CapturedOutput, OutputCapture};
 /// executable file named `name` in `path_var` (default: this process's `PATH`).
 pub fn which(name: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_exec = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    let is_exec = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if name.as_os_str().is_empty() {
         return None;
     }
@@ -30,9 +27,7 @@ pub fn which(name: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
     }
     let own = std::env::var_os("PATH");
     let path_var = path_var.or(own.as_deref())?;
-    std::env::split_paths(path_var)
-        .map(|d| d.join(name))
-        .find(|p| is_exec(p))
+    std::env::split_paths(path_var).map(|d| d.join(name)).find(|p| is_exec(p))
 }
 
 /// Effective uid of this process (second field of `Uid:` in `/proc/self/status`).
@@ -69,12 +64,7 @@ fn read_proc(pid: u32) -> Option<ProcInfo> {
     for (slot, v) in uids.iter_mut().zip(line.split_whitespace().skip(1)) {
         *slot = v.parse().ok()?;
     }
-    Some(ProcInfo {
-        pid,
-        ppid,
-        pgid,
-        uids,
-    })
+    Some(ProcInfo { pid, ppid, pgid, uids })
 }
 
 /// Snapshot of all processes visible in `/proc` (vanishing ones are skipped).
@@ -82,17 +72,14 @@ pub fn list_processes() -> Vec<ProcInfo> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(read_proc)
-        .collect()
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter_map(read_proc).collect()
 }
 
 /// Tasks (threads) of all processes whose real uid is `uid`: what RLIMIT_NPROC counts.
 pub fn tasks_of_uid(uid: u32) -> u64 {
     let threads = |pid: u32| -> Option<u64> {
         let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        s.lines()
-            .find_map(|l| l.strip_prefix("Threads:")?.trim().parse().ok())
+        s.lines().find_map(|l| l.strip_prefix("Threads:")?.trim().parse().ok())
     };
     let procs = list_processes().into_iter().filter(|p| p.uids[0] == uid);
     procs.map(|p| threads(p.pid).unwrap_or(1)).sum()
@@ -116,9 +103,7 @@ pub struct Killer {
 impl Killer {
     /// Uses the `kill` binary found on `path_var` (or the given path).
     pub fn new(kill: &Path, path_var: Option<&OsStr>) -> Self {
-        Self {
-            kill: which(kill, path_var),
-        }
+        Self { kill: which(kill, path_var) }
     }
 
     /// Whether a `kill` binary was found.
@@ -131,26 +116,12 @@ impl Killer {
         let Some(kill) = &self.kill else { return };
         let own = std::process::id();
         let mut args: Vec<String> = vec!["-s".into(), "KILL".into(), "--".into()];
-        args.extend(
-            pids.iter()
-                .filter(|&&p| p > 1 && p != own)
-                .map(u32::to_string),
-        );
-        args.extend(
-            groups
-                .iter()
-                .filter(|&&g| g > 1 && g != own)
-                .map(|g| format!("-{g}")),
-        );
+        args.extend(pids.iter().filter(|&&p| p > 1 && p != own).map(u32::to_string));
+        args.extend(groups.iter().filter(|&&g| g > 1 && g != own).map(|g| format!("-{g}")));
         if args.len() == 3 {
             return;
         }
-        let _ = Command::new(kill)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = Command::new(kill).args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
     }
 }
 
@@ -191,10 +162,7 @@ impl ReapTarget {
         for p in procs {
             if self.group.is_some_and(|g| p.pgid == g)
                 || uid.is_some_and(|u| p.uids.contains(&u))
-                || self
-                    .marker
-                    .as_deref()
-                    .is_some_and(|m| environ_has(p.pid, m))
+                || self.marker.as_deref().is_some_and(|m| environ_has(p.pid, m))
             {
                 hit.insert(p.pid);
             }
@@ -219,11 +187,7 @@ impl ReapTarget {
             killer.kill(&pids, &groups);
             std::thread::sleep(Duration::from_millis(5));
             // Zombies awaiting their parent's wait() are dead already.
-            let left: Vec<u32> = self
-                .matches(&list_processes(), own_uid)
-                .into_iter()
-                .filter(|&p| !is_zombie(p))
-                .collect();
+            let left: Vec<u32> = self.matches(&list_processes(), own_uid).into_iter().filter(|&p| !is_zombie(p)).collect();
             if left.is_empty() || Instant::now() >= deadline {
                 return left;
             }
@@ -234,10 +198,7 @@ impl ReapTarget {
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with(['Z', 'X']))
-        })
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with(['Z', 'X'])))
         .unwrap_or(true)
 }
 
@@ -361,10 +322,7 @@ pub fn run_watched(
     let wall = start.elapsed();
     let survivors = cleanup(pid, false);
     let drain_deadline = Instant::now() + Duration::from_secs(1);
-    let all_done = || {
-        done.load(Ordering::SeqCst)
-            && collect.as_ref().is_none_or(|(_, d)| d.load(Ordering::SeqCst))
-    };
+    let all_done = || done.load(Ordering::SeqCst) && collect.as_ref().is_none_or(|(_, d)| d.load(Ordering::SeqCst));
     while !all_done() && Instant::now() < drain_deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -377,32 +335,16 @@ pub fn run_watched(
         Ok(c) => c.finish(),
         Err(poisoned) => poisoned.into_inner().finish(),
     };
-    Ok(Watched {
-        status,
-        timed_out,
-        wall,
-        output,
-        output_complete,
-        survivors,
-        collected,
-    })
+    Ok(Watched { status, timed_out, wall, output, output_complete, survivors, collected })
 }
 
 /// Runs a short helper command (probes, nvidia-smi) with a deadline; returns (status,
 /// merged output text, timed_out).
-pub fn run_probe(
-    mut cmd: Command,
-    timeout: Duration,
-    killer: &Killer,
-) -> std::io::Result<(ExitStatus, String, bool)> {
+pub fn run_probe(mut cmd: Command, timeout: Duration, killer: &Killer) -> std::io::Result<(ExitStatus, String, bool)> {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
     let cleanup = |pid: u32, alive: bool| {
-        let target = ReapTarget {
-            group: Some(pid),
-            tree_root: alive.then_some(pid),
-            ..ReapTarget::default()
-        };
+        let target = ReapTarget { group: Some(pid), tree_root: alive.then_some(pid), ..ReapTarget::default() };
         target.reap(killer, Duration::from_millis(500))
     };
     let w = run_watched(cmd, timeout, OutputCapture::new(1 << 20, 1 << 16), None, &cleanup)?;

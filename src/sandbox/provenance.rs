@@ -44,31 +44,20 @@ pub struct PythonInfo {
 
 /// Runs the probe script with `python` (found on `path_var`); the environment is reduced to
 /// PATH/HOME/LANG so it matches what submissions see.
-pub fn probe_python(
-    python: &Path,
-    path_var: Option<&OsStr>,
-    killer: &Killer,
-    timeout: Duration,
-) -> Result<PythonInfo, SandboxError> {
-    let exe = which(python, path_var)
-        .ok_or_else(|| SandboxError::Python(format!("{} not found", python.display())))?;
+pub fn probe_python(python: &Path, path_var: Option<&OsStr>, killer: &Killer, timeout: Duration) -> Result<PythonInfo, SandboxError> {
+    let exe = which(python, path_var).ok_or_else(|| SandboxError::Python(format!("{} not found", python.display())))?;
     let mut cmd = Command::new(exe);
     cmd.arg("-c").arg(PROBE).env_clear().env("LANG", "C.UTF-8");
-    if let Some(p) = path_var
-        .map(OsStr::to_os_string)
-        .or_else(|| std::env::var_os("PATH"))
-    {
+    if let Some(p) = path_var.map(OsStr::to_os_string).or_else(|| std::env::var_os("PATH")) {
         cmd.env("PATH", p);
     }
     if let Some(h) = std::env::var_os("HOME") {
         cmd.env("HOME", h);
     }
-    let (status, text, timed_out) =
-        run_probe(cmd, timeout, killer).map_err(|e| SandboxError::Python(e.to_string()))?;
+    let (status, text, timed_out) = run_probe(cmd, timeout, killer).map_err(|e| SandboxError::Python(e.to_string()))?;
     let line = text.lines().find_map(|l| l.strip_prefix("EVALGRID-PROBE "));
     match line {
-        Some(json) if status.success() && !timed_out => serde_json::from_str(json)
-            .map_err(|e| SandboxError::Python(format!("probe output: {e}"))),
+        Some(json) if status.success() && !timed_out => serde_json::from_str(json).map_err(|e| SandboxError::Python(format!("probe output: {e}"))),
         _ => Err(SandboxError::Python(format!(
             "probe failed ({status}{}): {}",
             if timed_out { ", timeout" } else { "" },
@@ -101,11 +90,7 @@ pub struct Provenance {
 /// Parses `CUDA Version: 12.4` out of `nvidia-smi`'s banner.
 pub fn parse_cuda_version(banner: &str) -> Option<String> {
     let rest = &banner[banner.find("CUDA Version:")? + "CUDA Version:".len()..];
-    let v: String = rest
-        .trim_start()
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
+    let v: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
     (!v.is_empty()).then_some(v)
 }
 
@@ -122,9 +107,7 @@ impl Provenance {
                 parse_cuda_version(&r.1)
             })
         };
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .map(|s| s.trim().to_string());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string());
         Self {
             python: sandbox.python().clone(),
             gpus,
@@ -144,8 +127,7 @@ mod tests {
 
     #[test]
     fn cuda_banner() {
-        let banner =
-            "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4     |";
+        let banner = "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4     |";
         assert_eq!(parse_cuda_version(banner).as_deref(), Some("12.4"));
         assert_eq!(parse_cuda_version("no gpu"), None);
     }

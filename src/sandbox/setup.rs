@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{
-    Backend, BackendChoice, Duration, Isolation, IsolationReport, Killer, PrivilegeDrop, RunResult,
-    RunSpec, Sandbox, SandboxConfig, SandboxError, Slot, effective_uid, io_err, probe_python,
-    run_probe, which,
+    Backend, BackendChoice, Duration, Isolation, IsolationReport, Killer, PrivilegeDrop, RunResult, RunSpec, Sandbox, SandboxConfig, SandboxError, Slot,
+    effective_uid, io_err, probe_python, run_probe, which,
 };
 
 const PROBE_CODE: &str = "import os\nprint('evalgrid-probe-ok', os.getuid())\n";
@@ -42,20 +41,12 @@ fn resolve(cfg: &SandboxConfig, name: &Path) -> Option<PathBuf> {
 fn probe(sb: &Sandbox) -> Result<u32, String> {
     let r = probe_run(sb, PROBE_CODE).map_err(|e| e.to_string())?;
     let text = r.output.log_text();
-    let uid = text
-        .lines()
-        .find_map(|l| l.strip_prefix("evalgrid-probe-ok "))
-        .and_then(|u| u.trim().parse::<u32>().ok());
+    let uid = text.lines().find_map(|l| l.strip_prefix("evalgrid-probe-ok ")).and_then(|u| u.trim().parse::<u32>().ok());
     match uid {
         Some(u) if r.exit.success() => Ok(u),
         _ => {
             let shown: String = text.chars().take(1500).collect();
-            Err(format!(
-                "probe exited {:?}/{:?}: {}",
-                r.exit.code,
-                r.exit.signal,
-                shown.trim()
-            ))
+            Err(format!("probe exited {:?}/{:?}: {}", r.exit.code, r.exit.signal, shown.trim()))
         }
     }
 }
@@ -64,10 +55,7 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
     let killer = Killer::new(&cfg.kill, cfg.path_var.as_deref());
     let mut notes = Vec::new();
     if !killer.available() {
-        notes.push(
-            "`kill` not found: timeouts kill only the direct child; stragglers may survive"
-                .to_string(),
-        );
+        notes.push("`kill` not found: timeouts kill only the direct child; stragglers may survive".to_string());
     }
     let timeout = Duration::from_secs(cfg.probe_timeout_s.max(1));
     let python = probe_python(&cfg.python, cfg.path_var.as_deref(), &killer, timeout)?;
@@ -82,16 +70,7 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
         filesystem_isolated: false,
         notes: Vec::new(),
     };
-    let mut sb = Sandbox {
-        cfg,
-        python,
-        backend: Backend::RlimitsOnly,
-        bwrap_version: None,
-        report: placeholder,
-        killer,
-        is_root,
-        drop: false,
-    };
+    let mut sb = Sandbox { cfg, python, backend: Backend::RlimitsOnly, bwrap_version: None, report: placeholder, killer, is_root, drop: false };
     let nproc_note = |drop: bool| {
         if drop {
             None
@@ -123,10 +102,7 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
                         };
                         return Ok(sb);
                     }
-                    Ok(_) => {
-                        bwrap_failure =
-                            Some("privilege drop inside bwrap did not take effect".into())
-                    }
+                    Ok(_) => bwrap_failure = Some("privilege drop inside bwrap did not take effect".into()),
                     Err(reason) => bwrap_failure = Some(reason),
                 }
             }
@@ -141,13 +117,8 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
     }
     sb.backend = Backend::RlimitsOnly;
     notes.push(format!("WARNING rlimits-only: {reason}"));
-    notes.push(
-        "NO network isolation: submissions can open sockets (bwrap is required for that)".into(),
-    );
-    notes.push(
-        "NO filesystem isolation: submissions can read (hidden labels included) and write whatever their uid can"
-            .into(),
-    );
+    notes.push("NO network isolation: submissions can open sockets (bwrap is required for that)".into());
+    notes.push("NO filesystem isolation: submissions can read (hidden labels included) and write whatever their uid can".into());
     if want_drop {
         sb.drop = true;
         match probe(&sb) {
@@ -158,9 +129,7 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
             }
             Err(reason) => {
                 sb.drop = false;
-                notes.push(format!(
-                    "interpreter not usable by an unprivileged uid: {reason}"
-                ));
+                notes.push(format!("interpreter not usable by an unprivileged uid: {reason}"));
             }
         }
     }

@@ -32,14 +32,7 @@ pub struct WorkerLimits {
 
 impl Default for WorkerLimits {
     fn default() -> Self {
-        Self {
-            address_space_bytes: 1 << 30,
-            cpu_time_s: 600,
-            processes: 16,
-            file_size_bytes: 1 << 20,
-            open_files: 64,
-            tmpfs_bytes: 8 << 20,
-        }
+        Self { address_space_bytes: 1 << 30, cpu_time_s: 600, processes: 16, file_size_bytes: 1 << 20, open_files: 64, tmpfs_bytes: 8 << 20 }
     }
 }
 
@@ -105,20 +98,15 @@ impl Sandbox {
     /// Starts `python <spec.args>` inside the sandbox with piped stdio.
     pub fn spawn_worker(&self, spec: &WorkerSpec) -> Result<SandboxedWorker, SandboxError> {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("evalgrid-worker-")
-            .tempdir()
-            .map_err(io_err("creating worker directory"))?;
+        let dir = tempfile::Builder::new().prefix("evalgrid-worker-").tempdir().map_err(io_err("creating worker directory"))?;
         let root = dir.path();
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))
-            .map_err(io_err("chmod worker directory"))?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).map_err(io_err("chmod worker directory"))?;
         let code = root.join("code");
         let work = root.join("work");
         for d in [&code, &work] {
             std::fs::create_dir(d).map_err(io_err("creating worker directory"))?;
         }
-        std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o755))
-            .map_err(io_err("chmod worker directory"))?;
+        std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o755)).map_err(io_err("chmod worker directory"))?;
         let bwrap = matches!(self.backend, Backend::Bwrap(_));
         let uid = self.drop.then(|| isolate::allocate_uid(self.cfg.uid_base));
         if let Some(u) = uid {
@@ -168,25 +156,10 @@ impl Sandbox {
             marker: (marker_key, &token),
         };
         let mut cmd = self.jail_command(&jail, &plan);
-        cmd            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let child = cmd.spawn().map_err(io_err("starting sandboxed worker"))?;
         let pid = child.id();
-        let target = ReapTarget {
-            group: Some(pid),
-            tree_root: Some(pid),
-            uid,
-            marker: Some(format!("{marker_key}={token}")),
-        };
-        Ok(SandboxedWorker {
-            child,
-            target,
-            killer: self.killer.clone(),
-            grace: Duration::from_millis(self.cfg.kill_grace_ms),
-            killed: false,
-            _dir: dir,
-        })
+        let target = ReapTarget { group: Some(pid), tree_root: Some(pid), uid, marker: Some(format!("{marker_key}={token}")) };
+        Ok(SandboxedWorker { child, target, killer: self.killer.clone(), grace: Duration::from_millis(self.cfg.kill_grace_ms), killed: false, _dir: dir })
     }
-
 }

@@ -50,19 +50,9 @@ pub trait Catalog {
 
     /// Resolves a selection of one benchmark into task instances with
     /// parameters validated and defaults applied.
-    fn resolve_tasks(
-        &self,
-        benchmark: &str,
-        select: &Selection,
-        params: &Params,
-    ) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>>;
+    fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>>;
 
     /// Validates a built-in agent for the given benchmarks and returns its
     /// parameters with defaults applied.
-    fn resolve_builtin(
-        &self,
-        agent: &str,
-        params: &Params,
-        benchmarks: &[String],
-    ) -> Result<Params, Vec<CatalogIssue>>;
+    fn resolve_builtin(&self, agent: &str, params: &Params, benchmarks: &[String]) -> Result<Params, Vec<CatalogIssue>>;
 }

@@ -79,12 +79,7 @@ impl fmt::Display for Report {
 /// is close enough to be a plausible typo.
 #[must_use]
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score > 0.7)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    candidates.into_iter().map(|c| (strsim::jaro_winkler(word, c), c)).filter(|(score, _)| *score > 0.7).max_by(|a, b| a.0.total_cmp(&b.0)).map(|(_, c)| c)
 }
 
 /// Formats a "did you mean" hint, or lists the valid choices when no
@@ -94,10 +89,7 @@ pub fn suggestion(word: &str, candidates: &[&str]) -> Option<String> {
     match nearest(word, candidates.iter().copied()) {
         Some(best) => Some(format!("did you mean `{best}`?")),
         None if candidates.is_empty() => None,
-        None if candidates.len() <= 30 => Some(format!(
-            "expected one of: {}",
-            candidates.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
-        )),
+        None if candidates.len() <= 30 => Some(format!("expected one of: {}", candidates.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "))),
         None => Some(format!("{} choices; run `evalgrid validate --list` to see them", candidates.len())),
     }
 }
@@ -111,8 +103,7 @@ mod tests {
         let report = Report {
             path: "p.yaml".into(),
             source: "name: x\nmodels:\n  - idd: a\n".into(),
-            diagnostics: vec![Diagnostic::new(Position { line: 3, column: 5 }, "unknown field `idd`")
-                .with_hint(Some("did you mean `id`?".into()))],
+            diagnostics: vec![Diagnostic::new(Position { line: 3, column: 5 }, "unknown field `idd`").with_hint(Some("did you mean `id`?".into()))],
         };
         let text = report.to_string();
         assert!(text.starts_with("p.yaml:3:5: unknown field `idd`"), "{text}");

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{
-    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig,
-    SandboxMode, TaskInstance, TransportConfig, glob_match,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
+    TransportConfig, glob_match,
 };
 
 /// Why a pipeline could not be loaded.
@@ -57,9 +57,7 @@ pub fn load(path: &Path, catalog: &dyn Catalog) -> Result<Pipeline, SpecError> {
 
 /// Validates pipeline text; `path` is only used in messages and provenance.
 pub fn load_str(source: &str, path: &Path, catalog: &dyn Catalog) -> Result<Pipeline, SpecError> {
-    let invalid = |diagnostics| {
-        SpecError::Invalid(Box::new(Report { path: path.to_owned(), source: source.to_owned(), diagnostics }))
-    };
+    let invalid = |diagnostics| SpecError::Invalid(Box::new(Report { path: path.to_owned(), source: source.to_owned(), diagnostics }));
     let raw: raw::RawPipeline = yaml::parse(source).map_err(|d| invalid(vec![d]))?;
     let hash = blake3::hash(source.as_bytes()).to_hex().to_string();
     resolve::resolve(raw, catalog, path.to_owned(), hash).map_err(invalid)
@@ -89,7 +87,15 @@ mod tests {
             };
             Ok(names
                 .into_iter()
-                .map(|task| TaskInstance { benchmark: benchmark.into(), task, content_hash: "h".into(), params: params.clone(), episode_version: 1, score_version: 1, suite: benchmark.into() })
+                .map(|task| TaskInstance {
+                    benchmark: benchmark.into(),
+                    task,
+                    content_hash: "h".into(),
+                    params: params.clone(),
+                    episode_version: 1,
+                    score_version: 1,
+                    suite: benchmark.into(),
+                })
                 .collect())
         }
         fn resolve_builtin(&self, _: &str, params: &Params, _: &[String]) -> Result<Params, Vec<CatalogIssue>> {

@@ -176,14 +176,7 @@ pub enum HeaderSource {
 
 /// Header names that carry credentials: their values must come from `{env: VAR}`, so a
 /// key written into a pipeline file is refused instead of reaching a cache key.
-pub const CREDENTIAL_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "api-key",
-    "x-api-key",
-    "x-goog-api-key",
-    "cookie",
-];
+pub const CREDENTIAL_HEADERS: &[&str] = &["authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key", "cookie"];
 
 impl ModelConfig {
     /// The part of the model that goes into step keys: everything that can

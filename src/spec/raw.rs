@@ -159,11 +159,7 @@ impl<'de> Deserialize<'de> for RawSelect {
                 f.write_str("`all` or a list of task names")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RawSelect, E> {
-                if v == "all" {
-                    Ok(RawSelect::All)
-                } else {
-                    Err(E::custom(format!("expected `all` or a list of task names, found `{v}`")))
-                }
+                if v == "all" { Ok(RawSelect::All) } else { Err(E::custom(format!("expected `all` or a list of task names, found `{v}`"))) }
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawSelect, A::Error> {
                 let mut names = Vec::new();

@@ -7,8 +7,7 @@ use serde_saphyr::Spanned;
 use super::catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 use super::diagnostic::{Diagnostic, Position, suggestion};
 use super::pipeline::{
-    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig,
-    TaskInstance, TransportConfig,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, TaskInstance, TransportConfig,
 };
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
@@ -31,18 +30,12 @@ struct Resolver<'c> {
 }
 
 /// Validates `raw` against `catalog`; on failure returns every diagnostic.
-pub fn resolve(
-    raw: RawPipeline,
-    catalog: &dyn Catalog,
-    source_path: std::path::PathBuf,
-    source_hash: String,
-) -> Result<Pipeline, Vec<Diagnostic>> {
+pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::PathBuf, source_hash: String) -> Result<Pipeline, Vec<Diagnostic>> {
     let base_dir = source_path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let mut r = Resolver { catalog, diagnostics: Vec::new(), base_dir };
     let name = r.name(&raw.name);
     let tasks = r.tasks(&raw.tasks);
-    let benchmarks: Vec<String> =
-        tasks.iter().map(|t| t.benchmark.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+    let benchmarks: Vec<String> = tasks.iter().map(|t| t.benchmark.clone()).collect::<BTreeSet<_>>().into_iter().collect();
     let models = r.models(&raw.models, &benchmarks);
     let seeds = r.seeds(&raw.seeds);
     let include = raw.include.iter().map(filter).collect::<Vec<_>>();
@@ -51,7 +44,13 @@ pub fn resolve(
     let report = raw.report.map_or_else(
         || ReportConfig { title: name.clone(), decimals: 3, prices: BTreeMap::new() },
         |rep| ReportConfig {
-            prices: rep.prices.iter().map(|(id, p)| (id.clone(), Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok })).collect(),
+            prices: rep
+                .prices
+                .iter()
+                .map(|(id, p)| {
+                    (id.clone(), Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok })
+                })
+                .collect(),
             title: rep.title.unwrap_or_else(|| name.clone()),
             decimals: rep.decimals.map_or(3, |d| {
                 if d.value > 12 {
@@ -94,27 +93,16 @@ pub fn resolve(
 }
 
 fn filter(raw: &Spanned<RawFilter>) -> CellFilter {
-    CellFilter {
-        model: raw.value.model.clone(),
-        task: raw.value.task.clone(),
-        seed: raw.value.seed.map(|s| s.to_string()),
-    }
+    CellFilter { model: raw.value.model.clone(), task: raw.value.task.clone(), seed: raw.value.seed.map(|s| s.to_string()) }
 }
 
-fn count_cells(
-    models: &[ModelConfig],
-    tasks: &[TaskInstance],
-    seeds: &[u64],
-    include: &[CellFilter],
-    exclude: &[CellFilter],
-) -> usize {
+fn count_cells(models: &[ModelConfig], tasks: &[TaskInstance], seeds: &[u64], include: &[CellFilter], exclude: &[CellFilter]) -> usize {
     let mut n = 0;
     for m in models {
         for t in tasks {
             let q = t.qualified();
             for &s in seeds {
-                let kept = (include.is_empty() || include.iter().any(|f| f.matches(&m.id, &q, s)))
-                    && !exclude.iter().any(|f| f.matches(&m.id, &q, s));
+                let kept = (include.is_empty() || include.iter().any(|f| f.matches(&m.id, &q, s))) && !exclude.iter().any(|f| f.matches(&m.id, &q, s));
                 n += usize::from(kept);
             }
         }
@@ -123,8 +111,7 @@ fn count_cells(
 }
 
 fn is_identifier(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 impl Resolver<'_> {
@@ -134,11 +121,7 @@ impl Resolver<'_> {
 
     fn name(&mut self, name: &Spanned<String>) -> String {
         if !is_identifier(&name.value) {
-            self.push(
-                position_of(name),
-                format!("pipeline name `{}` must be non-empty and use only letters, digits, `-`, `_`, `.`", name.value),
-                None,
-            );
+            self.push(position_of(name), format!("pipeline name `{}` must be non-empty and use only letters, digits, `-`, `_`, `.`", name.value), None);
         }
         name.value.clone()
     }
@@ -296,11 +279,7 @@ impl Resolver<'_> {
                 self.push(position_of(&m.id), format!("model id `{id}` must use only letters, digits, `-`, `_`, `.`"), None);
             }
             if let Some(first) = ids.insert(id.clone(), position_of(&m.id)) {
-                self.push(
-                    position_of(&m.id),
-                    format!("duplicate model id `{id}`"),
-                    Some(format!("first defined at line {}; ids must be unique", first.line)),
-                );
+                self.push(position_of(&m.id), format!("duplicate model id `{id}`"), Some(format!("first defined at line {}; ids must be unique", first.line)));
             }
             let provider = &m.provider.value;
             if !providers.contains(&provider.as_str()) {
@@ -341,7 +320,11 @@ impl Resolver<'_> {
                 base_url: m.base_url.as_ref().map(|b| b.value.trim_end_matches('/').to_owned()),
                 api_key_env: m.api_key_env.as_ref().map(|k| k.value.clone()),
                 params,
-                price: m.price.as_ref().map(|p| Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok }),
+                price: m.price.as_ref().map(|p| Price {
+                    input_per_mtok: p.input_per_mtok,
+                    output_per_mtok: p.output_per_mtok,
+                    cached_input_per_mtok: p.cached_input_per_mtok,
+                }),
                 accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
                 headers,
             });
@@ -373,9 +356,7 @@ impl Resolver<'_> {
                     );
                     continue;
                 }
-                serde_json::Value::String(text) if text.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) => {
-                    HeaderSource::Value(text.clone())
-                }
+                serde_json::Value::String(text) if text.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) => HeaderSource::Value(text.clone()),
                 serde_json::Value::Object(map) if map.len() == 1 && map.get("env").is_some_and(serde_json::Value::is_string) => {
                     HeaderSource::Env(map["env"].as_str().unwrap_or_default().to_owned())
                 }

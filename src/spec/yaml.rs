@@ -21,19 +21,14 @@ pub fn position_of<T>(spanned: &Spanned<T>) -> Position {
 }
 
 fn location_to_position(location: Location) -> Position {
-    Position {
-        line: u32::try_from(location.line()).unwrap_or(u32::MAX),
-        column: u32::try_from(location.column()).unwrap_or(u32::MAX),
-    }
+    Position { line: u32::try_from(location.line()).unwrap_or(u32::MAX), column: u32::try_from(location.column()).unwrap_or(u32::MAX) }
 }
 
 fn to_diagnostic(err: &serde_saphyr::Error) -> Diagnostic {
     let position = err.location().map(location_to_position).unwrap_or_default();
-    let plain = err
-        .without_snippet()
-        .render_with_options(serde_saphyr::render_options! {
-            snippets: serde_saphyr::SnippetMode::Off,
-        });
+    let plain = err.without_snippet().render_with_options(serde_saphyr::render_options! {
+        snippets: serde_saphyr::SnippetMode::Off,
+    });
     let message = strip_location_suffix(plain.trim());
     let hint = unknown_field_hint(&message);
     Diagnostic::new(position, message).with_hint(hint)
@@ -55,12 +50,8 @@ fn unknown_field_hint(message: &str) -> Option<String> {
     let (field, rest) = rest.split_once('`')?;
     let expected = rest.split_once("expected ")?.1;
     let expected = expected.strip_prefix("one of ").unwrap_or(expected);
-    let candidates: Vec<&str> = expected
-        .split(", ")
-        .flat_map(|part| part.split(" or "))
-        .map(|c| c.trim().trim_matches('`'))
-        .filter(|c| !c.is_empty())
-        .collect();
+    let candidates: Vec<&str> =
+        expected.split(", ").flat_map(|part| part.split(" or ")).map(|c| c.trim().trim_matches('`')).filter(|c| !c.is_empty()).collect();
     suggestion(field, &candidates)
 }
 

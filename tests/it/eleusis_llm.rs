@@ -47,7 +47,9 @@ fn full_78_round_grid_against_the_mock_with_scripted_player_and_compiler() {
     }
     // "Only red cards" is right for only_red_cards (won on turn 1) and
     // wrong elsewhere (a failed guess on every turn).
-    let row = |task: &str| -> Vec<String> { csv.lines().find(|l| l.starts_with(&format!("eleusis,player,{task},"))).unwrap().split(',').map(str::to_owned).collect() };
+    let row = |task: &str| -> Vec<String> {
+        csv.lines().find(|l| l.starts_with(&format!("eleusis,player,{task},"))).unwrap().split(',').map(str::to_owned).collect()
+    };
     let col = |name: &str| header.split(',').position(|h| h == name).unwrap();
     assert_eq!(row("only_red_cards")[col("mean_score")], "30");
     assert_eq!(row("even_ranks_only")[col("mean_failed_guesses")], "30");

@@ -11,7 +11,14 @@ use crate::support::{Workspace, repo};
 /// Bisects using the conversation so far: the last guess and the answer to it.
 fn bisecting_model(req: &MockRequest) -> MockOutcome {
     let messages = req.body["messages"].as_array().cloned().unwrap_or_default();
-    let range: u64 = messages[0]["content"].as_str().unwrap_or("").split("between 1 and ").nth(1).and_then(|s| s.split('.').next()).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let range: u64 = messages[0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .split("between 1 and ")
+        .nth(1)
+        .and_then(|s| s.split('.').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     let (mut lo, mut hi) = (1, range);
     for pair in messages[1..].chunks(2) {
         let guess: u64 = pair[0]["content"].as_str().unwrap_or("0").trim().parse().unwrap_or(0);

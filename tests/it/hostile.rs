@@ -161,10 +161,7 @@ pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<Stri
 
 /// Whether bubblewrap is installed and can create namespaces here.
 pub(crate) fn bwrap_works() -> bool {
-    std::process::Command::new("bwrap")
-        .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
+    std::process::Command::new("bwrap").args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]).status().is_ok_and(|s| s.success())
 }
 
 #[test]
@@ -191,7 +188,13 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
             "name: hostile\nmodels:\n  - {{id: player, provider: openai, model: mock-player, base_url: \"{url}\", api_key_env: HOSTILE_KEY}}\ntasks:\n  - benchmark: eleusis\n    select: [only_red_cards, even_ranks_only]\n    params:\n      max_turns: 3\n      compiler: {{provider: openai, model: mock-compiler, base_url: \"{url}\", api_key_env: HOSTILE_KEY}}\nseeds: [0]\n"
         ),
     );
-    let out = ws.cmd().env("HOSTILE_KEY", SECRET).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
+    let out = ws
+        .cmd()
+        .env("HOSTILE_KEY", SECRET)
+        .env_remove("EVALGRID_UNSAFE_NO_SANDBOX")
+        .args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.code().is_some(), "evalgrid was killed: {:?}\n{stderr}", out.status);
@@ -199,7 +202,9 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
     let csv = std::fs::read_to_string(ws.path("reports/hostile/summary.csv")).unwrap();
     let header = csv.lines().next().unwrap();
     let col = |name: &str| header.split(',').position(|h| h == name).unwrap();
-    let row = |task: &str| -> Vec<String> { csv.lines().find(|l| l.starts_with(&format!("eleusis,player,{task},"))).unwrap().split(',').map(str::to_owned).collect() };
+    let row = |task: &str| -> Vec<String> {
+        csv.lines().find(|l| l.starts_with(&format!("eleusis,player,{task},"))).unwrap().split(',').map(str::to_owned).collect()
+    };
     if row("only_red_cards")[col("success_rate")] != "1" {
         let show = ws.cmd().args(["--data-dir", data.to_str().unwrap(), "show", "p.yaml", "player/eleusis/only_red_cards/0"]).output().unwrap();
         eprintln!("{}", String::from_utf8_lossy(&show.stdout).chars().take(6000).collect::<String>());

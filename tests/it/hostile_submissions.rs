@@ -122,9 +122,7 @@ for target in [os.getppid(), 1]:
 /// Every `PROBE-RESULT …` line in `text`, also where the output is embedded as a JSON
 /// string (its newlines escaped).
 fn probe_lines(text: &str) -> Vec<String> {
-    text.match_indices("PROBE-RESULT ")
-        .map(|(at, _)| text[at..].split(['\n', '\\', '"']).next().unwrap_or_default().to_owned())
-        .collect()
+    text.match_indices("PROBE-RESULT ").map(|(at, _)| text[at..].split(['\n', '\\', '"']).next().unwrap_or_default().to_owned()).collect()
 }
 
 /// What must hold after any hostile run: evalgrid alive, nothing reached, nothing left.
@@ -193,7 +191,13 @@ fn hostile_weirdml_submissions_are_contained_and_leave_nothing_for_the_next() {
             "name: hostile-weirdml\nmodels:\n  - {{id: player, provider: openai, model: mock-player, base_url: \"{url}\", api_key_env: {KEY_VAR}}}\n{reference}tasks:\n  - {{benchmark: weirdml, select: [mini-shapes], params: {{iterations: 5, time_limit_s: 20}}}}\nseeds: [0]\n"
         ),
     );
-    let out = ws.cmd().env(KEY_VAR, SECRET).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
+    let out = ws
+        .cmd()
+        .env(KEY_VAR, SECRET)
+        .env_remove("EVALGRID_UNSAFE_NO_SANDBOX")
+        .args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"])
+        .output()
+        .unwrap();
     let prompts = prompts.lock().unwrap().clone();
     assert_eq!(prompts.len(), 5, "five responses asked for: {prompts:#?}");
     let lines = probe_lines(&prompts[1]);
@@ -255,7 +259,10 @@ fn as_user(uid: u32, ws: &Workspace) -> Result<std::process::Command, String> {
         Ok(o) => return Err(format!("{} cannot run as uid {uid}: {}", bin.display(), String::from_utf8_lossy(&o.stderr).trim())),
         Err(e) => return Err(format!("setpriv: {e}")),
     }
-    let py = std::process::Command::new("setpriv").args(["--reuid", &id, "--regid", &id, "--clear-groups", "--", "python3", "-c", "pass"]).env("PATH", "/usr/bin:/bin").status();
+    let py = std::process::Command::new("setpriv")
+        .args(["--reuid", &id, "--regid", &id, "--clear-groups", "--", "python3", "-c", "pass"])
+        .env("PATH", "/usr/bin:/bin")
+        .status();
     if !py.is_ok_and(|s| s.success()) {
         return Err(format!("no python3 on /usr/bin:/bin that uid {uid} can run"));
     }

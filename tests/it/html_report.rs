@@ -11,10 +11,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use evalgrid::metrics::{Agg, BenchmarkTables, MetricDef, TableRow};
-use evalgrid::report::{ModelUsage, Section};
 use evalgrid::report::html::{
     CellLine, CellState, Figure, FigureKind, HtmlReport, Series, Transcript, figure_csv, figure_file_stem, figure_svg, render_html, render_transcript_html,
 };
+use evalgrid::report::{ModelUsage, Section};
 
 const HOSTILE: &str = "turn 1: <script>alert(1)</script>\nturn 2: \"><img src=x onerror=alert(2)>\nturn 3: ' onmouseover='alert(3)";
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
@@ -27,7 +27,15 @@ fn chromium() -> Option<PathBuf> {
 /// killing it after [`CHROMIUM_TIMEOUT`]; returns (stdout, stderr).
 fn run_chromium(bin: &Path, profile: &Path, extra: &[String], url: &str) -> (String, String) {
     let mut child = Command::new(bin)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(["--enable-logging=stderr", "--v=0"])
         .args(extra)
@@ -71,7 +79,13 @@ fn console_lines(stderr: &str) -> Vec<&str> {
 
 fn tables() -> Vec<BenchmarkTables> {
     let ratio = |name: &str, agg: fn(String, String) -> Agg| MetricDef { name: name.into(), agg: agg("correct".into(), "n".into()) };
-    let row = |model: &str, task: Option<&str>, v: [f64; 3]| TableRow { model: model.into(), task: task.map(str::to_owned), n: 4, values: v.iter().map(|x| Some(*x)).collect(), planned: 4 };
+    let row = |model: &str, task: Option<&str>, v: [f64; 3]| TableRow {
+        model: model.into(),
+        task: task.map(str::to_owned),
+        n: 4,
+        values: v.iter().map(|x| Some(*x)).collect(),
+        planned: 4,
+    };
     vec![
         BenchmarkTables {
             benchmark: "eleusis".into(),
@@ -89,7 +103,15 @@ fn tables() -> Vec<BenchmarkTables> {
 }
 
 fn figures() -> Vec<Figure> {
-    let fig = |id: &str, kind, x: &str, y: &str, series, diagonal| Figure { id: id.into(), title: format!("{id} <figure>"), kind, x_label: x.into(), y_label: y.into(), series, diagonal };
+    let fig = |id: &str, kind, x: &str, y: &str, series, diagonal| Figure {
+        id: id.into(),
+        title: format!("{id} <figure>"),
+        kind,
+        x_label: x.into(),
+        y_label: y.into(),
+        series,
+        diagonal,
+    };
     vec![
         fig(
             "eleusis/calibration",
@@ -104,7 +126,12 @@ fn figures() -> Vec<Figure> {
             FigureKind::Scatter,
             "tokens per turn",
             "score",
-            vec![Series { name: "models".into(), points: vec![(120.0, 30.0), (15_000.0, -4.0)], labels: vec!["oracle".into(), HOSTILE.into()], reference: false }],
+            vec![Series {
+                name: "models".into(),
+                points: vec![(120.0, 30.0), (15_000.0, -4.0)],
+                labels: vec!["oracle".into(), HOSTILE.into()],
+                reference: false,
+            }],
             false,
         ),
         fig(
@@ -118,8 +145,22 @@ fn figures() -> Vec<Figure> {
             ],
             false,
         ),
-        fig("eleusis/boldness", FigureKind::Bars, "model", "boldness index", vec![Series::labelled("boldness", vec![("oracle".into(), 0.5), ("random".into(), -0.1)])], false),
-        fig("bbq/solved-vs-budget", FigureKind::Line, "fraction of budget", "solved fraction", vec![Series::new("solver", vec![(0.1, 0.2), (0.25, 0.5), (0.5, 0.8), (1.0, 0.9)])], false),
+        fig(
+            "eleusis/boldness",
+            FigureKind::Bars,
+            "model",
+            "boldness index",
+            vec![Series::labelled("boldness", vec![("oracle".into(), 0.5), ("random".into(), -0.1)])],
+            false,
+        ),
+        fig(
+            "bbq/solved-vs-budget",
+            FigureKind::Line,
+            "fraction of budget",
+            "solved fraction",
+            vec![Series::new("solver", vec![(0.1, 0.2), (0.25, 0.5), (0.5, 0.8), (1.0, 0.9)])],
+            false,
+        ),
     ]
 }
 
@@ -164,7 +205,11 @@ fn report_renders_in_headless_chromium_without_errors() {
         tables: &tables,
         figures: figures(),
         cells: cells(),
-        provenance: vec![("evalgrid version".into(), "0.1.0 (test)".into()), ("pipeline file".into(), "blake3:0123abcd".into()), ("models as answered".into(), HOSTILE.into())],
+        provenance: vec![
+            ("evalgrid version".into(), "0.1.0 (test)".into()),
+            ("pipeline file".into(), "blake3:0123abcd".into()),
+            ("models as answered".into(), HOSTILE.into()),
+        ],
         usage: vec![ModelUsage { model: "m1".into(), input_tokens: 1200, output_tokens: 300, cost_usd: Some(0.0123) }],
         decimals: 2,
         warnings: vec!["model code ran <unsandboxed>".into()],
@@ -242,7 +287,10 @@ fn quickstart_report_renders_in_headless_chromium() {
     assert!(dom.contains("eleusis: spec §5 metrics") && dom.contains("eleusis: calibration"), "the Eleusis §5 tables are on the page");
     for svg in &svgs {
         let body = svg.split_once("</svg>").map_or(*svg, |(b, _)| b);
-        assert!(["<path class=\"mark\"", "<rect class=\"mark\"", "<circle class=\"mark\"", "<polyline class=\"mark\""].iter().any(|m| body.contains(m)), "a figure has no drawn marks");
+        assert!(
+            ["<path class=\"mark\"", "<rect class=\"mark\"", "<circle class=\"mark\"", "<polyline class=\"mark\""].iter().any(|m| body.contains(m)),
+            "a figure has no drawn marks"
+        );
     }
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart-report.png");
     let _ = run_chromium(&bin, &profile.path().join("q"), &[format!("--screenshot={}", shot.display()), "--window-size=1280,2400".to_owned()], &url);

@@ -38,10 +38,7 @@ fn outcome(req: &MockRequest) -> MockOutcome {
 }
 
 fn pipeline(url: &str, models: &[&str]) -> String {
-    let models: String = models
-        .iter()
-        .map(|m| format!("  - {{id: {m}, provider: openai, model: {m}, base_url: \"{url}\"}}\n"))
-        .collect();
+    let models: String = models.iter().map(|m| format!("  - {{id: {m}, provider: openai, model: {m}, base_url: \"{url}\"}}\n")).collect();
     format!(
         "name: outcomes\nmodels:\n{models}tasks:\n  - benchmark: bbeh\n    select: [boardgame_qa, dyck_languages, web_of_lies]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_attempts: 2, retry_base_ms: 5, retry_max_ms: 20, request_timeout_s: 5}}\n"
     )
@@ -59,7 +56,12 @@ fn truncated_empty_filtered_and_refused_answers_are_scored_and_shown_and_a_faile
     let csv = std::fs::read_to_string(ws.path("reports/outcomes/summary.csv")).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let row = |model: &str, task: &str| -> Vec<String> {
-        csv.lines().find(|l| l.starts_with(&format!("bbeh-mini,{model},{task},"))).unwrap_or_else(|| panic!("{model}/{task}:\n{csv}")).split(',').map(str::to_owned).collect()
+        csv.lines()
+            .find(|l| l.starts_with(&format!("bbeh-mini,{model},{task},")))
+            .unwrap_or_else(|| panic!("{model}/{task}:\n{csv}"))
+            .split(',')
+            .map(str::to_owned)
+            .collect()
     };
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}: {csv}"));
     // Every steady cell finished: its model row has a harmonic mean and is complete.

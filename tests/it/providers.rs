@@ -217,12 +217,7 @@ fn api_key_never_reaches_cache_reports_or_output() {
     ws.write("p.yaml", &pipeline(&m));
     let mut outputs = Vec::new();
     for key in [KEY, "sk-wrong-key-0000"] {
-        let out = ws
-            .cmd()
-            .env("EVALGRID_TEST_KEY", key)
-            .args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
-            .output()
-            .unwrap();
+        let out = ws.cmd().env("EVALGRID_TEST_KEY", key).args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
         outputs.push(out);
     }
     assert!(outputs[0].status.success(), "{}", String::from_utf8_lossy(&outputs[0].stdout));
@@ -276,7 +271,13 @@ fn gc_keep_keeps_every_answered_call_even_of_a_cell_that_failed_half_way() {
     let out = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "cache", "gc", "--keep", "p.yaml"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let kept = cached_call_bodies(&ws.path("cache"));
-    assert!(kept == answered, "p's calls kept ({} of {}), q's calls removed ({} left)", kept.intersection(&answered).count(), answered.len(), kept.difference(&answered).count());
+    assert!(
+        kept == answered,
+        "p's calls kept ({} of {}), q's calls removed ({} left)",
+        kept.intersection(&answered).count(),
+        answered.len(),
+        kept.difference(&answered).count()
+    );
     assert_eq!(files_under(&ws.path("cache/v1/substeps")), 3, "q's sub-step indexes removed");
     let (_, v) = run(&ws, &["status", "q.yaml", "--json"]);
     assert_eq!((v["cells_total"].as_u64(), v["cells_cached"].as_u64()), (Some(3), Some(0)), "q's cells are gone: {v}");
@@ -329,9 +330,7 @@ fn echoed_key_reaches_no_artifact_or_output() {
     );
     ws.write("p.yaml", &pipeline(&m));
     let data = data_dir().to_str().unwrap().to_owned();
-    let cmd = |args: &[&str]| {
-        ws.cmd().env("EVALGRID_TEST_KEY", KEY).args(["--data-dir", &data]).args(args).output().unwrap()
-    };
+    let cmd = |args: &[&str]| ws.cmd().env("EVALGRID_TEST_KEY", KEY).args(["--data-dir", &data]).args(args).output().unwrap();
     let run = cmd(&["run", "p.yaml", "--json"]);
     let v: Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(v["cells_failed"], 1, "the 400 fails one cell: {v}");
@@ -377,10 +376,7 @@ fn echoed_key_reaches_no_artifact_or_output() {
 /// and a later run asks that item again.
 #[test]
 fn answer_over_the_response_cap_fails_its_item_and_is_not_cached() {
-    let mock = Mock::start(MockConfig {
-        faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 1 << 40 }]),
-        ..MockConfig::default()
-    });
+    let mock = Mock::start(MockConfig { faults: FaultPlan::sequence([Fault::HugeAnswer { bytes: 1 << 40 }]), ..MockConfig::default() });
     let ws = Workspace::new();
     let yaml = pipeline(&model("m", "mock-1", &mock.url())).replace("max_concurrency: 16", "max_concurrency: 16, max_response_bytes: 65536");
     ws.write("p.yaml", &yaml);

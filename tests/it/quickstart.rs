@@ -8,12 +8,7 @@ fn scores(ws: &Workspace, model: &str) -> Vec<f64> {
     let csv = std::fs::read_to_string(ws.path("reports/quickstart/summary.csv")).expect("summary.csv");
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let col = header.iter().position(|h| *h == "mean_score").unwrap();
-    csv.lines()
-        .skip(1)
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f[1] == model && f[2] != "*")
-        .map(|f| f[col].parse().unwrap())
-        .collect()
+    csv.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()).filter(|f| f[1] == model && f[2] != "*").map(|f| f[col].parse().unwrap()).collect()
 }
 
 #[test]

@@ -20,9 +20,7 @@ fn one_run_finishes_under_a_rate_limit_with_few_429s_and_no_duplicate_requests()
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let mock = runtime
-        .block_on(MockServer::start(MockConfig { latency: Duration::from_millis(50), ..MockConfig::default() }))
-        .unwrap();
+    let mock = runtime.block_on(MockServer::start(MockConfig { latency: Duration::from_millis(50), ..MockConfig::default() })).unwrap();
     let upstream = mock.base_url().trim_end_matches('/').trim_start_matches("http://").to_owned();
     let proxy = RateLimitedProxy::start(&upstream, 40).unwrap();
     let ws = Workspace::new();

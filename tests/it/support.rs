@@ -48,9 +48,8 @@ impl Workspace {
     pub(crate) fn run_json(&self, args: &[&str]) -> (i32, serde_json::Value) {
         let out = self.run(args);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let v = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-            panic!("stdout is not one JSON object ({e}):\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr))
-        });
+        let v = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}):\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code().unwrap_or(-1), v)
     }
 }

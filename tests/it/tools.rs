@@ -61,9 +61,7 @@ fn bbq_baselines_run_offline_and_rerun_cached() {
     let csv = std::fs::read_to_string(ws.path("reports/bbq-baselines/summary.csv")).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let col = header.iter().position(|h| *h == "solve_rate").unwrap();
-    let rate = |model: &str| -> f64 {
-        csv.lines().find(|l| l.starts_with(&format!("bbq,{model},*,"))).unwrap().split(',').nth(col).unwrap().parse().unwrap()
-    };
+    let rate = |model: &str| -> f64 { csv.lines().find(|l| l.starts_with(&format!("bbq,{model},*,"))).unwrap().split(',').nth(col).unwrap().parse().unwrap() };
     assert!(rate("solver") > rate("random"), "{csv}");
     let (_, v) = ws.run_json(&["run", "bbq.yaml", "--json"]);
     assert_eq!(v["cells_run"], 0);

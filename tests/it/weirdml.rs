@@ -20,9 +20,8 @@ fn scripted_episodes_reproduce_the_spec_and_rerun_cached() {
     assert_eq!(v["cells_run"], 2);
     let csv = std::fs::read_to_string(ws.path("reports/weirdml-mini/summary.csv")).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    let row = |model: &str| -> Vec<String> {
-        csv.lines().find(|l| l.starts_with(&format!("weirdml,{model},*,"))).unwrap().split(',').map(str::to_owned).collect()
-    };
+    let row =
+        |model: &str| -> Vec<String> { csv.lines().find(|l| l.starts_with(&format!("weirdml,{model},*,"))).unwrap().split(',').map(str::to_owned).collect() };
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let spec = row("scripted-spec");
     // Spec §6.6: run accuracy 0.535, failure rate 4/5.

@@ -57,11 +57,7 @@ pub fn harmonic_mean(acc_percent: &[f64]) -> f64 {
 }
 
 fn check_lengths(left: usize, right: usize) -> Result<(), AggregateError> {
-    if left == right {
-        Ok(())
-    } else {
-        Err(AggregateError::LengthMismatch { left, right })
-    }
+    if left == right { Ok(()) } else { Err(AggregateError::LengthMismatch { left, right }) }
 }
 
 /// Micro average in percent: `100 · Σ correct / Σ n` (BBEH micro and BBEH Mini).
@@ -119,16 +115,8 @@ pub fn wilson_interval(correct: usize, n: usize) -> Result<(f64, f64), Aggregate
     let centre = (p + z2 / (2.0 * nf)) / denom;
     let half = Z_95 * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt() / denom;
     // The bounds are exactly 0 / 1 at the extremes; avoid rounding residue there.
-    let low = if correct == 0 {
-        0.0
-    } else {
-        (centre - half).max(0.0)
-    };
-    let high = if correct == n {
-        1.0
-    } else {
-        (centre + half).min(1.0)
-    };
+    let low = if correct == 0 { 0.0 } else { (centre - half).max(0.0) };
+    let high = if correct == n { 1.0 } else { (centre + half).min(1.0) };
     Ok((100.0 * low, 100.0 * high))
 }
 

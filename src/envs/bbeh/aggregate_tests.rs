@@ -53,11 +53,7 @@ const TABLE53: &str = r#"
 "#;
 
 fn cells(line: &str) -> Vec<String> {
-    line.trim()
-        .trim_matches('|')
-        .split('|')
-        .map(|c| c.trim().trim_matches('*').to_string())
-        .collect()
+    line.trim().trim_matches('|').split('|').map(|c| c.trim().trim_matches('*').to_string()).collect()
 }
 
 struct Table2 {
@@ -77,12 +73,7 @@ fn table2() -> Table2 {
     let mut reported_micro = Vec::new();
     for line in &lines[1..] {
         let c = cells(line);
-        let values = |from: usize| -> Vec<f64> {
-            c[from..]
-                .iter()
-                .map(|v| v.split(' ').next().unwrap().parse().unwrap_or(f64::NAN))
-                .collect()
-        };
+        let values = |from: usize| -> Vec<f64> { c[from..].iter().map(|v| v.split(' ').next().unwrap().parse().unwrap_or(f64::NAN)).collect() };
         if c[0].starts_with("BBEH (HM") {
             reported_hm = values(2);
         } else if c[0].starts_with("BBEH micro") {
@@ -95,12 +86,7 @@ fn table2() -> Table2 {
     }
     assert_eq!(models.len(), 13, "Random + 12 models");
     assert_eq!(tasks.len(), 23);
-    Table2 {
-        models,
-        tasks,
-        reported_hm,
-        reported_micro,
-    }
+    Table2 { models, tasks, reported_hm, reported_micro }
 }
 
 /// (model, HM(a+1), reported HM, micro, reported micro, implied correct or None, macro).
@@ -114,15 +100,7 @@ fn table53() -> Vec<Row53> {
         .map(|l| {
             let c = cells(l);
             let f = |i: usize| c[i].parse::<f64>().unwrap();
-            (
-                c[0].clone(),
-                f(1),
-                f(2),
-                f(3),
-                f(4),
-                c[5].parse().ok(),
-                f(6),
-            )
+            (c[0].clone(), f(1), f(2), f(3), f(4), c[5].parse().ok(), f(6))
         })
         .collect()
 }
@@ -137,11 +115,7 @@ fn table2_harmonic_means_match_reported_13_of_13() {
     let mut matched = 0;
     for (m, name) in t.models.iter().enumerate() {
         let hm = harmonic_mean(&column(&t, m));
-        assert!(
-            (hm - t.reported_hm[m]).abs() <= 0.05,
-            "{name}: {hm} vs {}",
-            t.reported_hm[m]
-        );
+        assert!((hm - t.reported_hm[m]).abs() <= 0.05, "{name}: {hm} vs {}", t.reported_hm[m]);
         matched += 1;
     }
     assert_eq!(matched, 13, "13/13 reported HM values (Random + 12 models)");
@@ -159,10 +133,7 @@ fn recomputed_aggregates_of_spec_5_3() {
         let acc = column(&t, m);
         let hm = harmonic_mean(&acc);
         assert!((hm - hm4).abs() <= 0.00005, "{model}: HM {hm} vs {hm4}");
-        assert!(
-            (hm - rep_hm).abs() <= 0.05,
-            "{model}: HM {hm} vs reported {rep_hm}"
-        );
+        assert!((hm - rep_hm).abs() <= 0.05, "{model}: HM {hm} vs reported {rep_hm}");
         // "Exact" per-task accuracies behind the printed ones (spec §5.3): Random's 33.3 and
         // 14.3 are 100/3 and 100/7; every model's value is a count k/n, which matters only for
         // DisambiguationQA (n = 120, e.g. 34.2 -> 41/120). Micro and macro both use them.
@@ -181,53 +152,25 @@ fn recomputed_aggregates_of_spec_5_3() {
                 .collect();
             (e, None)
         } else {
-            let k: Vec<usize> = acc
-                .iter()
-                .zip(&n)
-                .map(|(a, &k)| (a * k as f64 / 100.0).round() as usize)
-                .collect();
-            let e = k
-                .iter()
-                .zip(&n)
-                .map(|(&c, &k)| task_accuracy(c, k).unwrap())
-                .collect();
+            let k: Vec<usize> = acc.iter().zip(&n).map(|(a, &k)| (a * k as f64 / 100.0).round() as usize).collect();
+            let e = k.iter().zip(&n).map(|(&c, &k)| task_accuracy(c, k).unwrap()).collect();
             (e, Some(k))
         };
         let mac = macro_mean(&exact);
-        assert!(
-            (mac - macro3).abs() <= 0.0005 + 1e-9,
-            "{model}: macro {mac} vs {macro3}"
-        );
+        assert!((mac - macro3).abs() <= 0.0005 + 1e-9, "{model}: macro {mac} vs {macro3}");
         let micro_value = match &counts {
             None => weighted_mean(&exact, &n).unwrap(),
             Some(k) => {
-                assert_eq!(
-                    Some(k.iter().sum::<usize>()),
-                    implied,
-                    "{model}: implied correct"
-                );
+                assert_eq!(Some(k.iter().sum::<usize>()), implied, "{model}: implied correct");
                 micro(k, &n).unwrap()
             }
         };
-        assert!(
-            (micro_value - micro4).abs() <= 0.00005,
-            "{model}: micro {micro_value} vs {micro4}"
-        );
+        assert!((micro_value - micro4).abs() <= 0.00005, "{model}: micro {micro_value} vs {micro4}");
         // Reported micro matches except the Qwen paper anomaly (reported 12.5 = its macro mean).
-        let expected_reported = if model == "Qwen-2.5-7B-Instruct" {
-            12.1
-        } else {
-            rep_micro
-        };
-        assert!(
-            (micro_value - expected_reported).abs() <= 0.05,
-            "{model}: micro vs reported"
-        );
+        let expected_reported = if model == "Qwen-2.5-7B-Instruct" { 12.1 } else { rep_micro };
+        assert!((micro_value - expected_reported).abs() <= 0.05, "{model}: micro vs reported");
         let rep_col = t.reported_micro[m];
-        assert_eq!(
-            rep_col, rep_micro,
-            "{model}: §5.2 and §5.3 agree on reported micro"
-        );
+        assert_eq!(rep_col, rep_micro, "{model}: §5.2 and §5.3 agree on reported micro");
     }
 }
 
@@ -245,23 +188,11 @@ fn harmonic_mean_range_and_edges() {
 
 #[test]
 fn micro_and_errors() {
-    assert_eq!(
-        micro(&[261], &[460]).map(|v| (v * 10.0).round() / 10.0),
-        Ok(56.7)
-    );
-    assert_eq!(
-        micro(&[1, 2], &[3]),
-        Err(AggregateError::LengthMismatch { left: 2, right: 1 })
-    );
+    assert_eq!(micro(&[261], &[460]).map(|v| (v * 10.0).round() / 10.0), Ok(56.7));
+    assert_eq!(micro(&[1, 2], &[3]), Err(AggregateError::LengthMismatch { left: 2, right: 1 }));
     assert_eq!(micro(&[], &[]), Err(AggregateError::Empty));
-    assert_eq!(
-        micro(&[4], &[3]),
-        Err(AggregateError::CorrectExceedsN { correct: 4, n: 3 })
-    );
-    assert_eq!(
-        task_accuracy(41, 120).map(|v| (v * 10.0).round() / 10.0),
-        Ok(34.2)
-    );
+    assert_eq!(micro(&[4], &[3]), Err(AggregateError::CorrectExceedsN { correct: 4, n: 3 }));
+    assert_eq!(task_accuracy(41, 120).map(|v| (v * 10.0).round() / 10.0), Ok(34.2));
 }
 
 #[test]
@@ -271,10 +202,7 @@ fn wilson_interval_reference_values() {
     assert_eq!(lo, 0.0);
     assert!((hi - 1.8845).abs() < 1e-4, "{hi}");
     let (lo, hi) = wilson_interval(100, 200).unwrap();
-    assert!(
-        (lo - 43.1361).abs() < 1e-4 && (hi - 56.8639).abs() < 1e-4,
-        "{lo} {hi}"
-    );
+    assert!((lo - 43.1361).abs() < 1e-4 && (hi - 56.8639).abs() < 1e-4, "{lo} {hi}");
     let (lo, hi) = wilson_interval(200, 200).unwrap();
     assert!(hi == 100.0 && lo > 98.0);
     assert!(wilson_interval(1, 0).is_err());

@@ -63,8 +63,7 @@ fn option_letters(input: &str) -> Vec<char> {
     let mut letters = Vec::new();
     for line in input.lines() {
         let b = line.as_bytes();
-        if b.len() >= 4 && b[0] == b'(' && b[1].is_ascii_uppercase() && b[2] == b')' && b[3] == b' '
-        {
+        if b.len() >= 4 && b[0] == b'(' && b[1].is_ascii_uppercase() && b[2] == b')' && b[3] == b' ' {
             let c = char::from(b[1]);
             if !letters.contains(&c) {
                 letters.push(c);
@@ -77,36 +76,14 @@ fn option_letters(input: &str) -> Vec<char> {
 fn lettered(input: &str, parenthesised: bool) -> AnswerSpace {
     let letters = option_letters(input);
     if letters.is_empty() {
-        return AnswerSpace::Open {
-            reason: "no (X) option lines found in the input",
-        };
+        return AnswerSpace::Open { reason: "no (X) option lines found in the input" };
     }
-    AnswerSpace::Finite(
-        letters
-            .into_iter()
-            .map(|c| {
-                if parenthesised {
-                    format!("({c})")
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
+    AnswerSpace::Finite(letters.into_iter().map(|c| if parenthesised { format!("({c})") } else { c.to_string() }).collect())
 }
 
 /// Largest N among lines `Thought N: …`.
 fn max_thought(input: &str) -> Option<usize> {
-    input
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("Thought ")?
-                .split_once(':')?
-                .0
-                .parse::<usize>()
-                .ok()
-        })
-        .max()
+    input.lines().filter_map(|l| l.strip_prefix("Thought ")?.split_once(':')?.0.parse::<usize>().ok()).max()
 }
 
 /// Sanity bound on thought numbers (real inputs have at most 78) so odd input cannot make
@@ -121,9 +98,7 @@ fn mistake_space(input: &str) -> AnswerSpace {
             v.extend((1..=n).map(|i| i.to_string()));
             AnswerSpace::Finite(v)
         }
-        _ => AnswerSpace::Open {
-            reason: "no plausible numbered thoughts found in the input",
-        },
+        _ => AnswerSpace::Open { reason: "no plausible numbered thoughts found in the input" },
     }
 }
 
@@ -140,17 +115,10 @@ fn triples(values: &[&str], sep: &str) -> AnswerSpace {
 }
 
 fn zebra_space(input: &str) -> AnswerSpace {
-    let n = input
-        .split_once("There are ")
-        .and_then(|(_, rest)| rest.split_once(" people"))
-        .and_then(|(num, _)| num.trim().parse::<usize>().ok());
+    let n = input.split_once("There are ").and_then(|(_, rest)| rest.split_once(" people")).and_then(|(num, _)| num.trim().parse::<usize>().ok());
     match n {
-        Some(n) if (1..=100).contains(&n) => {
-            AnswerSpace::Finite((1..=n).map(|i| i.to_string()).collect())
-        }
-        _ => AnswerSpace::Open {
-            reason: "number of people not found in the input",
-        },
+        Some(n) if (1..=100).contains(&n) => AnswerSpace::Finite((1..=n).map(|i| i.to_string()).collect()),
+        _ => AnswerSpace::Open { reason: "number of people not found in the input" },
     }
 }
 
@@ -178,53 +146,25 @@ pub fn answer_space(item: &Item) -> AnswerSpace {
             if input.contains("Is there a mistake in this sequence?") {
                 mistake_space(input)
             } else {
-                AnswerSpace::Open {
-                    reason: "sorting item: answer is a permutation of the given words",
-                }
+                AnswerSpace::Open { reason: "sorting item: answer is a permutation of the given words" }
             }
         }
         "bbeh_sarc_triples" => triples(&["0", "1"], ","),
         "bbeh_web_of_lies" => {
-            let instruction = input
-                .rsplit_once("Your answer should be")
-                .map_or(input, |(_, i)| i);
-            if instruction.contains("unknown") {
-                triples(&["yes", "no", "unknown"], ", ")
-            } else {
-                triples(&["yes", "no"], ", ")
-            }
+            let instruction = input.rsplit_once("Your answer should be").map_or(input, |(_, i)| i);
+            if instruction.contains("unknown") { triples(&["yes", "no", "unknown"], ", ") } else { triples(&["yes", "no"], ", ") }
         }
         "bbeh_zebra_puzzles" => zebra_space(input),
-        "bbeh_buggy_tables" => AnswerSpace::Open {
-            reason: "decimal number computed from a table",
-        },
-        "bbeh_multistep_arithmetic" => AnswerSpace::Open {
-            reason: "unbounded signed integer",
-        },
-        "bbeh_object_counting" => AnswerSpace::Open {
-            reason: "unbounded count",
-        },
-        "bbeh_object_properties" => AnswerSpace::Open {
-            reason: "count (or \"unknown\") without a stated bound",
-        },
-        "bbeh_temporal_sequence" => AnswerSpace::Open {
-            reason: "pair of integers (length, count)",
-        },
-        "bbeh_linguini" => AnswerSpace::Open {
-            reason: "free-text word or phrase in an unfamiliar language",
-        },
-        "bbeh_spatial_reasoning" => AnswerSpace::Open {
-            reason: "object name(s) from a long scene description",
-        },
-        "bbeh_time_arithmetic" => AnswerSpace::Open {
-            reason: "dates, times, lists or \"unanswerable\"",
-        },
-        "bbeh_sportqa" => AnswerSpace::Open {
-            reason: "multi-select over several sub-questions",
-        },
-        _ => AnswerSpace::Open {
-            reason: "unknown task",
-        },
+        "bbeh_buggy_tables" => AnswerSpace::Open { reason: "decimal number computed from a table" },
+        "bbeh_multistep_arithmetic" => AnswerSpace::Open { reason: "unbounded signed integer" },
+        "bbeh_object_counting" => AnswerSpace::Open { reason: "unbounded count" },
+        "bbeh_object_properties" => AnswerSpace::Open { reason: "count (or \"unknown\") without a stated bound" },
+        "bbeh_temporal_sequence" => AnswerSpace::Open { reason: "pair of integers (length, count)" },
+        "bbeh_linguini" => AnswerSpace::Open { reason: "free-text word or phrase in an unfamiliar language" },
+        "bbeh_spatial_reasoning" => AnswerSpace::Open { reason: "object name(s) from a long scene description" },
+        "bbeh_time_arithmetic" => AnswerSpace::Open { reason: "dates, times, lists or \"unanswerable\"" },
+        "bbeh_sportqa" => AnswerSpace::Open { reason: "multi-select over several sub-questions" },
+        _ => AnswerSpace::Open { reason: "unknown task" },
     }
 }
 
@@ -248,10 +188,7 @@ pub fn random_answer(item: &Item, rng_u64: u64) -> Option<String> {
 pub fn expected_random_accuracy(item: &Item) -> Option<f64> {
     match answer_space(item) {
         AnswerSpace::Finite(options) if !options.is_empty() => {
-            let hits = options
-                .iter()
-                .filter(|o| evaluate_correctness(o, &item.target))
-                .count();
+            let hits = options.iter().filter(|o| evaluate_correctness(o, &item.target)).count();
             Some(hits as f64 / options.len() as f64)
         }
         _ => None,

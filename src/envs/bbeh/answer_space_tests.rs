@@ -24,25 +24,14 @@ fn every_finite_space_contains_the_gold_answer_exactly_once() {
         match answer_space(item) {
             AnswerSpace::Finite(options) => {
                 finite += 1;
-                let hits: Vec<&String> = options
-                    .iter()
-                    .filter(|o| evaluate_correctness(o, &item.target))
-                    .collect();
+                let hits: Vec<&String> = options.iter().filter(|o| evaluate_correctness(o, &item.target)).collect();
                 assert_eq!(hits.len(), 1, "{}/{}: {hits:?}", item.task, item.index);
-                let prefixed = options
-                    .iter()
-                    .filter(|o| evaluate_correctness(&format!("The answer is: {o}"), &item.target))
-                    .count();
+                let prefixed = options.iter().filter(|o| evaluate_correctness(&format!("The answer is: {o}"), &item.target)).count();
                 assert_eq!(prefixed, 1, "{}/{}", item.task, item.index);
             }
             AnswerSpace::Open { .. } => {
-                let sorting = item.task == "bbeh_word_sorting"
-                    && !item.input.contains("Is there a mistake in this sequence?");
-                assert!(
-                    OPEN_TASKS.contains(&item.task.as_str()) || sorting,
-                    "{}",
-                    item.task
-                );
+                let sorting = item.task == "bbeh_word_sorting" && !item.input.contains("Is there a mistake in this sequence?");
+                assert!(OPEN_TASKS.contains(&item.task.as_str()) || sorting, "{}", item.task);
             }
         }
     }
@@ -72,35 +61,23 @@ fn expected_random_accuracy_matches_paper_random_column() {
     ];
     for (task, reported) in paper {
         let items: Vec<&Item> = all.iter().filter(|i| i.task == task).collect();
-        let sum: f64 = items
-            .iter()
-            .filter_map(|i| expected_random_accuracy(i))
-            .sum();
+        let sum: f64 = items.iter().filter_map(|i| expected_random_accuracy(i)).sum();
         let ours = 100.0 * sum / items.len() as f64;
         let tolerance = match task {
             "bbeh_dyck_languages" => 1.0,
             "bbeh_hyperbaton" => 9.2,
             _ => 0.2,
         };
-        assert!(
-            (ours - reported).abs() <= tolerance,
-            "{task}: ours {ours:.3} vs paper {reported}"
-        );
+        assert!((ours - reported).abs() <= tolerance, "{task}: ours {ours:.3} vs paper {reported}");
     }
-    assert!(
-        TASKS
-            .iter()
-            .all(|t| paper.iter().any(|(p, _)| p == t) || OPEN_TASKS.contains(t))
-    );
+    assert!(TASKS.iter().all(|t| paper.iter().any(|(p, _)| p == t) || OPEN_TASKS.contains(t)));
 }
 
 #[test]
 fn random_answer_is_deterministic_uniform_and_scoreable() {
     let all = load_all(&data_dir()).unwrap();
     let zebra = all.iter().find(|i| i.task == "bbeh_zebra_puzzles").unwrap();
-    let AnswerSpace::Finite(options) = answer_space(zebra) else {
-        panic!("zebra is finite")
-    };
+    let AnswerSpace::Finite(options) = answer_space(zebra) else { panic!("zebra is finite") };
     assert_eq!(random_answer(zebra, 42), random_answer(zebra, 42));
     let mut counts = vec![0usize; options.len()];
     let draws = 20_000;
@@ -109,12 +86,7 @@ fn random_answer_is_deterministic_uniform_and_scoreable() {
         counts[options.iter().position(|o| *o == a).unwrap()] += 1;
     }
     let expected = draws as f64 / options.len() as f64;
-    assert!(
-        counts
-            .iter()
-            .all(|&c| (c as f64 - expected).abs() < 0.1 * expected),
-        "{counts:?}"
-    );
+    assert!(counts.iter().all(|&c| (c as f64 - expected).abs() < 0.1 * expected), "{counts:?}");
     let linguini = all.iter().find(|i| i.task == "bbeh_linguini").unwrap();
     assert_eq!(random_answer(linguini, 1), None);
     assert!(matches!(answer_space(linguini), AnswerSpace::Open { .. }));
@@ -128,17 +100,11 @@ fn spaces_have_the_documented_shapes() {
     assert_eq!(sarc.len(), Some(8));
     assert!(matches!(&sarc, AnswerSpace::Finite(v) if v.contains(&"0,1,1".to_string())));
     let hyper = answer_space(first("bbeh_hyperbaton"));
-    assert!(
-        matches!(&hyper, AnswerSpace::Finite(v) if v.first().map(String::as_str) == Some("A")
-        && v.len() == 11)
-    );
+    assert!(matches!(&hyper, AnswerSpace::Finite(v) if v.first().map(String::as_str) == Some("A")
+        && v.len() == 11));
     let geo = answer_space(first("bbeh_geometric_shapes"));
     assert!(matches!(&geo, AnswerSpace::Finite(v) if v.len() == 16 && v[0] == "(A)"));
-    let sizes: Vec<usize> = all
-        .iter()
-        .filter(|i| i.task == "bbeh_web_of_lies")
-        .filter_map(|i| answer_space(i).len())
-        .collect();
+    let sizes: Vec<usize> = all.iter().filter(|i| i.task == "bbeh_web_of_lies").filter_map(|i| answer_space(i).len()).collect();
     assert_eq!(sizes.iter().filter(|&&n| n == 27).count(), 160);
     assert_eq!(sizes.iter().filter(|&&n| n == 8).count(), 40);
 }
@@ -146,22 +112,8 @@ fn spaces_have_the_documented_shapes() {
 #[test]
 fn odd_items_do_not_panic() {
     for task in TASKS.iter().copied().chain(["nope", ""]) {
-        for input in [
-            "",
-            "(",
-            "(A)",
-            "(A) x\n(A) y",
-            "Thought 99999999999999999999999: x",
-            "Thought 1000000000000: x",
-            "There are -3 people",
-        ] {
-            let item = Item {
-                task: task.to_string(),
-                index: 0,
-                input: input.to_string(),
-                target: String::new(),
-                subtask: None,
-            };
+        for input in ["", "(", "(A)", "(A) x\n(A) y", "Thought 99999999999999999999999: x", "Thought 1000000000000: x", "There are -3 people"] {
+            let item = Item { task: task.to_string(), index: 0, input: input.to_string(), target: String::new(), subtask: None };
             let _ = answer_space(&item);
             let _ = random_answer(&item, u64::MAX);
             let _ = expected_random_accuracy(&item);

@@ -62,7 +62,11 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
     let mut issues = Vec::new();
     const PARAMS: &[&str] = &["subset", "suffix"];
     for name in params.keys().filter(|k| !PARAMS.contains(&k.as_str())) {
-        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("unknown BBEH task parameter `{name}`"), hint: suggestion(name, PARAMS) });
+        issues.push(CatalogIssue {
+            site: IssueSite::Param(name.clone()),
+            message: format!("unknown BBEH task parameter `{name}`"),
+            hint: suggestion(name, PARAMS),
+        });
     }
     let suffix = match params.get("suffix") {
         None => SUFFIX.to_owned(),
@@ -131,11 +135,7 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
 }
 
 fn select_items<'a>(items: &'a [Item], task: &str, mini: bool) -> Vec<&'a Item> {
-    if mini {
-        mini_indices(task, items.len()).into_iter().filter_map(|i| items.get(i)).collect()
-    } else {
-        items.iter().collect()
-    }
+    if mini { mini_indices(task, items.len()).into_iter().filter_map(|i| items.get(i)).collect() } else { items.iter().collect() }
 }
 
 fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, StepError> {
@@ -150,11 +150,19 @@ fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, Step
 /// Validates a built-in agent's parameters.
 pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
     if agent != "random" {
-        return Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("built-in agent `{agent}` cannot answer BBEH"), hint: Some("BBEH has the built-in agent `random`".into()) }]);
+        return Err(vec![CatalogIssue {
+            site: IssueSite::Entry,
+            message: format!("built-in agent `{agent}` cannot answer BBEH"),
+            hint: Some("BBEH has the built-in agent `random`".into()),
+        }]);
     }
     let mut issues = Vec::new();
     for name in params.keys().filter(|k| *k != "salt") {
-        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("built-in agent `random` has no parameter `{name}`"), hint: suggestion(name, &["salt"]) });
+        issues.push(CatalogIssue {
+            site: IssueSite::Param(name.clone()),
+            message: format!("built-in agent `random` has no parameter `{name}`"),
+            hint: suggestion(name, &["salt"]),
+        });
     }
     let salt = params.get("salt").map_or(Some(0), Value::as_u64);
     match salt {
@@ -201,7 +209,13 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
                 let response = ctx.chat(model, &request, &site).await?;
                 let finish = response.finish_reason.class();
                 let finish_reason = (finish != "stop").then(|| finish.to_owned());
-                Ok(Answer { index: item.index, response: response.text, input_tokens: response.usage.input, output_tokens: response.usage.output, finish_reason })
+                Ok(Answer {
+                    index: item.index,
+                    response: response.text,
+                    input_tokens: response.usage.input,
+                    output_tokens: response.usage.output,
+                    finish_reason,
+                })
             }
         }))
         .await
@@ -291,7 +305,14 @@ impl crate::envs::benchmark::Benchmark for Bbeh {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
-    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(
+        &'a self,
+        ctx: EpisodeContext<'a>,
+        data_dir: &'a Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(run_episode(ctx, data_dir, model, task, seed))
     }
     fn planned_calls(&self, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {

@@ -106,11 +106,9 @@ pub struct ManifestFile {
 impl Manifest {
     /// The download URL of `file`, from `raw_url_template` (None if the manifest has none).
     pub fn raw_url(&self, file: &ManifestFile) -> Option<String> {
-        self.raw_url_template.as_ref().map(|t| {
-            t.replace("{repo}", &self.upstream.repo)
-                .replace("{commit}", &self.upstream.commit)
-                .replace("{path}", &file.path)
-        })
+        self.raw_url_template
+            .as_ref()
+            .map(|t| t.replace("{repo}", &self.upstream.repo).replace("{commit}", &self.upstream.commit).replace("{path}", &file.path))
     }
 
     /// Local path of `file` under `dir`; rejects absolute or `..` paths so a manifest cannot
@@ -119,20 +117,14 @@ impl Manifest {
         let rel = match &self.upstream.root {
             Some(root) => {
                 let prefix = format!("{}/", root.trim_end_matches('/'));
-                file.path
-                    .strip_prefix(&prefix)
-                    .ok_or_else(|| DatasetError::UnsafePath {
-                        path: file.path.clone(),
-                    })?
+                file.path.strip_prefix(&prefix).ok_or_else(|| DatasetError::UnsafePath { path: file.path.clone() })?
             }
             None => file.path.as_str(),
         };
         let rel = Path::new(rel);
         let safe = rel.components().all(|c| matches!(c, Component::Normal(_)));
         if !safe || rel.as_os_str().is_empty() {
-            return Err(DatasetError::UnsafePath {
-                path: file.path.clone(),
-            });
+            return Err(DatasetError::UnsafePath { path: file.path.clone() });
         }
         Ok(dir.join(rel))
     }
@@ -218,14 +210,8 @@ struct RawExample {
 }
 
 fn read_examples(path: &Path) -> Result<Vec<RawExample>, DatasetError> {
-    let bytes = std::fs::read(path).map_err(|source| DatasetError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let file: RawFile = serde_json::from_slice(&bytes).map_err(|source| DatasetError::Json {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| DatasetError::Io { path: path.to_path_buf(), source })?;
+    let file: RawFile = serde_json::from_slice(&bytes).map_err(|source| DatasetError::Json { path: path.to_path_buf(), source })?;
     Ok(file.examples)
 }
 
@@ -245,17 +231,7 @@ pub fn load_task(dir: &Path, task: &str) -> Result<Vec<Item>, DatasetError> {
         return Err(DatasetError::UnknownTask(task.to_string()));
     }
     let raw = read_examples(&task_path(dir, task))?;
-    Ok(raw
-        .into_iter()
-        .enumerate()
-        .map(|(index, e)| Item {
-            task: task.to_string(),
-            index,
-            input: e.input,
-            target: e.target,
-            subtask: e.subtask,
-        })
-        .collect())
+    Ok(raw.into_iter().enumerate().map(|(index, e)| Item { task: task.to_string(), index, input: e.input, target: e.target, subtask: e.subtask }).collect())
 }
 
 /// Loads all 23 tasks (4,520 items at the pinned commit) in [`TASKS`] order.
@@ -288,17 +264,12 @@ pub fn load_mini(dir: &Path, full: &[Item]) -> Result<Vec<MiniItem>, DatasetErro
     let mut by_pair: HashMap<(&str, &str), Vec<&Item>> = HashMap::new();
     let mut task_sizes: HashMap<&str, usize> = HashMap::new();
     for item in full {
-        by_pair
-            .entry((item.input.as_str(), item.target.as_str()))
-            .or_default()
-            .push(item);
+        by_pair.entry((item.input.as_str(), item.target.as_str())).or_default().push(item);
         *task_sizes.entry(item.task.as_str()).or_default() += 1;
     }
     let mut out = Vec::with_capacity(raw.len());
     for (position, e) in raw.iter().enumerate() {
-        let candidates = by_pair
-            .get(&(e.input.as_str(), e.target.as_str()))
-            .ok_or(DatasetError::MiniUnmatched { position })?;
+        let candidates = by_pair.get(&(e.input.as_str(), e.target.as_str())).ok_or(DatasetError::MiniUnmatched { position })?;
         let chosen: Vec<&&Item> = if candidates.len() == 1 {
             candidates.iter().collect()
         } else {
@@ -311,15 +282,9 @@ pub fn load_mini(dir: &Path, full: &[Item]) -> Result<Vec<MiniItem>, DatasetErro
                 .collect()
         };
         match chosen.as_slice() {
-            [one] => out.push(MiniItem {
-                position,
-                item: (**one).clone(),
-            }),
+            [one] => out.push(MiniItem { position, item: (**one).clone() }),
             _ => {
-                return Err(DatasetError::MiniAmbiguous {
-                    position,
-                    count: chosen.len(),
-                });
+                return Err(DatasetError::MiniAmbiguous { position, count: chosen.len() });
             }
         }
     }
@@ -328,10 +293,7 @@ pub fn load_mini(dir: &Path, full: &[Item]) -> Result<Vec<MiniItem>, DatasetErro
 
 /// Lower-case hex SHA-256 and size of a file, streamed.
 pub fn sha256_file(path: &Path) -> Result<(String, u64), DatasetError> {
-    let io_err = |source| DatasetError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| DatasetError::Io { path: path.to_path_buf(), source };
     let mut f = std::fs::File::open(path).map_err(io_err)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
@@ -344,11 +306,7 @@ pub fn sha256_file(path: &Path) -> Result<(String, u64), DatasetError> {
         hasher.update(&buf[..n]);
         total += n as u64;
     }
-    let hex = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>();
+    let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect::<String>();
     Ok((hex, total))
 }
 
@@ -359,18 +317,10 @@ pub fn verify_checksums(dir: &Path, manifest: &Manifest) -> Result<(), DatasetEr
         let path = manifest.local_path(dir, file)?;
         let (actual, size) = sha256_file(&path)?;
         if !actual.eq_ignore_ascii_case(&file.sha256) {
-            return Err(DatasetError::ChecksumMismatch {
-                path,
-                expected: file.sha256.clone(),
-                actual,
-            });
+            return Err(DatasetError::ChecksumMismatch { path, expected: file.sha256.clone(), actual });
         }
         if size != file.bytes {
-            return Err(DatasetError::SizeMismatch {
-                path,
-                expected: file.bytes,
-                actual: size,
-            });
+            return Err(DatasetError::SizeMismatch { path, expected: file.bytes, actual: size });
         }
     }
     Ok(())

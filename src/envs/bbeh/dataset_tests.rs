@@ -39,22 +39,12 @@ fn loads_all_tasks_with_expected_sizes() {
     assert_eq!(all.len(), 4520);
     for task in TASKS {
         let n = all.iter().filter(|i| i.task == task).count();
-        let expected = if task == "bbeh_disambiguation_qa" {
-            120
-        } else {
-            200
-        };
+        let expected = if task == "bbeh_disambiguation_qa" { 120 } else { 200 };
         assert_eq!(n, expected, "{task}");
     }
     let with_subtask: Vec<&Item> = all.iter().filter(|i| i.subtask.is_some()).collect();
     assert_eq!(with_subtask.len(), 29);
-    assert!(
-        with_subtask
-            .iter()
-            .all(|i| i.task == "bbeh_spatial_reasoning"
-                && i.subtask.as_deref() == Some("tree/cousin")
-                && i.target.contains(", "))
-    );
+    assert!(with_subtask.iter().all(|i| i.task == "bbeh_spatial_reasoning" && i.subtask.as_deref() == Some("tree/cousin") && i.target.contains(", ")));
     assert!(all.iter().all(|i| i.target.trim() == i.target));
 }
 
@@ -67,20 +57,14 @@ fn mini_rule_selects_exactly_the_mini_file() {
         let items: Vec<&Item> = all.iter().filter(|i| i.task == task).collect();
         let idx = mini_indices(task, items.len());
         assert_eq!(idx.len(), MINI_PER_TASK);
-        selected.extend(
-            idx.iter()
-                .map(|&i| (items[i].input.clone(), items[i].target.clone())),
-        );
+        selected.extend(idx.iter().map(|&i| (items[i].input.clone(), items[i].target.clone())));
     }
     let raw = read_examples(&mini_path(&dir)).unwrap();
     let mut mini: Vec<(String, String)> = raw.into_iter().map(|e| (e.input, e.target)).collect();
     assert_eq!(mini.len(), 460);
     mini.sort();
     selected.sort();
-    assert_eq!(
-        mini, selected,
-        "460/460 mini pairs equal the rule's selection"
-    );
+    assert_eq!(mini, selected, "460/460 mini pairs equal the rule's selection");
 }
 
 #[test]
@@ -105,19 +89,12 @@ fn load_mini_maps_to_full_set_keys() {
     for task in TASKS {
         let n = all.iter().filter(|i| i.task == task).count();
         let rule = mini_indices(task, n);
-        let mut got: Vec<usize> = mini
-            .iter()
-            .filter(|m| m.item.task == task)
-            .map(|m| m.item.index)
-            .collect();
+        let mut got: Vec<usize> = mini.iter().filter(|m| m.item.task == task).map(|m| m.item.index).collect();
         got.sort_unstable();
         assert_eq!(got, rule, "{task}");
     }
     let p90 = &mini[90].item;
-    assert_eq!(
-        (p90.task.as_str(), p90.index),
-        ("bbeh_spatial_reasoning", 99)
-    );
+    assert_eq!((p90.task.as_str(), p90.index), ("bbeh_spatial_reasoning", 99));
     assert_eq!(p90.subtask.as_deref(), Some("tree/cousin"));
     assert!(mini.iter().enumerate().all(|(i, m)| m.position == i));
 }
@@ -132,12 +109,7 @@ fn checksums_verify_against_sums_file() {
         "https://raw.githubusercontent.com/google-deepmind/bbeh/\
          80d12ca916b7158f22293fcf3144f4d3d854d4be/bbeh/benchmark_tasks/bbeh_boardgame_qa/task.json"
     );
-    let total: u64 = m
-        .files
-        .iter()
-        .filter(|f| f.path.contains("benchmark_tasks"))
-        .map(|f| f.bytes)
-        .sum();
+    let total: u64 = m.files.iter().filter(|f| f.path.contains("benchmark_tasks")).map(|f| f.bytes).sum();
     assert_eq!(total, 17_723_234);
 }
 
@@ -150,17 +122,11 @@ fn checksum_mismatch_names_file_and_both_hashes() {
     let msg = err.to_string();
     assert!(matches!(err, DatasetError::ChecksumMismatch { .. }));
     assert!(msg.contains("bbeh_causal_understanding/task.json"), "{msg}");
-    assert!(
-        msg.contains(&"0".repeat(64)) && msg.contains(&real),
-        "{msg}"
-    );
+    assert!(msg.contains(&"0".repeat(64)) && msg.contains(&real), "{msg}");
 
     let mut m = manifest_from_sums();
     m.files[0].bytes += 1;
-    assert!(matches!(
-        verify_checksums(&data_dir(), &m),
-        Err(DatasetError::SizeMismatch { .. })
-    ));
+    assert!(matches!(verify_checksums(&data_dir(), &m), Err(DatasetError::SizeMismatch { .. })));
 }
 
 #[test]
@@ -168,18 +134,9 @@ fn unsafe_manifest_paths_and_unknown_tasks_are_rejected() {
     let mut m = manifest_from_sums();
     for bad in ["bbeh/../etc/passwd", "/etc/passwd", "other/x.json", "bbeh/"] {
         m.files[0].path = bad.to_string();
-        assert!(
-            matches!(
-                verify_checksums(&data_dir(), &m),
-                Err(DatasetError::UnsafePath { .. })
-            ),
-            "{bad}"
-        );
+        assert!(matches!(verify_checksums(&data_dir(), &m), Err(DatasetError::UnsafePath { .. })), "{bad}");
     }
-    assert!(matches!(
-        load_task(&data_dir(), "../mini"),
-        Err(DatasetError::UnknownTask(_))
-    ));
+    assert!(matches!(load_task(&data_dir(), "../mini"), Err(DatasetError::UnknownTask(_))));
 }
 
 #[test]
@@ -188,23 +145,12 @@ fn malformed_json_is_an_error_not_a_panic() {
     let task = "bbeh_nycc";
     let file = task_path(&root, task);
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    for bad in [
-        &b"{\"examples\": [{\"input\": 1}]}"[..],
-        b"not json",
-        b"\xff\xfe",
-        b"{}",
-    ] {
+    for bad in [&b"{\"examples\": [{\"input\": 1}]}"[..], b"not json", b"\xff\xfe", b"{}"] {
         std::fs::write(&file, bad).unwrap();
-        assert!(matches!(
-            load_task(&root, task),
-            Err(DatasetError::Json { .. })
-        ));
+        assert!(matches!(load_task(&root, task), Err(DatasetError::Json { .. })));
     }
     std::fs::remove_file(&file).unwrap();
-    assert!(matches!(
-        load_task(&root, task),
-        Err(DatasetError::Io { .. })
-    ));
+    assert!(matches!(load_task(&root, task), Err(DatasetError::Io { .. })));
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -216,11 +162,7 @@ fn yaml_manifest_matches_shipped_files() {
     let dir = data_dir();
     let mut rows = Vec::new();
     for line in yaml.lines() {
-        let Some(body) = line
-            .trim()
-            .strip_prefix("- {")
-            .and_then(|l| l.strip_suffix('}'))
-        else {
+        let Some(body) = line.trim().strip_prefix("- {").and_then(|l| l.strip_suffix('}')) else {
             continue;
         };
         let mut path = String::new();
@@ -248,7 +190,5 @@ fn yaml_manifest_matches_shipped_files() {
     assert_eq!(rows, expected);
     assert!(yaml.contains("commit: \"80d12ca916b7158f22293fcf3144f4d3d854d4be\""));
     assert!(yaml.contains("repo: \"google-deepmind/bbeh\""));
-    assert!(yaml.contains(
-        "raw_url_template: \"https://raw.githubusercontent.com/{repo}/{commit}/{path}\""
-    ));
+    assert!(yaml.contains("raw_url_template: \"https://raw.githubusercontent.com/{repo}/{commit}/{path}\""));
 }

@@ -19,16 +19,8 @@ pub mod scorer;
 #[cfg(test)]
 mod testdata;
 
-pub use aggregate::{
-    AggregateError, harmonic_mean, macro_mean, micro, task_accuracy, weighted_mean, wilson_interval,
-};
+pub use aggregate::{AggregateError, harmonic_mean, macro_mean, micro, task_accuracy, weighted_mean, wilson_interval};
 pub use answer_space::{AnswerSpace, answer_space, expected_random_accuracy, random_answer};
-pub use dataset::{
-    DatasetError, Item, Manifest, ManifestFile, MiniItem, TASKS, Upstream, load_all, load_mini,
-    load_task, mini_indices, verify_checksums,
-};
+pub use dataset::{DatasetError, Item, Manifest, ManifestFile, MiniItem, TASKS, Upstream, load_all, load_mini, load_task, mini_indices, verify_checksums};
 pub use prompt::{SUFFIX, SUFFIX_VERSION, build_prompt};
-pub use scorer::{
-    SCORER_VERSION, ScoreDetail, evaluate_correctness, extract_answer, preprocess_prediction,
-    preprocess_reference, score,
-};
+pub use scorer::{SCORER_VERSION, ScoreDetail, evaluate_correctness, extract_answer, preprocess_prediction, preprocess_reference, score};

@@ -15,12 +15,7 @@ pub const SCORER_VERSION: &str = "bbeh-official-80d12ca";
 
 /// The official answer prefixes, in the order the official code applies them (case-sensitive;
 /// note the trailing spaces on three of them and the missing one on the first).
-pub const ANSWER_PREFIXES: [&str; 4] = [
-    "The answer is:",
-    "The final answer is ",
-    "The final answer is: ",
-    "The answer is ",
-];
+pub const ANSWER_PREFIXES: [&str; 4] = ["The answer is:", "The final answer is ", "The final answer is: ", "The answer is "];
 
 /// Full diagnostic result of scoring one response, as stored in score rows (spec §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,10 +150,7 @@ pub fn fuzzy_match(prediction: &str, reference: &str) -> bool {
 
 /// Official `evaluate_correctness(sample, reference)`: the BBEH verdict for one response.
 pub fn evaluate_correctness(response: &str, reference: &str) -> bool {
-    fuzzy_match(
-        &preprocess_prediction(response),
-        &preprocess_reference(reference),
-    )
+    fuzzy_match(&preprocess_prediction(response), &preprocess_reference(reference))
 }
 
 /// Scores one response and keeps the diagnostics spec §6 asks score rows to carry.
@@ -235,12 +227,8 @@ mod tests {
             for item in load_task(&dir, task).unwrap() {
                 total += 1;
                 let bare = evaluate_correctness(&item.target, &item.target);
-                let prefixed =
-                    evaluate_correctness(&format!("The answer is: {}", item.target), &item.target);
-                let boxed = evaluate_correctness(
-                    &format!("The final answer is: \\boxed{{{}}}", item.target),
-                    &item.target,
-                );
+                let prefixed = evaluate_correctness(&format!("The answer is: {}", item.target), &item.target);
+                let boxed = evaluate_correctness(&format!("The final answer is: \\boxed{{{}}}", item.target), &item.target);
                 assert_eq!(bare, prefixed, "{task}/{}", item.index);
                 assert_eq!(boxed, prefixed, "{task}/{}", item.index);
                 if prefixed {
@@ -252,25 +240,16 @@ mod tests {
         }
         assert_eq!(total, 4520);
         assert_eq!(correct, 4509, "gold echo 4509/4520");
-        let linguini: Vec<(String, usize)> = [2, 11, 36, 71, 78, 87, 100, 148, 155, 168, 172]
-            .iter()
-            .map(|&i| ("bbeh_linguini".to_string(), i))
-            .collect();
+        let linguini: Vec<(String, usize)> = [2, 11, 36, 71, 78, 87, 100, 148, 155, 168, 172].iter().map(|&i| ("bbeh_linguini".to_string(), i)).collect();
         assert_eq!(failures, linguini);
     }
 
     #[test]
     fn extract_answer_distinguishes_missing_marker() {
-        assert_eq!(
-            extract_answer("The answer is: (B)."),
-            Some("(B)".to_string())
-        );
+        assert_eq!(extract_answer("The answer is: (B)."), Some("(B)".to_string()));
         assert_eq!(extract_answer("Yes\n\nbecause"), None);
         assert_eq!(extract_answer("\\boxed{5}"), None);
-        assert_eq!(
-            extract_answer("The final answer is \\boxed{7}"),
-            Some("7".to_string())
-        );
+        assert_eq!(extract_answer("The final answer is \\boxed{7}"), Some("7".to_string()));
         assert!(score("Yes", "Yes").correct);
         assert!(!score("Yes", "Yes").extraction_found_prefix);
     }
@@ -334,18 +313,9 @@ mod tests {
                 || d.prediction_after_preprocess != v.prediction_after_preprocess
                 || d.reference_after_preprocess != v.reference_after_preprocess
             {
-                bad.push(format!(
-                    "{} {:?} {:?} -> {:?}",
-                    v.id, v.response, v.reference, d
-                ));
+                bad.push(format!("{} {:?} {:?} -> {:?}", v.id, v.response, v.reference, d));
             }
         }
-        assert!(
-            bad.is_empty(),
-            "{} of {} differ: {:#?}",
-            bad.len(),
-            vs.len(),
-            &bad[..bad.len().min(20)]
-        );
+        assert!(bad.is_empty(), "{} of {} differ: {:#?}", bad.len(), vs.len(), &bad[..bad.len().min(20)]);
     }
 }

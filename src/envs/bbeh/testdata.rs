@@ -7,10 +7,7 @@ use std::path::PathBuf;
 /// exists first; panics (tests only) with both candidates if neither does.
 pub(super) fn data_dir() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        manifest.join("../shared/data/bbeh"),
-        manifest.join("../../shared/data/bbeh"),
-    ];
+    let candidates = [manifest.join("../shared/data/bbeh"), manifest.join("../../shared/data/bbeh")];
     for c in &candidates {
         if c.is_dir() {
             return c.clone();

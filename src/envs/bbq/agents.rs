@@ -42,22 +42,14 @@ impl<'a> Observation<'a> {
             remaining_budget: episode.remaining_budget(),
             samples: episode.samples(),
             history: episode.history(),
-            test_inputs: if phase == Phase::Evaluation {
-                episode.test_inputs()
-            } else {
-                Vec::new()
-            },
+            test_inputs: if phase == Phase::Evaluation { episode.test_inputs() } else { Vec::new() },
             scratchpad: episode.scratchpad(),
         }
     }
 
     /// All known (input, output) pairs: samples then history.
     pub fn known(&self) -> Vec<(&'a Input, &'a Output)> {
-        self.samples
-            .iter()
-            .map(|c| (&c.input, &c.output))
-            .chain(self.history.iter().map(|q| (&q.input, &q.output)))
-            .collect()
+        self.samples.iter().map(|c| (&c.input, &c.output)).chain(self.history.iter().map(|q| (&q.input, &q.output))).collect()
     }
 }
 
@@ -75,9 +67,7 @@ pub trait Agent {
 /// agent: every call either advances the phase or counts towards forfeiting it.
 pub fn play<A: Agent + ?Sized>(mut episode: Episode, agent: &mut A) -> EpisodeRecord {
     // Generous bound: each phase ends after at most `max_attempts` failures.
-    let limit =
-        4 * (episode.task().rounds() as usize + 1) * (episode.params().max_attempts as usize + 1)
-            + 16;
+    let limit = 4 * (episode.task().rounds() as usize + 1) * (episode.params().max_attempts as usize + 1) + 16;
     for _ in 0..limit {
         match episode.phase() {
             Phase::Finished => break,
@@ -105,9 +95,7 @@ fn edit_distance(a: &[u8], b: &[u8]) -> usize {
     for (i, &ca) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -118,11 +106,7 @@ fn edit_distance(a: &[u8], b: &[u8]) -> usize {
 pub fn input_distance(a: &Input, b: &Input) -> u128 {
     match (a, b) {
         (Input::Int(x), Input::Int(y)) => (i128::from(*x) - i128::from(*y)).unsigned_abs(),
-        (Input::Tuple(xs), Input::Tuple(ys)) if xs.len() == ys.len() => xs
-            .iter()
-            .zip(ys)
-            .map(|(x, y)| (i128::from(*x) - i128::from(*y)).unsigned_abs())
-            .sum(),
+        (Input::Tuple(xs), Input::Tuple(ys)) if xs.len() == ys.len() => xs.iter().zip(ys).map(|(x, y)| (i128::from(*x) - i128::from(*y)).unsigned_abs()).sum(),
         (Input::Str(x), Input::Str(y)) => edit_distance(x.as_bytes(), y.as_bytes()) as u128,
         _ => u128::MAX,
     }
@@ -131,14 +115,10 @@ pub fn input_distance(a: &Input, b: &Input) -> u128 {
 /// Predicts the output of the nearest known input (first on ties); with nothing known, `0`
 /// for integer outputs and the input itself for string outputs.
 pub fn nearest_prediction(task: &Task, known: &[(&Input, &Output)], x: &Input) -> String {
-    known
-        .iter()
-        .min_by_key(|(k, _)| input_distance(k, x))
-        .map(|(_, o)| plain(o))
-        .unwrap_or_else(|| match (task.output, x) {
-            (OutputKind::Str, Input::Str(s)) => s.clone(),
-            _ => "0".to_string(),
-        })
+    known.iter().min_by_key(|(k, _)| input_distance(k, x)).map(|(_, o)| plain(o)).unwrap_or_else(|| match (task.output, x) {
+        (OutputKind::Str, Input::Str(s)) => s.clone(),
+        _ => "0".to_string(),
+    })
 }
 
 /// An output as a prediction text (strings without quotes, §4.8 matching).
@@ -159,9 +139,7 @@ pub struct RandomAgent {
 impl RandomAgent {
     /// A random agent fully determined by `seed`.
     pub fn new(seed: u64) -> Self {
-        RandomAgent {
-            rng: SplitMix64::new(seed),
-        }
+        RandomAgent { rng: SplitMix64::new(seed) }
     }
 }
 
@@ -183,18 +161,12 @@ impl Agent for RandomAgent {
     }
 
     fn scratchpad(&mut self, obs: &Observation<'_>) -> String {
-        format!(
-            "{} queries so far; predicting by nearest neighbour.",
-            obs.history.len()
-        )
+        format!("{} queries so far; predicting by nearest neighbour.", obs.history.len())
     }
 
     fn predictions(&mut self, obs: &Observation<'_>) -> Vec<String> {
         let known = obs.known();
-        obs.test_inputs
-            .iter()
-            .map(|x| nearest_prediction(obs.task, &known, x))
-            .collect()
+        obs.test_inputs.iter().map(|x| nearest_prediction(obs.task, &known, x)).collect()
     }
 }
 

@@ -10,10 +10,7 @@ fn run_all(make: impl Fn() -> Box<dyn Agent>, seed: u64) -> Vec<EpisodeRecord> {
         .into_iter()
         .map(|t| {
             let mut agent = make();
-            play(
-                Episode::new(t, seed, TaskParams::default()).unwrap(),
-                agent.as_mut(),
-            )
+            play(Episode::new(t, seed, TaskParams::default()).unwrap(), agent.as_mut())
         })
         .collect()
 }
@@ -38,33 +35,18 @@ fn solver_solves_a_clear_majority_and_beats_random() {
 #[test]
 fn agents_are_deterministic_from_their_seed() {
     for t in [TaskId::ParitySum, TaskId::FuncGcdPlusLcm] {
-        let a = play(
-            Episode::new(t, 5, TaskParams::default()).unwrap(),
-            &mut SolverAgent::new(9),
-        );
-        let b = play(
-            Episode::new(t, 5, TaskParams::default()).unwrap(),
-            &mut SolverAgent::new(9),
-        );
+        let a = play(Episode::new(t, 5, TaskParams::default()).unwrap(), &mut SolverAgent::new(9));
+        let b = play(Episode::new(t, 5, TaskParams::default()).unwrap(), &mut SolverAgent::new(9));
         assert_eq!(a, b);
-        let c = play(
-            Episode::new(t, 5, TaskParams::default()).unwrap(),
-            &mut RandomAgent::new(9),
-        );
-        let d = play(
-            Episode::new(t, 5, TaskParams::default()).unwrap(),
-            &mut RandomAgent::new(9),
-        );
+        let c = play(Episode::new(t, 5, TaskParams::default()).unwrap(), &mut RandomAgent::new(9));
+        let d = play(Episode::new(t, 5, TaskParams::default()).unwrap(), &mut RandomAgent::new(9));
         assert_eq!(c, d);
     }
 }
 
 #[test]
 fn random_agent_queries_are_valid_and_spend_the_budget() {
-    let r = play(
-        Episode::new(TaskId::TriangleType, 0, TaskParams::default()).unwrap(),
-        &mut RandomAgent::new(3),
-    );
+    let r = play(Episode::new(TaskId::TriangleType, 0, TaskParams::default()).unwrap(), &mut RandomAgent::new(3));
     assert!(r.failures.is_empty());
     if !r.solved {
         assert_eq!(r.queries_used, 30);
@@ -89,21 +71,14 @@ impl Agent for Broken {
 
 #[test]
 fn play_terminates_for_an_agent_that_always_fails() {
-    let r = play(
-        Episode::new(TaskId::DigitSum, 0, TaskParams::default()).unwrap(),
-        &mut Broken,
-    );
+    let r = play(Episode::new(TaskId::DigitSum, 0, TaskParams::default()).unwrap(), &mut Broken);
     assert!(!r.solved);
     assert_eq!(r.queries_used, 0);
     assert_eq!(r.rounds.len(), 31);
     // Round 0: one forfeited evaluation; rounds 1..30: query and evaluation forfeited.
     assert_eq!(r.forfeits.len(), 1 + 2 * 30);
     assert_eq!(r.failures.len(), 3 * (1 + 2 * 30));
-    assert!(
-        r.rounds[1..]
-            .iter()
-            .all(|x| x.query_forfeited && x.evaluation_forfeited)
-    );
+    assert!(r.rounds[1..].iter().all(|x| x.query_forfeited && x.evaluation_forfeited));
 }
 
 #[test]
@@ -122,9 +97,6 @@ fn nearest_prediction_uses_the_closest_known_input() {
     let (a, b) = (Input::Str("abc".into()), Input::Str("zzzz".into()));
     let (oa, ob) = (Output::Str("klm".into()), Output::Str("jjjj".into()));
     let known = vec![(&a, &oa), (&b, &ob)];
-    assert_eq!(
-        nearest_prediction(&task, &known, &Input::Str("abd".into())),
-        "klm"
-    );
+    assert_eq!(nearest_prediction(&task, &known, &Input::Str("abd".into())), "klm");
     assert_eq!(nearest_prediction(&task, &[], &Input::Str("q".into())), "q");
 }

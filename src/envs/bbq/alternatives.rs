@@ -2,10 +2,7 @@
 //! rules a test set must tell apart from the true one, e.g. x ≥ 58 for x > 58 or shift 9 for
 //! shift 10. Used to validate generated test sets and as distractors for the solver agent.
 
-use super::function::{
-    Input, Output, at, bytes, digits, gcd, ints, lcm, local_maxima, shift, triangle_class, value,
-    z_function,
-};
+use super::function::{Input, Output, at, bytes, digits, gcd, ints, lcm, local_maxima, shift, triangle_class, value, z_function};
 use super::generator::Case;
 use super::task::TaskId;
 
@@ -50,13 +47,7 @@ fn abc(i: &Input) -> (i128, i128, i128) {
 /// Generalised recursion f(x) = (p·f(x−2) + q·f(x−1)) mod m for x > `base`, with f = 1 up
 /// to `base` (`base` 3 is the f(3) override, 2 gives f(3) = 3 for p = 2, q = 1). `m = None`
 /// means no modulo; `None` on overflow or for x beyond 10⁷ (outside every query domain).
-pub(super) fn recursion_variant(
-    x: i128,
-    p: i128,
-    q: i128,
-    m: Option<i128>,
-    base: i128,
-) -> Option<i128> {
+pub(super) fn recursion_variant(x: i128, p: i128, q: i128, m: Option<i128>, base: i128) -> Option<i128> {
     if x <= base {
         return Some(1);
     }
@@ -77,10 +68,7 @@ pub(super) fn recursion_variant(
 fn squared_sides(i: &Input) -> [i128; 3] {
     let p = ints(i);
     let sq = |a: usize, c: usize| {
-        let (dx, dy) = (
-            at(&p, 2 * a) - at(&p, 2 * c),
-            at(&p, 2 * a + 1) - at(&p, 2 * c + 1),
-        );
+        let (dx, dy) = (at(&p, 2 * a) - at(&p, 2 * c), at(&p, 2 * a + 1) - at(&p, 2 * c + 1));
         dx * dx + dy * dy
     };
     let mut s = [sq(0, 1), sq(0, 2), sq(1, 2)];
@@ -124,21 +112,12 @@ fn contains(s: &[u8], pat: &[u8]) -> bool {
 
 /// Longest substring occurring at least twice (overlap allowed).
 pub(super) fn longest_repeat(s: &[u8]) -> usize {
-    (1..s.len())
-        .rev()
-        .find(|&len| {
-            (0..=s.len() - len)
-                .any(|i| (i + 1..=s.len() - len).any(|j| s[i..i + len] == s[j..j + len]))
-        })
-        .unwrap_or(0)
+    (1..s.len()).rev().find(|&len| (0..=s.len() - len).any(|i| (i + 1..=s.len() - len).any(|j| s[i..i + len] == s[j..j + len]))).unwrap_or(0)
 }
 
 /// Longest proper border (prefix that is also a suffix).
 pub(super) fn longest_border(s: &[u8]) -> usize {
-    (1..s.len())
-        .rev()
-        .find(|&k| s[..k] == s[s.len() - k..])
-        .unwrap_or(0)
+    (1..s.len()).rev().find(|&k| s[..k] == s[s.len() - k..]).unwrap_or(0)
 }
 
 /// Longest palindromic substring.
@@ -167,10 +146,7 @@ pub(super) fn multiset_palindrome(s: &[u8]) -> usize {
 
 /// Longest run of equal characters.
 pub(super) fn longest_run(s: &[u8]) -> usize {
-    s.chunk_by(|a, b| a == b)
-        .map(<[u8]>::len)
-        .max()
-        .unwrap_or(0)
+    s.chunk_by(|a, b| a == b).map(<[u8]>::len).max().unwrap_or(0)
 }
 
 fn shift_all(s: &[u8], k: i64) -> Vec<u8> {
@@ -187,10 +163,7 @@ fn shift_by_order(s: &[u8], order: &[usize], sign: i64) -> Vec<u8> {
 }
 
 fn diag_count(s: &[u8], pred: fn(i64, i64) -> bool) -> usize {
-    s.iter()
-        .enumerate()
-        .filter(|&(i, &c)| pred(value(c), i64::try_from(i + 1).unwrap_or(i64::MAX)))
-        .count()
+    s.iter().enumerate().filter(|&(i, &c)| pred(value(c), i64::try_from(i + 1).unwrap_or(i64::MAX))).count()
 }
 
 fn alt(name: &'static str, f: RuleFn) -> Alternative {
@@ -229,12 +202,9 @@ pub fn alternatives(task: TaskId) -> Vec<Alternative> {
             }),
             alt("constant 0", |_| n(0)),
         ],
-        TaskId::IsGreaterThan58 => vec![
-            alt("x >= 58", |i| b(x0(i) >= 58)),
-            alt("x > 59", |i| b(x0(i) > 59)),
-            alt("x > 50", |i| b(x0(i) > 50)),
-            alt("x >= 60", |i| b(x0(i) >= 60)),
-        ],
+        TaskId::IsGreaterThan58 => {
+            vec![alt("x >= 58", |i| b(x0(i) >= 58)), alt("x > 59", |i| b(x0(i) > 59)), alt("x > 50", |i| b(x0(i) > 50)), alt("x >= 60", |i| b(x0(i) >= 60))]
+        }
         TaskId::DigitSum => vec![
             alt("x mod 9", |i| n(x0(i).rem_euclid(9))),
             alt("digital root", |i| {
@@ -242,9 +212,7 @@ pub fn alternatives(task: TaskId) -> Vec<Alternative> {
                 n(if x == 0 { 0 } else { 1 + (x - 1) % 9 })
             }),
             alt("number of digits", |i| cnt(digits(x0(i)).len())),
-            alt("largest digit", |i| {
-                n(i128::from(digits(x0(i)).into_iter().max().unwrap_or(0)))
-            }),
+            alt("largest digit", |i| n(i128::from(digits(x0(i)).into_iter().max().unwrap_or(0)))),
         ],
         TaskId::Func6x3 => vec![
             alt("without +3", |i| {
@@ -283,18 +251,10 @@ pub fn alternatives(task: TaskId) -> Vec<Alternative> {
             }),
         ],
         TaskId::FuncRecursion => vec![
-            alt("no f(3) override", |i| {
-                recursion_variant(x0(i), 2, 1, Some(100), 2).map(Output::Int)
-            }),
-            alt("(f(x-2) + 2 f(x-1)) mod 100", |i| {
-                recursion_variant(x0(i), 1, 2, Some(100), 3).map(Output::Int)
-            }),
-            alt("no modulo", |i| {
-                recursion_variant(x0(i), 2, 1, None, 3).map(Output::Int)
-            }),
-            alt("modulo 10", |i| {
-                recursion_variant(x0(i), 2, 1, Some(10), 3).map(Output::Int)
-            }),
+            alt("no f(3) override", |i| recursion_variant(x0(i), 2, 1, Some(100), 2).map(Output::Int)),
+            alt("(f(x-2) + 2 f(x-1)) mod 100", |i| recursion_variant(x0(i), 1, 2, Some(100), 3).map(Output::Int)),
+            alt("no modulo", |i| recursion_variant(x0(i), 2, 1, None, 3).map(Output::Int)),
+            alt("modulo 10", |i| recursion_variant(x0(i), 2, 1, Some(10), 3).map(Output::Int)),
         ],
         TaskId::FuncAbPlusCSq => vec![
             alt("ab + c", |i| {
@@ -363,9 +323,7 @@ fn string_alternatives(task: TaskId) -> Vec<Alternative> {
             alt("contains 'ba'", |i| b(contains(bytes(i), b"ba"))),
             alt("an a followed later by a b", |i| {
                 let s = bytes(i);
-                b(s.iter()
-                    .position(|&c| c == b'a')
-                    .is_some_and(|p| s[p..].contains(&b'b')))
+                b(s.iter().position(|&c| c == b'a').is_some_and(|p| s[p..].contains(&b'b')))
             }),
             alt("starts with 'ab'", |i| b(bytes(i).starts_with(b"ab"))),
             alt("contains 'ab' or 'ba'", |i| {
@@ -374,47 +332,21 @@ fn string_alternatives(task: TaskId) -> Vec<Alternative> {
             }),
         ],
         TaskId::ParitySum => vec![
-            alt("parity of length", |i| {
-                n(i128::try_from(bytes(i).len() % 2).unwrap_or(0))
-            }),
-            alt("parity of last letter", |i| {
-                n(i128::from(
-                    bytes(i).last().map_or(0, |&c| value(c).rem_euclid(2)),
-                ))
-            }),
-            alt("parity of first letter", |i| {
-                n(i128::from(
-                    bytes(i).first().map_or(0, |&c| value(c).rem_euclid(2)),
-                ))
-            }),
-            alt("parity with a = 0 ... z = 25", |i| {
-                n(i128::from(
-                    bytes(i)
-                        .iter()
-                        .map(|&c| value(c) - 1)
-                        .sum::<i64>()
-                        .rem_euclid(2),
-                ))
-            }),
+            alt("parity of length", |i| n(i128::try_from(bytes(i).len() % 2).unwrap_or(0))),
+            alt("parity of last letter", |i| n(i128::from(bytes(i).last().map_or(0, |&c| value(c).rem_euclid(2))))),
+            alt("parity of first letter", |i| n(i128::from(bytes(i).first().map_or(0, |&c| value(c).rem_euclid(2))))),
+            alt("parity with a = 0 ... z = 25", |i| n(i128::from(bytes(i).iter().map(|&c| value(c) - 1).sum::<i64>().rem_euclid(2)))),
         ],
         TaskId::MaxZFunction => vec![
             alt("longest border", |i| cnt(longest_border(bytes(i)))),
-            alt("longest repeated substring", |i| {
-                cnt(longest_repeat(bytes(i)))
-            }),
+            alt("longest repeated substring", |i| cnt(longest_repeat(bytes(i)))),
             alt("later occurrences of the first letter", |i| {
                 let s = bytes(i);
                 cnt(s.iter().skip(1).filter(|&&c| Some(&c) == s.first()).count())
             }),
             alt("non-overlapping occurrences only", |i| {
                 let z = z_function(bytes(i));
-                cnt(z
-                    .iter()
-                    .enumerate()
-                    .skip(1)
-                    .map(|(k, &v)| v.min(k))
-                    .max()
-                    .unwrap_or(0))
+                cnt(z.iter().enumerate().skip(1).map(|(k, &v)| v.min(k)).max().unwrap_or(0))
             }),
         ],
         TaskId::AddKToKth => vec![
@@ -445,93 +377,54 @@ fn string_alternatives(task: TaskId) -> Vec<Alternative> {
             alt("shift 9", |i| st(shift_all(bytes(i), 9))),
             alt("shift -10", |i| st(shift_all(bytes(i), -10))),
             alt("ROT13", |i| st(shift_all(bytes(i), 13))),
-            alt("Atbash", |i| {
-                st(bytes(i)
-                    .iter()
-                    .map(|&c| {
-                        if c.is_ascii_lowercase() {
-                            b'z' - (c - b'a')
-                        } else {
-                            c
-                        }
-                    })
-                    .collect())
-            }),
+            alt("Atbash", |i| st(bytes(i).iter().map(|&c| if c.is_ascii_lowercase() { b'z' - (c - b'a') } else { c }).collect())),
         ],
         TaskId::NumLessThanDiag => vec![
-            alt("strict < (0-based reading of the app text)", |i| {
-                cnt(diag_count(bytes(i), |v, k| v < k))
-            }),
+            alt("strict < (0-based reading of the app text)", |i| cnt(diag_count(bytes(i), |v, k| v < k))),
             alt(">=", |i| cnt(diag_count(bytes(i), |v, k| v >= k))),
             alt("=", |i| cnt(diag_count(bytes(i), |v, k| v == k))),
             alt("length", |i| cnt(bytes(i).len())),
         ],
         TaskId::LongestPalSubseq => vec![
-            alt("longest palindromic substring", |i| {
-                cnt(longest_pal_substring(bytes(i)))
-            }),
-            alt("longest palindrome from the letter multiset", |i| {
-                cnt(multiset_palindrome(bytes(i)))
-            }),
+            alt("longest palindromic substring", |i| cnt(longest_pal_substring(bytes(i)))),
+            alt("longest palindrome from the letter multiset", |i| cnt(multiset_palindrome(bytes(i)))),
             alt("length", |i| cnt(bytes(i).len())),
             alt("longest run", |i| cnt(longest_run(bytes(i)))),
         ],
         TaskId::IsBigGap => vec![
-            alt("gap > 18", |i| {
-                b(bytes(i)
-                    .windows(2)
-                    .any(|w| (value(w[0]) - value(w[1])).abs() > 18))
-            }),
+            alt("gap > 18", |i| b(bytes(i).windows(2).any(|w| (value(w[0]) - value(w[1])).abs() > 18))),
             alt("cyclic gap", |i| {
                 b(bytes(i).windows(2).any(|w| {
                     let d = (value(w[0]) - value(w[1])).abs();
                     d.min(26 - d) >= 18
                 }))
             }),
-            alt("ascending gaps only", |i| {
-                b(bytes(i).windows(2).any(|w| value(w[1]) - value(w[0]) >= 18))
-            }),
+            alt("ascending gaps only", |i| b(bytes(i).windows(2).any(|w| value(w[1]) - value(w[0]) >= 18))),
             alt("first vs last letter only", |i| {
                 let s = bytes(i);
                 b(s.len() >= 2 && (value(s[0]) - value(s[s.len() - 1])).abs() >= 18)
             }),
-            alt("gap >= 17", |i| {
-                b(bytes(i)
-                    .windows(2)
-                    .any(|w| (value(w[0]) - value(w[1])).abs() >= 17))
-            }),
+            alt("gap >= 17", |i| b(bytes(i).windows(2).any(|w| (value(w[0]) - value(w[1])).abs() >= 17))),
         ],
         TaskId::NumLocalMaxima => vec![
             alt("interior positions only", |i| {
                 let s = bytes(i);
-                cnt((1..s.len().saturating_sub(1))
-                    .filter(|&k| s[k] > s[k - 1] && s[k] > s[k + 1])
-                    .count())
+                cnt((1..s.len().saturating_sub(1)).filter(|&k| s[k] > s[k - 1] && s[k] > s[k + 1]).count())
             }),
             alt("non-strict (>=)", |i| {
                 let s = bytes(i);
                 let m = s.len();
-                cnt((0..m)
-                    .filter(|&k| (k == 0 || s[k] >= s[k - 1]) && (k + 1 == m || s[k] >= s[k + 1]))
-                    .count())
+                cnt((0..m).filter(|&k| (k == 0 || s[k] >= s[k - 1]) && (k + 1 == m || s[k] >= s[k + 1])).count())
             }),
-            alt("number of ascents", |i| {
-                cnt(bytes(i).windows(2).filter(|w| w[0] < w[1]).count())
-            }),
+            alt("number of ascents", |i| cnt(bytes(i).windows(2).filter(|w| w[0] < w[1]).count())),
             alt("single character counts 0", |i| {
                 let s = bytes(i);
-                if s.len() == 1 {
-                    n(0)
-                } else {
-                    n(local_maxima(s, 0))
-                }
+                if s.len() == 1 { n(0) } else { n(local_maxima(s, 0)) }
             }),
         ],
         TaskId::LessThanTarget => vec![
             alt("<= 'jwz'", |i| b(bytes(i) <= b"jwz".as_slice())),
-            alt("first letter <= j", |i| {
-                b(bytes(i).first().is_some_and(|&c| c <= b'j'))
-            }),
+            alt("first letter <= j", |i| b(bytes(i).first().is_some_and(|&c| c <= b'j'))),
             alt("shortlex order", |i| {
                 let s = bytes(i);
                 b((s.len(), s) < (3, b"jwz".as_slice()))
@@ -545,13 +438,5 @@ fn string_alternatives(task: TaskId) -> Vec<Alternative> {
 /// Names of the alternatives that agree with the true outputs on every case of `tests`,
 /// i.e. that the test set fails to separate (empty for a valid test set, §4.5 step 5).
 pub fn unseparated(task: TaskId, tests: &[Case]) -> Vec<&'static str> {
-    alternatives(task)
-        .into_iter()
-        .filter(|a| {
-            tests
-                .iter()
-                .all(|c| (a.f)(&c.input).as_ref() == Some(&c.output))
-        })
-        .map(|a| a.name)
-        .collect()
+    alternatives(task).into_iter().filter(|a| tests.iter().all(|c| (a.f)(&c.input).as_ref() == Some(&c.output))).map(|a| a.name).collect()
 }

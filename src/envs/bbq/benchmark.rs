@@ -54,10 +54,8 @@ pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInst
     let task_params: TaskParams = match serde_json::from_value(Value::Object(object)) {
         Ok(p) => p,
         Err(e) => {
-            let known: Vec<String> = serde_json::to_value(TaskParams::default())
-                .ok()
-                .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
-                .unwrap_or_default();
+            let known: Vec<String> =
+                serde_json::to_value(TaskParams::default()).ok().and_then(|v| v.as_object().map(|o| o.keys().cloned().collect())).unwrap_or_default();
             let known: Vec<&str> = known.iter().map(String::as_str).collect();
             let name = params.keys().find(|k| !known.contains(&k.as_str())).cloned();
             issues.push(CatalogIssue {
@@ -78,7 +76,11 @@ pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInst
                 .filter_map(|(i, n)| {
                     let id = task_id(n);
                     if id.is_none() {
-                        issues.push(CatalogIssue { site: IssueSite::Selected(i), message: format!("unknown BBQ-Bench function `{n}`"), hint: suggestion(n, &known) });
+                        issues.push(CatalogIssue {
+                            site: IssueSite::Selected(i),
+                            message: format!("unknown BBQ-Bench function `{n}`"),
+                            hint: suggestion(n, &known),
+                        });
                     }
                     id
                 })
@@ -111,11 +113,19 @@ pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInst
 /// Validates a built-in agent's parameters.
 pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
     if !BUILTIN_AGENTS.contains(&agent) {
-        return Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("built-in agent `{agent}` cannot play BBQ-Bench"), hint: suggestion(agent, BUILTIN_AGENTS) }]);
+        return Err(vec![CatalogIssue {
+            site: IssueSite::Entry,
+            message: format!("built-in agent `{agent}` cannot play BBQ-Bench"),
+            hint: suggestion(agent, BUILTIN_AGENTS),
+        }]);
     }
     let mut issues = Vec::new();
     for name in params.keys().filter(|k| *k != "salt") {
-        issues.push(CatalogIssue { site: IssueSite::Param(name.clone()), message: format!("built-in agent `{agent}` has no parameter `{name}`"), hint: suggestion(name, &["salt"]) });
+        issues.push(CatalogIssue {
+            site: IssueSite::Param(name.clone()),
+            message: format!("built-in agent `{agent}` has no parameter `{name}`"),
+            hint: suggestion(name, &["salt"]),
+        });
     }
     let salt = params.get("salt").map_or(Some(0), Value::as_u64);
     match salt {
@@ -198,7 +208,14 @@ impl crate::envs::benchmark::Benchmark for Bbq {
     fn runs_model_code(&self, model: &ModelConfig) -> bool {
         model.provider != crate::spec::resolve::BUILTIN_PROVIDER
     }
-    fn run_episode<'a>(&'a self, ctx: crate::exec::EpisodeContext<'a>, _data_dir: &'a std::path::Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(
+        &'a self,
+        ctx: crate::exec::EpisodeContext<'a>,
+        _data_dir: &'a std::path::Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
             if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
                 return super::llm_episode::run(ctx, model, task, seed).await;

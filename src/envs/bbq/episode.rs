@@ -6,10 +6,7 @@
 use super::function::{Input, evaluate_with};
 use super::generator::{Case, GenError, samples, test_set};
 use super::parse::{InputError, parse_input_with, parse_json_input_with};
-use super::record::{
-    EpisodeRecord, Evaluation, Forfeit, Phase, QueryResponse, QueryResult, RoundRecord, Tool,
-    ToolFailure,
-};
+use super::record::{EpisodeRecord, Evaluation, Forfeit, Phase, QueryResponse, QueryResult, RoundRecord, Tool, ToolFailure};
 use super::task::{InputKind, Task, TaskId, TaskParams};
 
 /// Why an episode operation was refused; the message is what the model is shown.
@@ -70,10 +67,7 @@ pub enum EpisodeError {
 
 /// Splits on Unicode whitespace and keeps the first `max_words` words joined by single spaces.
 pub fn truncate_words(text: &str, max_words: usize) -> String {
-    text.split_whitespace()
-        .take(max_words)
-        .collect::<Vec<_>>()
-        .join(" ")
+    text.split_whitespace().take(max_words).collect::<Vec<_>>().join(" ")
 }
 
 /// One task-run of BBQ-Bench, driven by any agent through phase-checked operations.
@@ -100,11 +94,7 @@ impl Episode {
         let tests = test_set(task, seed, &params)?;
         let samples = samples(task, seed, &params, &tests)?;
         let spec = task.task();
-        let (phase, round) = if params.round_zero {
-            (Phase::Evaluation, 0)
-        } else {
-            (Phase::Query, 1)
-        };
+        let (phase, round) = if params.round_zero { (Phase::Evaluation, 0) } else { (Phase::Query, 1) };
         let record = EpisodeRecord {
             task,
             seed,
@@ -112,10 +102,7 @@ impl Episode {
             total_queries: spec.total_queries,
             query_batch_size: spec.query_batch_size,
             max_rounds: spec.rounds(),
-            rounds: vec![RoundRecord {
-                round,
-                ..RoundRecord::default()
-            }],
+            rounds: vec![RoundRecord { round, ..RoundRecord::default() }],
             solved: false,
             solved_round: None,
             solved_at_queries: None,
@@ -176,9 +163,7 @@ impl Episode {
 
     /// Budget left.
     pub fn remaining_budget(&self) -> u32 {
-        self.task
-            .total_queries
-            .saturating_sub(self.record.queries_used)
+        self.task.total_queries.saturating_sub(self.record.queries_used)
     }
 
     /// Sample pairs shown to the model (§4.6).
@@ -226,11 +211,7 @@ impl Episode {
 
     /// The query history as `input → output` lines (§4.7), empty when nothing was queried.
     pub fn history_lines(&self) -> String {
-        self.history
-            .iter()
-            .map(|q| format!("{} → {}", q.input, q.output))
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.history.iter().map(|q| format!("{} → {}", q.input, q.output)).collect::<Vec<_>>().join("\n")
     }
 
     fn current_round(&mut self) -> &mut RoundRecord {
@@ -242,14 +223,7 @@ impl Episode {
     }
 
     fn require(&self, tool: Tool, phase: Phase) -> Result<(), EpisodeError> {
-        if self.phase == phase {
-            Ok(())
-        } else {
-            Err(EpisodeError::WrongPhase {
-                tool,
-                phase: self.phase,
-            })
-        }
+        if self.phase == phase { Ok(()) } else { Err(EpisodeError::WrongPhase { tool, phase: self.phase }) }
     }
 
     fn enter(&mut self, phase: Phase) {
@@ -260,21 +234,12 @@ impl Episode {
 
     /// Logs a failed attempt; returns whether this exhausted the tool's attempts.
     fn fail(&mut self, tool: Tool, cause: String) -> bool {
-        self.record.failures.push(ToolFailure {
-            round: self.round,
-            phase: self.phase,
-            tool,
-            cause,
-        });
+        self.record.failures.push(ToolFailure { round: self.round, phase: self.phase, tool, cause });
         let slot = tool.slot();
         self.attempts[slot] += 1;
         let limit = self.attempt_limit();
         if self.attempts[slot] == limit {
-            self.record.forfeits.push(Forfeit {
-                round: self.round,
-                phase: self.phase,
-                tool,
-            });
+            self.record.forfeits.push(Forfeit { round: self.round, phase: self.phase, tool });
         }
         self.attempts[slot] >= limit
     }
@@ -297,30 +262,18 @@ impl Episode {
     /// success answers all inputs, consumes budget and moves to the scratchpad phase.
     pub fn query(&mut self, inputs: &[String]) -> Result<QueryResponse, EpisodeError> {
         self.require(Tool::Query, Phase::Query)?;
-        let parsed: Vec<Result<Input, InputError>> = inputs
-            .iter()
-            .map(|t| parse_input_with(self.task.id, t, &self.params))
-            .collect();
+        let parsed: Vec<Result<Input, InputError>> = inputs.iter().map(|t| parse_input_with(self.task.id, t, &self.params)).collect();
         self.query_parsed(parsed)
     }
 
     /// [`Episode::query`] for the JSON items of a tool call (§4.2 encodings).
-    pub fn query_json(
-        &mut self,
-        inputs: &[serde_json::Value],
-    ) -> Result<QueryResponse, EpisodeError> {
+    pub fn query_json(&mut self, inputs: &[serde_json::Value]) -> Result<QueryResponse, EpisodeError> {
         self.require(Tool::Query, Phase::Query)?;
-        let parsed: Vec<Result<Input, InputError>> = inputs
-            .iter()
-            .map(|v| parse_json_input_with(self.task.id, v, &self.params))
-            .collect();
+        let parsed: Vec<Result<Input, InputError>> = inputs.iter().map(|v| parse_json_input_with(self.task.id, v, &self.params)).collect();
         self.query_parsed(parsed)
     }
 
-    fn query_parsed(
-        &mut self,
-        parsed: Vec<Result<Input, InputError>>,
-    ) -> Result<QueryResponse, EpisodeError> {
+    fn query_parsed(&mut self, parsed: Vec<Result<Input, InputError>>) -> Result<QueryResponse, EpisodeError> {
         let max = self.task.query_batch_size;
         let remaining = self.remaining_budget();
         let n = parsed.len();
@@ -328,46 +281,28 @@ impl Episode {
             return Err(self.fail_query(EpisodeError::EmptyBatch));
         }
         if n > usize::try_from(max).unwrap_or(usize::MAX) {
-            let hint = if matches!(self.task.input, InputKind::Tuple { .. }) {
-                "; tuples must be written in parentheses, e.g. '(1, 2)'"
-            } else {
-                ""
-            };
+            let hint = if matches!(self.task.input, InputKind::Tuple { .. }) { "; tuples must be written in parentheses, e.g. '(1, 2)'" } else { "" };
             return Err(self.fail_query(EpisodeError::BatchTooLarge { got: n, max, hint }));
         }
         if n > usize::try_from(remaining).unwrap_or(usize::MAX) {
-            return Err(self.fail_query(EpisodeError::OverBudget {
-                requested: n,
-                remaining,
-            }));
+            return Err(self.fail_query(EpisodeError::OverBudget { requested: n, remaining }));
         }
         let mut inputs = Vec::with_capacity(n);
         for (i, p) in parsed.into_iter().enumerate() {
             match p {
                 Ok(x) => inputs.push(x),
                 Err(source) => {
-                    return Err(self.fail_query(EpisodeError::InvalidInput {
-                        index: i + 1,
-                        source,
-                    }));
+                    return Err(self.fail_query(EpisodeError::InvalidInput { index: i + 1, source }));
                 }
             }
         }
-        let results: Vec<QueryResult> = inputs
-            .into_iter()
-            .map(|input| QueryResult {
-                output: evaluate_with(self.task.id, &input, &self.params),
-                input,
-            })
-            .collect();
+        let results: Vec<QueryResult> =
+            inputs.into_iter().map(|input| QueryResult { output: evaluate_with(self.task.id, &input, &self.params), input }).collect();
         self.history.extend(results.iter().cloned());
         self.record.queries_used += u32::try_from(n).unwrap_or(u32::MAX);
         self.current_round().queries.extend(results.iter().cloned());
         self.enter(Phase::Scratchpad);
-        Ok(QueryResponse {
-            results,
-            remaining_budget: self.remaining_budget(),
-        })
+        Ok(QueryResponse { results, remaining_budget: self.remaining_budget() })
     }
 
     /// Ends the scratchpad phase with `text` truncated to `scratchpad_max_words` words; an
@@ -386,34 +321,18 @@ impl Episode {
 
     /// Submits one prediction per test input (text form, §4.8 matching). Returns per-item
     /// correctness; a wrong length is a failed attempt and the 3rd forfeits the round.
-    pub fn submit_predictions(
-        &mut self,
-        predictions: Vec<String>,
-    ) -> Result<Evaluation, EpisodeError> {
+    pub fn submit_predictions(&mut self, predictions: Vec<String>) -> Result<Evaluation, EpisodeError> {
         self.require(Tool::SubmitPredictions, Phase::Evaluation)?;
-        let correct: Option<Vec<bool>> = (predictions.len() == self.tests.len()).then(|| {
-            self.tests
-                .iter()
-                .zip(&predictions)
-                .map(|(c, p)| c.output.matches_text(p))
-                .collect()
-        });
+        let correct: Option<Vec<bool>> =
+            (predictions.len() == self.tests.len()).then(|| self.tests.iter().zip(&predictions).map(|(c, p)| c.output.matches_text(p)).collect());
         self.finish_evaluation(predictions, correct)
     }
 
     /// [`Episode::submit_predictions`] for JSON predictions (integers, integral floats, strings).
-    pub fn submit_json_predictions(
-        &mut self,
-        predictions: Vec<serde_json::Value>,
-    ) -> Result<Evaluation, EpisodeError> {
+    pub fn submit_json_predictions(&mut self, predictions: Vec<serde_json::Value>) -> Result<Evaluation, EpisodeError> {
         self.require(Tool::SubmitPredictions, Phase::Evaluation)?;
-        let correct: Option<Vec<bool>> = (predictions.len() == self.tests.len()).then(|| {
-            self.tests
-                .iter()
-                .zip(&predictions)
-                .map(|(c, p)| c.output.matches_json(p))
-                .collect()
-        });
+        let correct: Option<Vec<bool>> =
+            (predictions.len() == self.tests.len()).then(|| self.tests.iter().zip(&predictions).map(|(c, p)| c.output.matches_json(p)).collect());
         let texts = predictions
             .iter()
             .map(|v| match v {
@@ -424,16 +343,9 @@ impl Episode {
         self.finish_evaluation(texts, correct)
     }
 
-    fn finish_evaluation(
-        &mut self,
-        predictions: Vec<String>,
-        correct: Option<Vec<bool>>,
-    ) -> Result<Evaluation, EpisodeError> {
+    fn finish_evaluation(&mut self, predictions: Vec<String>, correct: Option<Vec<bool>>) -> Result<Evaluation, EpisodeError> {
         let Some(correct) = correct else {
-            let err = EpisodeError::WrongPredictionCount {
-                expected: self.tests.len(),
-                got: predictions.len(),
-            };
+            let err = EpisodeError::WrongPredictionCount { expected: self.tests.len(), got: predictions.len() };
             if self.fail(Tool::SubmitPredictions, err.to_string()) {
                 self.current_round().evaluation_forfeited = true;
                 self.advance(false);
@@ -446,10 +358,7 @@ impl Episode {
         round.correct.clone_from(&correct);
         round.solved = all_correct;
         self.advance(all_correct);
-        Ok(Evaluation {
-            correct,
-            all_correct,
-        })
+        Ok(Evaluation { correct, all_correct })
     }
 
     /// Closes the evaluation: stop when solved, after round R, or with the budget spent.
@@ -463,10 +372,7 @@ impl Episode {
             self.enter(Phase::Finished);
         } else {
             self.round += 1;
-            self.record.rounds.push(RoundRecord {
-                round: self.round,
-                ..RoundRecord::default()
-            });
+            self.record.rounds.push(RoundRecord { round: self.round, ..RoundRecord::default() });
             self.enter(Phase::Query);
         }
     }
@@ -492,10 +398,7 @@ impl Episode {
             }
             Tool::ExecutePython => {
                 if self.phase == Phase::Finished {
-                    return Err(EpisodeError::WrongPhase {
-                        tool,
-                        phase: self.phase,
-                    });
+                    return Err(EpisodeError::WrongPhase { tool, phase: self.phase });
                 }
                 self.fail(tool, cause.to_string());
             }
@@ -512,10 +415,7 @@ impl Episode {
     /// success or after `max_attempts` failures in the phase.
     pub fn record_python_success(&mut self) -> Result<(), EpisodeError> {
         if self.phase == Phase::Finished {
-            return Err(EpisodeError::WrongPhase {
-                tool: Tool::ExecutePython,
-                phase: self.phase,
-            });
+            return Err(EpisodeError::WrongPhase { tool: Tool::ExecutePython, phase: self.phase });
         }
         if self.attempts[Tool::ExecutePython.slot()] >= self.attempt_limit() {
             return Err(EpisodeError::PythonForfeited);
@@ -536,9 +436,7 @@ impl Episode {
 
     /// Whether `execute_python` may still run in this phase.
     pub fn python_available(&self) -> bool {
-        self.phase != Phase::Finished
-            && !self.python_used
-            && self.attempts[Tool::ExecutePython.slot()] < self.attempt_limit()
+        self.phase != Phase::Finished && !self.python_used && self.attempts[Tool::ExecutePython.slot()] < self.attempt_limit()
     }
 }
 

@@ -20,9 +20,7 @@ fn ep(task: TaskId) -> Episode {
 const GT58: [i64; 12] = [59, 25, 34, 63, 58, 51, 11, 13, 1000, 57, 60, -100];
 
 fn preds(rule: impl Fn(i64) -> bool) -> Vec<String> {
-    GT58.iter()
-        .map(|&x| u8::from(rule(x)).to_string())
-        .collect()
+    GT58.iter().map(|&x| u8::from(rule(x)).to_string()).collect()
 }
 
 #[test]
@@ -30,10 +28,7 @@ fn scripted_trajectory_yields_the_exact_record() {
     let mut e = ep(TaskId::IsGreaterThan58);
     let inputs: Vec<Input> = GT58.iter().map(|&x| Input::Int(x)).collect();
     assert_eq!(e.test_inputs(), inputs.iter().collect::<Vec<_>>());
-    assert_eq!(
-        e.samples_message(),
-        "Sample pairs:\n38 → 0\n40 → 0\n104 → 1\n76 → 1"
-    );
+    assert_eq!(e.samples_message(), "Sample pairs:\n38 → 0\n40 → 0\n104 → 1\n76 → 1");
 
     // Round 0: samples only, everything predicted 0.
     assert_eq!((e.round(), e.phase()), (0, Phase::Evaluation));
@@ -47,31 +42,16 @@ fn scripted_trajectory_yields_the_exact_record() {
     assert_eq!(resp.results[0].output, Output::Int(1));
     e.set_scratchpad("  maybe   x > 50?\n").unwrap();
     let err = e.submit_predictions(vec!["1".into(); 11]).unwrap_err();
-    assert_eq!(
-        err,
-        EpisodeError::WrongPredictionCount {
-            expected: 12,
-            got: 11
-        }
-    );
+    assert_eq!(err, EpisodeError::WrongPredictionCount { expected: 12, got: 11 });
     assert_eq!(e.phase(), Phase::Evaluation);
     assert!(!e.submit_predictions(preds(|x| x > 50)).unwrap().all_correct);
 
     // Round 2: two invalid queries (the episode continues), one valid, a long scratchpad,
     // then the right rule.
     let err = e.query(&strs(&["1000001"])).unwrap_err();
-    assert!(matches!(
-        err,
-        EpisodeError::InvalidInput {
-            index: 1,
-            source: InputError::OutOfDomain { .. }
-        }
-    ));
+    assert!(matches!(err, EpisodeError::InvalidInput { index: 1, source: InputError::OutOfDomain { .. } }));
     let err = e.query(&strs(&["1", "2"])).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "batch of 2 inputs exceeds the limit of 1 per query"
-    );
+    assert_eq!(err.to_string(), "batch of 2 inputs exceeds the limit of 1 per query");
     assert_eq!((e.phase(), e.queries_used()), (Phase::Query, 1));
     e.query(&strs(&["58"])).unwrap();
     let long: Vec<String> = (0..305).map(|i| format!("w{i}")).collect();
@@ -93,18 +73,10 @@ fn scripted_trajectory_yields_the_exact_record() {
         query_batch_size: 1,
         max_rounds: 30,
         rounds: vec![
-            RoundRecord {
-                round: 0,
-                predictions: Some(vec!["0".into(); 12]),
-                correct: correct0,
-                ..RoundRecord::default()
-            },
+            RoundRecord { round: 0, predictions: Some(vec!["0".into(); 12]), correct: correct0, ..RoundRecord::default() },
             RoundRecord {
                 round: 1,
-                queries: vec![QueryResult {
-                    input: Input::Int(100),
-                    output: Output::Int(1),
-                }],
+                queries: vec![QueryResult { input: Input::Int(100), output: Output::Int(1) }],
                 scratchpad: Some("maybe x > 50?".into()),
                 predictions: Some(preds(|x| x > 50)),
                 correct: correct1,
@@ -112,10 +84,7 @@ fn scripted_trajectory_yields_the_exact_record() {
             },
             RoundRecord {
                 round: 2,
-                queries: vec![QueryResult {
-                    input: Input::Int(58),
-                    output: Output::Int(0),
-                }],
+                queries: vec![QueryResult { input: Input::Int(58), output: Output::Int(0) }],
                 scratchpad: Some(long[..300].join(" ")),
                 predictions: Some(preds(|x| x > 58)),
                 correct: vec![true; 12],
@@ -142,12 +111,7 @@ fn scripted_trajectory_yields_the_exact_record() {
                         must be between -1000000 and 1000000"
                     .into(),
             },
-            ToolFailure {
-                round: 2,
-                phase: Phase::Query,
-                tool: Tool::Query,
-                cause: "batch of 2 inputs exceeds the limit of 1 per query".into(),
-            },
+            ToolFailure { round: 2, phase: Phase::Query, tool: Tool::Query, cause: "batch of 2 inputs exceeds the limit of 1 per query".into() },
         ],
         forfeits: vec![],
     };
@@ -171,14 +135,7 @@ fn three_failed_queries_forfeit_the_phase_without_spending_budget() {
     let rec = e.record();
     assert!(rec.rounds[1].query_forfeited);
     assert_eq!(rec.failures.len(), 3);
-    assert_eq!(
-        rec.forfeits,
-        vec![Forfeit {
-            round: 1,
-            phase: Phase::Query,
-            tool: Tool::Query
-        }]
-    );
+    assert_eq!(rec.forfeits, vec![Forfeit { round: 1, phase: Phase::Query, tool: Tool::Query }]);
     // An empty scratchpad keeps the previous (empty) one; next phase is evaluation.
     assert_eq!(e.set_scratchpad("   ").unwrap(), "");
     for _ in 0..3 {
@@ -194,13 +151,7 @@ fn three_failed_queries_forfeit_the_phase_without_spending_budget() {
 fn tuple_tasks_hint_at_parentheses_and_wrong_phase_is_not_a_failure() {
     let mut e = ep(TaskId::Func3a10b5c);
     let err = e.query(&strs(&["1"])).unwrap_err();
-    assert!(matches!(
-        err,
-        EpisodeError::WrongPhase {
-            tool: Tool::Query,
-            phase: Phase::Evaluation
-        }
-    ));
+    assert!(matches!(err, EpisodeError::WrongPhase { tool: Tool::Query, phase: Phase::Evaluation }));
     assert!(e.record().failures.is_empty());
     e.submit_predictions(vec!["0".into(); 12]).unwrap();
     let err = e.query(&strs(&["1", "2", "3"])).unwrap_err();
@@ -210,17 +161,7 @@ fn tuple_tasks_hint_at_parentheses_and_wrong_phase_is_not_a_failure() {
          parentheses, e.g. '(1, 2)'"
     );
     let err = e.query(&strs(&["(1, 2)"])).unwrap_err();
-    assert!(matches!(
-        err,
-        EpisodeError::InvalidInput {
-            source: InputError::WrongArity {
-                expected: 3,
-                got: 2,
-                ..
-            },
-            ..
-        }
-    ));
+    assert!(matches!(err, EpisodeError::InvalidInput { source: InputError::WrongArity { expected: 3, got: 2, .. }, .. }));
     let ok = e.query_json(&[serde_json::json!([1, 2, 3])]).unwrap();
     assert_eq!(ok.results[0].output, Output::Int(3 - 20 + 15));
 }
@@ -232,13 +173,7 @@ fn over_budget_is_rejected_and_a_spent_budget_ends_the_run() {
     // Budget = rounds × batch, so over-budget needs a partly spent budget: simulate it.
     e.record.queries_used = 195;
     let ten: Vec<String> = (0..10).map(|_| "a".to_string()).collect();
-    assert_eq!(
-        e.query(&ten).unwrap_err(),
-        EpisodeError::OverBudget {
-            requested: 10,
-            remaining: 5
-        }
-    );
+    assert_eq!(e.query(&ten).unwrap_err(), EpisodeError::OverBudget { requested: 10, remaining: 5 });
     assert_eq!(e.query(&ten[..5]).unwrap().remaining_budget, 0);
     e.set_scratchpad("done").unwrap();
     e.submit_predictions(vec!["0".into(); 13]).unwrap();
@@ -267,20 +202,13 @@ fn python_is_once_per_phase_and_forfeited_after_three_failures() {
     let mut e = ep(TaskId::IsPrime);
     assert!(e.python_available());
     e.record_python_success().unwrap();
-    assert_eq!(
-        e.record_python_success(),
-        Err(EpisodeError::PythonAlreadyUsed)
-    );
+    assert_eq!(e.record_python_success(), Err(EpisodeError::PythonAlreadyUsed));
     e.submit_predictions(vec!["0".into(); 13]).unwrap();
     assert!(e.python_available());
     for _ in 0..3 {
-        e.record_failure(Tool::ExecutePython, "exit code 1")
-            .unwrap();
+        e.record_failure(Tool::ExecutePython, "exit code 1").unwrap();
     }
-    assert_eq!(
-        e.record_python_success(),
-        Err(EpisodeError::PythonForfeited)
-    );
+    assert_eq!(e.record_python_success(), Err(EpisodeError::PythonForfeited));
     assert_eq!(e.record().forfeits.len(), 1);
     // Adapter-detected query failures count like rejected queries.
     for _ in 0..3 {
@@ -293,10 +221,7 @@ fn python_is_once_per_phase_and_forfeited_after_three_failures() {
 
 #[test]
 fn round_zero_can_be_disabled() {
-    let p = TaskParams {
-        round_zero: false,
-        ..TaskParams::default()
-    };
+    let p = TaskParams { round_zero: false, ..TaskParams::default() };
     let e = Episode::new(TaskId::DigitSum, 0, p).unwrap();
     assert_eq!((e.round(), e.phase()), (1, Phase::Query));
 }

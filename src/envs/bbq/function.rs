@@ -115,11 +115,7 @@ pub(super) fn is_prime(x: i128) -> bool {
 
 /// Decimal digits of |x|, most significant first (`[0]` for 0).
 pub(super) fn digits(x: i128) -> Vec<u32> {
-    x.unsigned_abs()
-        .to_string()
-        .bytes()
-        .map(|b| u32::from(b - b'0'))
-        .collect()
+    x.unsigned_abs().to_string().bytes().map(|b| u32::from(b - b'0')).collect()
 }
 
 /// gcd of |a| and |b| (gcd(0, 0) = 0).
@@ -177,10 +173,7 @@ pub fn recursion(x: i128) -> i128 {
 /// Class of the triangle A(a,b), B(c,d), C(e,f) by squared sides: 0 obtuse, 1 acute, 2 right.
 pub(super) fn triangle_class(p: &[i128]) -> i128 {
     let sq = |i: usize, j: usize| {
-        let (dx, dy) = (
-            at(p, 2 * i) - at(p, 2 * j),
-            at(p, 2 * i + 1) - at(p, 2 * j + 1),
-        );
+        let (dx, dy) = (at(p, 2 * i) - at(p, 2 * j), at(p, 2 * i + 1) - at(p, 2 * j + 1));
         dx * dx + dy * dy
     };
     let mut s = [sq(0, 1), sq(0, 2), sq(1, 2)];
@@ -220,11 +213,7 @@ pub(super) fn lps(s: &[u8]) -> usize {
         dp[i] = 1;
         for j in i + 1..n {
             let old = dp[j]; // dp[i+1][j]
-            dp[j] = if s[i] == s[j] {
-                prev_diag + 2
-            } else {
-                dp[j].max(dp[j - 1])
-            };
+            dp[j] = if s[i] == s[j] { prev_diag + 2 } else { dp[j].max(dp[j - 1]) };
             prev_diag = old;
         }
     }
@@ -248,9 +237,7 @@ pub(super) fn local_maxima(s: &[u8], single: u8) -> i128 {
         return i128::from(single);
     }
     let n = s.len();
-    (0..n)
-        .filter(|&i| (i == 0 || s[i] > s[i - 1]) && (i + 1 == n || s[i] > s[i + 1]))
-        .count() as i128
+    (0..n).filter(|&i| (i == 0 || s[i] > s[i - 1]) && (i + 1 == n || s[i] > s[i + 1])).count() as i128
 }
 
 fn count(n: usize) -> Output {
@@ -284,9 +271,7 @@ pub fn evaluate_with(task: TaskId, input: &Input, params: &TaskParams) -> Output
         TaskId::FuncGcdPlusLcm => Output::Int(gcd(a, b) + lcm(a, b)),
         TaskId::TriangleType => Output::Int(triangle_class(&x)),
         TaskId::ContainsAb => class(s.windows(2).any(|w| w == b"ab")),
-        TaskId::ParitySum => Output::Int(i128::from(
-            s.iter().map(|&b| value(b)).sum::<i64>().rem_euclid(2),
-        )),
+        TaskId::ParitySum => Output::Int(i128::from(s.iter().map(|&b| value(b)).sum::<i64>().rem_euclid(2))),
         TaskId::MaxZFunction => count(z_function(s).into_iter().max().unwrap_or(0)),
         TaskId::AddKToKth => text(add_k_to_kth(s)),
         TaskId::CaesarCipher => text(s.iter().map(|&b| shift(b, 10)).collect()),
@@ -351,8 +336,7 @@ impl Output {
                     i128::from(u) == *v
                 } else {
                     // Integral float: exact when |f| < 2^63; compare via i128 conversion.
-                    n.as_f64()
-                        .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.2e18 && (f as i128) == *v)
+                    n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.2e18 && (f as i128) == *v)
                 }
             }
             _ => false,

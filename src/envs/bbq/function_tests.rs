@@ -54,11 +54,7 @@ const TABLE: &[(TaskId, &str, &str)] = &[
     (TaskId::Func3a10b5c, "(1, 1, 1)", "-2"),
     (TaskId::Func3a10b5c, "(2, -1, 3)", "31"),
     (TaskId::Func3a10b5c, "(-5, 0, 4)", "5"),
-    (
-        TaskId::Func3a10b5c,
-        "(1000000, -1000000, 1000000)",
-        "18000000",
-    ),
+    (TaskId::Func3a10b5c, "(1000000, -1000000, 1000000)", "18000000"),
     // recursion: 1,1,1,3,5,11,21,43,85,71,41,83,65,31,61,23,45,91,81,63
     (TaskId::FuncRecursion, "1", "1"),
     (TaskId::FuncRecursion, "3", "1"),
@@ -72,11 +68,7 @@ const TABLE: &[(TaskId, &str, &str)] = &[
     (TaskId::FuncAbPlusCSq, "(2, 3, 0)", "6"),
     (TaskId::FuncAbPlusCSq, "(-2, 3, 4)", "10"),
     (TaskId::FuncAbPlusCSq, "(10, -1, -3)", "-1"),
-    (
-        TaskId::FuncAbPlusCSq,
-        "(1000000, 1000000, -1000000)",
-        "2000000000000",
-    ),
+    (TaskId::FuncAbPlusCSq, "(1000000, 1000000, -1000000)", "2000000000000"),
     // gcd + lcm
     (TaskId::FuncGcdPlusLcm, "(1, 1)", "2"),
     (TaskId::FuncGcdPlusLcm, "(4, 6)", "14"),
@@ -220,31 +212,14 @@ fn inputs_and_outputs_render_as_python_literals() {
 #[test]
 fn accepted_encodings_parse_to_the_same_input() {
     let t = TaskId::Func3a10b5c;
-    for text in [
-        "(1, -2, 3)",
-        "[1, -2, 3]",
-        " ( 1,-2 , 3 , ) ",
-        "'(1, -2, 3)'",
-    ] {
-        assert_eq!(
-            parse_input(t, text),
-            Ok(Input::Tuple(vec![1, -2, 3])),
-            "{text}"
-        );
+    for text in ["(1, -2, 3)", "[1, -2, 3]", " ( 1,-2 , 3 , ) ", "'(1, -2, 3)'"] {
+        assert_eq!(parse_input(t, text), Ok(Input::Tuple(vec![1, -2, 3])), "{text}");
     }
     for text in ["5", "+5", " 5 ", "'5'", "\"5\"", "(5)"] {
-        assert_eq!(
-            parse_input(TaskId::IsPrime, text),
-            Ok(Input::Int(5)),
-            "{text}"
-        );
+        assert_eq!(parse_input(TaskId::IsPrime, text), Ok(Input::Int(5)), "{text}");
     }
     for text in ["jav", "'jav'", "\"jav\"", " jav "] {
-        assert_eq!(
-            parse_input(TaskId::ContainsAb, text),
-            Ok(Input::Str("jav".into())),
-            "{text}"
-        );
+        assert_eq!(parse_input(TaskId::ContainsAb, text), Ok(Input::Str("jav".into())), "{text}");
     }
 }
 
@@ -263,10 +238,7 @@ fn invalid_inputs_get_the_spec_error_kinds() {
     assert_eq!(kind(TaskId::IsPrime, "abc"), "malformed");
     assert_eq!(kind(TaskId::IsPrime, "(1, 2)"), "arity");
     assert_eq!(kind(TaskId::IsPrime, "1000001"), "domain");
-    assert_eq!(
-        kind(TaskId::IsPrime, "99999999999999999999999999999999999999999"),
-        "domain"
-    );
+    assert_eq!(kind(TaskId::IsPrime, "99999999999999999999999999999999999999999"), "domain");
     assert_eq!(kind(TaskId::FuncRecursion, "0"), "domain");
     assert_eq!(kind(TaskId::FuncGcdPlusLcm, "(0, 5)"), "domain");
     assert_eq!(kind(TaskId::FuncGcdPlusLcm, "(1, 2, 3)"), "arity");
@@ -280,18 +252,8 @@ fn invalid_inputs_get_the_spec_error_kinds() {
     assert_eq!(kind(TaskId::ContainsAb, "abcdefghijklmnopqrstu"), "domain");
     assert_eq!(kind(TaskId::ContainsAb, "ab cd"), "domain");
     assert_eq!(kind(TaskId::ContainsAb, "5"), "malformed");
-    assert_eq!(
-        parse_input(TaskId::FuncGcdPlusLcm, "(1, 2, 3)")
-            .unwrap_err()
-            .to_string(),
-        "invalid input \"(1, 2, 3)\": expected 2 integers, got 3"
-    );
-    assert_eq!(
-        parse_input(TaskId::IsPrime, "2000000")
-            .unwrap_err()
-            .to_string(),
-        "invalid input \"2000000\": integers must be between -1000000 and 1000000"
-    );
+    assert_eq!(parse_input(TaskId::FuncGcdPlusLcm, "(1, 2, 3)").unwrap_err().to_string(), "invalid input \"(1, 2, 3)\": expected 2 integers, got 3");
+    assert_eq!(parse_input(TaskId::IsPrime, "2000000").unwrap_err().to_string(), "invalid input \"2000000\": integers must be between -1000000 and 1000000");
     assert!(matches!(call("nope", "1"), Err(UnknownTask(_))));
 }
 
@@ -304,19 +266,10 @@ fn json_items_follow_the_accepted_encodings() {
     assert_eq!(j(TaskId::IsPrime, json!("7")), Ok(Input::Int(7)));
     assert!(j(TaskId::IsPrime, json!(7.0)).is_err());
     assert!(j(TaskId::IsPrime, json!(true)).is_err());
-    assert_eq!(
-        j(TaskId::FuncGcdPlusLcm, json!([4, 6])),
-        Ok(Input::Tuple(vec![4, 6]))
-    );
-    assert_eq!(
-        j(TaskId::FuncGcdPlusLcm, json!("(4, 6)")),
-        Ok(Input::Tuple(vec![4, 6]))
-    );
+    assert_eq!(j(TaskId::FuncGcdPlusLcm, json!([4, 6])), Ok(Input::Tuple(vec![4, 6])));
+    assert_eq!(j(TaskId::FuncGcdPlusLcm, json!("(4, 6)")), Ok(Input::Tuple(vec![4, 6])));
     assert!(j(TaskId::FuncGcdPlusLcm, json!([4, 6.5])).is_err());
-    assert_eq!(
-        j(TaskId::ContainsAb, json!("ab")),
-        Ok(Input::Str("ab".into()))
-    );
+    assert_eq!(j(TaskId::ContainsAb, json!("ab")), Ok(Input::Str("ab".into())));
     assert!(j(TaskId::ContainsAb, json!(true)).is_err());
     assert!(j(TaskId::ContainsAb, json!(5)).is_err());
 }

@@ -31,9 +31,7 @@ pub fn samples_rng(task: TaskId, seed: u64) -> SplitMix64 {
 /// One draw of the task's sampler (§4.4). Triangle draws may be degenerate; callers skip
 /// invalid draws.
 pub fn sample_input(task: TaskId, rng: &mut SplitMix64) -> Input {
-    let ints = |n: usize, lo: i64, hi: i64, rng: &mut SplitMix64| -> Vec<i64> {
-        (0..n).map(|_| rng.randint(lo, hi)).collect()
-    };
+    let ints = |n: usize, lo: i64, hi: i64, rng: &mut SplitMix64| -> Vec<i64> { (0..n).map(|_| rng.randint(lo, hi)).collect() };
     match task {
         TaskId::IsPrime => Input::Int(rng.randint(0, 200)),
         TaskId::IsPythagoreanTriple => {
@@ -45,11 +43,7 @@ pub fn sample_input(task: TaskId, rng: &mut SplitMix64) -> Input {
                 let p = to_i(k * (m * m - n * n));
                 let q = to_i(2 * k * m * n);
                 let hyp = to_i(k * (m * m + n * n));
-                if rng.below(2) == 0 {
-                    Input::Tuple(vec![p, q, hyp])
-                } else {
-                    Input::Tuple(vec![q, p, hyp])
-                }
+                if rng.below(2) == 0 { Input::Tuple(vec![p, q, hyp]) } else { Input::Tuple(vec![q, p, hyp]) }
             } else {
                 Input::Tuple(ints(3, 1, 50, rng))
             }
@@ -63,9 +57,7 @@ pub fn sample_input(task: TaskId, rng: &mut SplitMix64) -> Input {
         TaskId::TriangleType => Input::Tuple(ints(6, -10, 10, rng)),
         _ => {
             let len = 1 + rng.below(12);
-            let s: String = (0..len)
-                .map(|_| char::from(b'a' + u8::try_from(rng.below(26)).unwrap_or(0)))
-                .collect();
+            let s: String = (0..len).map(|_| char::from(b'a' + u8::try_from(rng.below(26)).unwrap_or(0))).collect();
             Input::Str(s)
         }
     }
@@ -108,43 +100,14 @@ pub fn anchors(task: TaskId) -> Vec<Input> {
     use Input::Int as I;
     match task {
         TaskId::IsPrime => vec![I(0), I(1), I(2), I(9), I(91), I(97), I(221)],
-        TaskId::IsPythagoreanTriple => vec![
-            t(&[3, 4, 5]),
-            t(&[4, 3, 5]),
-            t(&[5, 4, 3]),
-            t(&[6, 8, 10]),
-            t(&[5, 12, 13]),
-            t(&[0, 5, 5]),
-            t(&[2, 3, 4]),
-        ],
+        TaskId::IsPythagoreanTriple => vec![t(&[3, 4, 5]), t(&[4, 3, 5]), t(&[5, 4, 3]), t(&[6, 8, 10]), t(&[5, 12, 13]), t(&[0, 5, 5]), t(&[2, 3, 4])],
         TaskId::IsGreaterThan58 => vec![I(57), I(58), I(59), I(60), I(-100), I(1000)],
         TaskId::DigitSum => vec![I(0), I(9), I(10), I(99), I(1009), I(123_456), I(-45)],
         TaskId::Func6x3 => vec![I(-3), I(0), I(1), I(2), I(10), I(100)],
-        TaskId::Func3a10b5c => vec![
-            t(&[0, 0, 0]),
-            t(&[1, 0, 0]),
-            t(&[0, 1, 0]),
-            t(&[0, 0, 1]),
-            t(&[7, -3, 11]),
-            t(&[100, 50, -20]),
-        ],
+        TaskId::Func3a10b5c => vec![t(&[0, 0, 0]), t(&[1, 0, 0]), t(&[0, 1, 0]), t(&[0, 0, 1]), t(&[7, -3, 11]), t(&[100, 50, -20])],
         TaskId::FuncRecursion => vec![I(1), I(2), I(3), I(4), I(10), I(25), I(50), I(99)],
-        TaskId::FuncAbPlusCSq => vec![
-            t(&[0, 0, 0]),
-            t(&[2, 3, 0]),
-            t(&[0, 0, 5]),
-            t(&[-2, 3, 4]),
-            t(&[7, 7, 7]),
-            t(&[10, -1, -3]),
-        ],
-        TaskId::FuncGcdPlusLcm => vec![
-            t(&[1, 1]),
-            t(&[4, 6]),
-            t(&[7, 13]),
-            t(&[12, 18]),
-            t(&[5, 5]),
-            t(&[100, 75]),
-        ],
+        TaskId::FuncAbPlusCSq => vec![t(&[0, 0, 0]), t(&[2, 3, 0]), t(&[0, 0, 5]), t(&[-2, 3, 4]), t(&[7, 7, 7]), t(&[10, -1, -3])],
+        TaskId::FuncGcdPlusLcm => vec![t(&[1, 1]), t(&[4, 6]), t(&[7, 13]), t(&[12, 18]), t(&[5, 5]), t(&[100, 75])],
         TaskId::TriangleType => vec![
             t(&[0, 0, 3, 0, 0, 4]),
             t(&[0, 0, 3, 4, -4, 3]),
@@ -153,38 +116,16 @@ pub fn anchors(task: TaskId) -> Vec<Input> {
             t(&[1, 1, 5, 1, 3, 9]),
             t(&[0, 0, 2, 0, -3, 1]),
         ],
-        TaskId::ContainsAb => ["ab", "ba", "aab", "acb", "xyzab", "a", "abab", "bba"]
-            .map(s)
-            .to_vec(),
+        TaskId::ContainsAb => ["ab", "ba", "aab", "acb", "xyzab", "a", "abab", "bba"].map(s).to_vec(),
         TaskId::ParitySum => ["a", "b", "ab", "zz", "abc", "zyx"].map(s).to_vec(),
-        TaskId::MaxZFunction => [
-            "a", "aa", "aaa", "abab", "abac", "abcbc", "abacaba", "aabaab",
-        ]
-        .map(s)
-        .to_vec(),
+        TaskId::MaxZFunction => ["a", "aa", "aaa", "abab", "abac", "abcbc", "abacaba", "aabaab"].map(s).to_vec(),
         TaskId::AddKToKth => ["a", "abc", "cba", "aa", "zy", "hello"].map(s).to_vec(),
         TaskId::CaesarCipher => ["a", "p", "q", "z", "hello"].map(s).to_vec(),
-        TaskId::NumLessThanDiag => vec![
-            s("a"),
-            s("b"),
-            s("ab"),
-            s("ba"),
-            s("aaaa"),
-            s(&"z".repeat(20)),
-            s("abcdefghijklmnopqrst"),
-        ],
-        TaskId::LongestPalSubseq => ["a", "ab", "aa", "aba", "abca", "abab", "character"]
-            .map(s)
-            .to_vec(),
-        TaskId::IsBigGap => ["as", "at", "ar", "sa", "za", "a", "abc", "azb"]
-            .map(s)
-            .to_vec(),
-        TaskId::NumLocalMaxima => ["a", "ab", "ba", "aba", "bab", "aaa", "abcba", "acbdb"]
-            .map(s)
-            .to_vec(),
-        TaskId::LessThanTarget => ["jwz", "jwy", "jw", "jx", "jwza", "a", "z", "k", "j"]
-            .map(s)
-            .to_vec(),
+        TaskId::NumLessThanDiag => vec![s("a"), s("b"), s("ab"), s("ba"), s("aaaa"), s(&"z".repeat(20)), s("abcdefghijklmnopqrst")],
+        TaskId::LongestPalSubseq => ["a", "ab", "aa", "aba", "abca", "abab", "character"].map(s).to_vec(),
+        TaskId::IsBigGap => ["as", "at", "ar", "sa", "za", "a", "abc", "azb"].map(s).to_vec(),
+        TaskId::NumLocalMaxima => ["a", "ab", "ba", "aba", "bab", "aaa", "abcba", "acbdb"].map(s).to_vec(),
+        TaskId::LessThanTarget => ["jwz", "jwy", "jw", "jx", "jwza", "a", "z", "k", "j"].map(s).to_vec(),
     }
 }
 
@@ -251,9 +192,7 @@ pub fn test_set(task: TaskId, seed: u64, params: &TaskParams) -> Result<Vec<Case
             if validate_with(task, &x, params).is_err() || taken(&inputs, &x) {
                 continue;
             }
-            if let Some(c) =
-                class_of(task, &x, params).filter(|&c| c < k && counts[c] < params.min_per_class)
-            {
+            if let Some(c) = class_of(task, &x, params).filter(|&c| c < k && counts[c] < params.min_per_class) {
                 counts[c] += 1;
                 inputs.push(x);
             }
@@ -264,28 +203,14 @@ pub fn test_set(task: TaskId, seed: u64, params: &TaskParams) -> Result<Vec<Case
         let j = rng.index(i + 1);
         inputs.swap(i, j);
     }
-    Ok(inputs
-        .into_iter()
-        .map(|input| Case {
-            output: evaluate_with(task, &input, params),
-            input,
-        })
-        .collect())
+    Ok(inputs.into_iter().map(|input| Case { output: evaluate_with(task, &input, params), input }).collect())
 }
 
 /// The samples of §4.6: published pairs for `contains_ab`, `samples_per_class` new valid
 /// inputs per class (not in `tests`) for the four numerical classification tasks, else none.
-pub fn samples(
-    task: TaskId,
-    seed: u64,
-    params: &TaskParams,
-    tests: &[Case],
-) -> Result<Vec<Case>, GenError> {
+pub fn samples(task: TaskId, seed: u64, params: &TaskParams, tests: &[Case]) -> Result<Vec<Case>, GenError> {
     if task == TaskId::ContainsAb {
-        return Ok(published_samples(task)
-            .into_iter()
-            .map(|input| Case { output: evaluate_with(task, &input, params), input })
-            .collect());
+        return Ok(published_samples(task).into_iter().map(|input| Case { output: evaluate_with(task, &input, params), input }).collect());
     }
     let spec = task.task();
     let (Some(k), true) = (classes(task), spec.samples_per_category > 0) else {
@@ -298,24 +223,14 @@ pub fn samples(
         let mut draws = 0;
         while found < params.samples_per_class {
             if draws >= params.max_balance_draws {
-                return Err(GenError::Exhausted {
-                    task,
-                    draws,
-                    stage: "samples",
-                });
+                return Err(GenError::Exhausted { task, draws, stage: "samples" });
             }
             draws += 1;
             let x = sample_input(task, &mut rng);
             let fresh = !tests.iter().any(|c| c.input == x) && !out.iter().any(|c| c.input == x);
-            if fresh
-                && validate_with(task, &x, params).is_ok()
-                && class_of(task, &x, params) == Some(class)
-            {
+            if fresh && validate_with(task, &x, params).is_ok() && class_of(task, &x, params) == Some(class) {
                 found += 1;
-                out.push(Case {
-                    output: evaluate_with(task, &x, params),
-                    input: x,
-                });
+                out.push(Case { output: evaluate_with(task, &x, params), input: x });
             }
         }
     }

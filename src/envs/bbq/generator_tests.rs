@@ -38,229 +38,30 @@ fn randint_stays_in_range_and_below_zero_is_safe() {
 #[test]
 fn anchor_outputs_match_the_spec_table() {
     let want: &[(TaskId, &[Value])] = &[
-        (
-            TaskId::IsPrime,
-            &[
-                json!(0),
-                json!(0),
-                json!(1),
-                json!(0),
-                json!(0),
-                json!(1),
-                json!(0),
-            ],
-        ),
-        (
-            TaskId::IsPythagoreanTriple,
-            &[
-                json!(1),
-                json!(1),
-                json!(0),
-                json!(1),
-                json!(1),
-                json!(0),
-                json!(0),
-            ],
-        ),
-        (
-            TaskId::IsGreaterThan58,
-            &[json!(0), json!(0), json!(1), json!(1), json!(0), json!(1)],
-        ),
-        (
-            TaskId::DigitSum,
-            &[
-                json!(0),
-                json!(9),
-                json!(1),
-                json!(18),
-                json!(10),
-                json!(21),
-                json!(9),
-            ],
-        ),
-        (
-            TaskId::Func6x3,
-            &[
-                json!(-246),
-                json!(3),
-                json!(2),
-                json!(19),
-                json!(5123),
-                json!(5_910_203),
-            ],
-        ),
-        (
-            TaskId::Func3a10b5c,
-            &[
-                json!(0),
-                json!(3),
-                json!(-10),
-                json!(5),
-                json!(106),
-                json!(-300),
-            ],
-        ),
-        (
-            TaskId::FuncRecursion,
-            &[
-                json!(1),
-                json!(1),
-                json!(1),
-                json!(3),
-                json!(71),
-                json!(5),
-                json!(71),
-                json!(81),
-            ],
-        ),
-        (
-            TaskId::FuncAbPlusCSq,
-            &[
-                json!(0),
-                json!(6),
-                json!(25),
-                json!(10),
-                json!(98),
-                json!(-1),
-            ],
-        ),
-        (
-            TaskId::FuncGcdPlusLcm,
-            &[
-                json!(2),
-                json!(14),
-                json!(92),
-                json!(42),
-                json!(10),
-                json!(325),
-            ],
-        ),
-        (
-            TaskId::TriangleType,
-            &[json!(2), json!(2), json!(1), json!(0), json!(1), json!(0)],
-        ),
-        (
-            TaskId::ContainsAb,
-            &[
-                json!(1),
-                json!(0),
-                json!(1),
-                json!(0),
-                json!(1),
-                json!(0),
-                json!(1),
-                json!(0),
-            ],
-        ),
-        (
-            TaskId::ParitySum,
-            &[json!(1), json!(0), json!(1), json!(0), json!(0), json!(1)],
-        ),
-        (
-            TaskId::MaxZFunction,
-            &[
-                json!(0),
-                json!(1),
-                json!(2),
-                json!(2),
-                json!(1),
-                json!(0),
-                json!(3),
-                json!(3),
-            ],
-        ),
-        (
-            TaskId::AddKToKth,
-            &[
-                json!("b"),
-                json!("bdf"),
-                json!("fdb"),
-                json!("bc"),
-                json!("bz"),
-                json!("jfopt"),
-            ],
-        ),
-        (
-            TaskId::CaesarCipher,
-            &[
-                json!("k"),
-                json!("z"),
-                json!("a"),
-                json!("j"),
-                json!("rovvy"),
-            ],
-        ),
-        (
-            TaskId::NumLessThanDiag,
-            &[
-                json!(1),
-                json!(0),
-                json!(2),
-                json!(1),
-                json!(4),
-                json!(0),
-                json!(20),
-            ],
-        ),
-        (
-            TaskId::LongestPalSubseq,
-            &[
-                json!(1),
-                json!(1),
-                json!(2),
-                json!(3),
-                json!(3),
-                json!(3),
-                json!(5),
-            ],
-        ),
-        (
-            TaskId::IsBigGap,
-            &[
-                json!(1),
-                json!(1),
-                json!(0),
-                json!(1),
-                json!(1),
-                json!(0),
-                json!(0),
-                json!(1),
-            ],
-        ),
-        (
-            TaskId::NumLocalMaxima,
-            &[
-                json!(1),
-                json!(1),
-                json!(1),
-                json!(1),
-                json!(2),
-                json!(0),
-                json!(1),
-                json!(2),
-            ],
-        ),
-        (
-            TaskId::LessThanTarget,
-            &[
-                json!(0),
-                json!(1),
-                json!(1),
-                json!(0),
-                json!(0),
-                json!(1),
-                json!(0),
-                json!(0),
-                json!(1),
-            ],
-        ),
+        (TaskId::IsPrime, &[json!(0), json!(0), json!(1), json!(0), json!(0), json!(1), json!(0)]),
+        (TaskId::IsPythagoreanTriple, &[json!(1), json!(1), json!(0), json!(1), json!(1), json!(0), json!(0)]),
+        (TaskId::IsGreaterThan58, &[json!(0), json!(0), json!(1), json!(1), json!(0), json!(1)]),
+        (TaskId::DigitSum, &[json!(0), json!(9), json!(1), json!(18), json!(10), json!(21), json!(9)]),
+        (TaskId::Func6x3, &[json!(-246), json!(3), json!(2), json!(19), json!(5123), json!(5_910_203)]),
+        (TaskId::Func3a10b5c, &[json!(0), json!(3), json!(-10), json!(5), json!(106), json!(-300)]),
+        (TaskId::FuncRecursion, &[json!(1), json!(1), json!(1), json!(3), json!(71), json!(5), json!(71), json!(81)]),
+        (TaskId::FuncAbPlusCSq, &[json!(0), json!(6), json!(25), json!(10), json!(98), json!(-1)]),
+        (TaskId::FuncGcdPlusLcm, &[json!(2), json!(14), json!(92), json!(42), json!(10), json!(325)]),
+        (TaskId::TriangleType, &[json!(2), json!(2), json!(1), json!(0), json!(1), json!(0)]),
+        (TaskId::ContainsAb, &[json!(1), json!(0), json!(1), json!(0), json!(1), json!(0), json!(1), json!(0)]),
+        (TaskId::ParitySum, &[json!(1), json!(0), json!(1), json!(0), json!(0), json!(1)]),
+        (TaskId::MaxZFunction, &[json!(0), json!(1), json!(2), json!(2), json!(1), json!(0), json!(3), json!(3)]),
+        (TaskId::AddKToKth, &[json!("b"), json!("bdf"), json!("fdb"), json!("bc"), json!("bz"), json!("jfopt")]),
+        (TaskId::CaesarCipher, &[json!("k"), json!("z"), json!("a"), json!("j"), json!("rovvy")]),
+        (TaskId::NumLessThanDiag, &[json!(1), json!(0), json!(2), json!(1), json!(4), json!(0), json!(20)]),
+        (TaskId::LongestPalSubseq, &[json!(1), json!(1), json!(2), json!(3), json!(3), json!(3), json!(5)]),
+        (TaskId::IsBigGap, &[json!(1), json!(1), json!(0), json!(1), json!(1), json!(0), json!(0), json!(1)]),
+        (TaskId::NumLocalMaxima, &[json!(1), json!(1), json!(1), json!(1), json!(2), json!(0), json!(1), json!(2)]),
+        (TaskId::LessThanTarget, &[json!(0), json!(1), json!(1), json!(0), json!(0), json!(1), json!(0), json!(0), json!(1)]),
     ];
     assert_eq!(want.len(), 20);
     for (task, outs) in want {
-        let got: Vec<Value> = anchors(*task)
-            .iter()
-            .map(|x| serde_json::to_value(evaluate(*task, x)).unwrap())
-            .collect();
+        let got: Vec<Value> = anchors(*task).iter().map(|x| serde_json::to_value(evaluate(*task, x)).unwrap()).collect();
         assert_eq!(&got, outs, "{task}");
         for x in anchors(*task) {
             assert_eq!(validate(*task, &x), Ok(()), "{task} anchor {x}");
@@ -337,10 +138,7 @@ fn check_test_set(task: TaskId, seed: u64) -> Result<(), String> {
         _ => {}
     }
     let samp = samples(task, seed, &p, &tests).map_err(|e| e.to_string())?;
-    if samp
-        .iter()
-        .any(|s| tests.iter().any(|t| t.input == s.input))
-    {
+    if samp.iter().any(|s| tests.iter().any(|t| t.input == s.input)) {
         return Err(format!("{task} seed {seed}: a sample is also a test input"));
     }
     Ok(())
@@ -386,15 +184,8 @@ fn generation_is_deterministic_and_seed_dependent() {
 
 #[test]
 fn impossible_balancing_gives_up_with_an_error() {
-    let p = TaskParams {
-        min_per_class: 1000,
-        max_balance_draws: 50,
-        ..TaskParams::default()
-    };
-    assert!(matches!(
-        test_set(TaskId::IsPrime, 0, &p),
-        Err(GenError::Exhausted { .. })
-    ));
+    let p = TaskParams { min_per_class: 1000, max_balance_draws: 50, ..TaskParams::default() };
+    assert!(matches!(test_set(TaskId::IsPrime, 0, &p), Err(GenError::Exhausted { .. })));
 }
 
 proptest! {

@@ -20,10 +20,7 @@ pub(super) struct Hypothesis {
 
 impl Hypothesis {
     fn new(name: impl Into<String>, f: impl Fn(&Input) -> Option<Output> + 'static) -> Self {
-        Hypothesis {
-            name: name.into(),
-            f: Box::new(f),
-        }
+        Hypothesis { name: name.into(), f: Box::new(f) }
     }
 
     /// Whether the rule reproduces every known pair.
@@ -84,19 +81,11 @@ impl Frac {
         }
         let g = gcd(n, d).max(1);
         let s = if d < 0 { -1 } else { 1 };
-        Some(Frac {
-            n: s * (n / g),
-            d: s * (d / g),
-        })
+        Some(Frac { n: s * (n / g), d: s * (d / g) })
     }
 
     fn add(self, o: Frac) -> Option<Frac> {
-        Frac::make(
-            self.n
-                .checked_mul(o.d)?
-                .checked_add(o.n.checked_mul(self.d)?)?,
-            self.d.checked_mul(o.d)?,
-        )
+        Frac::make(self.n.checked_mul(o.d)?.checked_add(o.n.checked_mul(self.d)?)?, self.d.checked_mul(o.d)?)
     }
 
     fn sub(self, o: Frac) -> Option<Frac> {
@@ -132,18 +121,12 @@ fn monomials(vars: usize, degree: u32) -> Vec<Vec<u32>> {
 }
 
 fn monomial(x: &[i128], e: &[u32]) -> Option<i128> {
-    x.iter()
-        .zip(e)
-        .try_fold(1i128, |acc, (&v, &k)| acc.checked_mul(v.checked_pow(k)?))
+    x.iter().zip(e).try_fold(1i128, |acc, (&v, &k)| acc.checked_mul(v.checked_pow(k)?))
 }
 
 /// Exact least-degree-agnostic fit: the unique polynomial of degree ≤ `degree` through all
 /// `points`, or `None` if the points underdetermine it or contradict every such polynomial.
-pub(super) fn fit_poly(
-    points: &[(Vec<i128>, i128)],
-    vars: usize,
-    degree: u32,
-) -> Option<Vec<(Vec<u32>, Frac)>> {
+pub(super) fn fit_poly(points: &[(Vec<i128>, i128)], vars: usize, degree: u32) -> Option<Vec<(Vec<u32>, Frac)>> {
     let mons = monomials(vars, degree);
     let m = mons.len();
     let mut rows: Vec<Vec<Frac>> = Vec::with_capacity(points.len());
@@ -203,18 +186,12 @@ fn int_points(known: &[(&Input, &Output)]) -> Vec<(Vec<i128>, i128)> {
 pub(super) const LEX_LEN: usize = 5;
 
 fn lex_block(k: usize) -> u64 {
-    (0..=k)
-        .map(|j| 26u64.pow(u32::try_from(j).unwrap_or(0)))
-        .sum()
+    (0..=k).map(|j| 26u64.pow(u32::try_from(j).unwrap_or(0))).sum()
 }
 
 /// Lexicographic rank (see [`LEX_LEN`]).
 pub(super) fn lex_rank(s: &[u8]) -> u64 {
-    s.iter()
-        .take(LEX_LEN)
-        .enumerate()
-        .map(|(i, &c)| u64::from(c.saturating_sub(b'a')) * lex_block(LEX_LEN - i - 1) + 1)
-        .sum()
+    s.iter().take(LEX_LEN).enumerate().map(|(i, &c)| u64::from(c.saturating_sub(b'a')) * lex_block(LEX_LEN - i - 1) + 1).sum()
 }
 
 /// Inverse of [`lex_rank`].
@@ -234,9 +211,7 @@ pub(super) fn lex_unrank(mut r: u64) -> String {
 }
 
 /// Largest string labelled 1 and smallest labelled 0, when every 1 sorts below every 0.
-pub(super) fn lex_interval(
-    known: &[(&Input, &Output)],
-) -> Option<(Option<String>, Option<String>)> {
+pub(super) fn lex_interval(known: &[(&Input, &Output)]) -> Option<(Option<String>, Option<String>)> {
     let mut ones: Option<&str> = None;
     let mut zeros: Option<&str> = None;
     for (x, y) in known {
@@ -264,23 +239,16 @@ fn dynamic(task: &Task, known: &[(&Input, &Output)]) -> Vec<Hypothesis> {
                 _ => (1, 3),
             };
             if let Some(coeffs) = fit_poly(&int_points(known), vars, degree) {
-                out.push(Hypothesis::new(
-                    format!("polynomial fit (degree <= {degree})"),
-                    move |x| poly_eval(&coeffs, &ints(x)).map(Output::Int),
-                ));
+                out.push(Hypothesis::new(format!("polynomial fit (degree <= {degree})"), move |x| poly_eval(&coeffs, &ints(x)).map(Output::Int)));
             }
         }
         Sig::StrClass => {
             if let Some((ones, zeros)) = lex_interval(known) {
                 if let Some(z) = zeros {
-                    out.push(Hypothesis::new(format!("s < '{z}'"), move |x| {
-                        bin(bytes(x) < z.as_bytes())
-                    }));
+                    out.push(Hypothesis::new(format!("s < '{z}'"), move |x| bin(bytes(x) < z.as_bytes())));
                 }
                 if let Some(o) = ones {
-                    out.push(Hypothesis::new(format!("s <= '{o}'"), move |x| {
-                        bin(bytes(x) <= o.as_bytes())
-                    }));
+                    out.push(Hypothesis::new(format!("s <= '{o}'"), move |x| bin(bytes(x) <= o.as_bytes())));
                 }
             }
         }
@@ -300,9 +268,7 @@ fn dynamic(task: &Task, known: &[(&Input, &Output)]) -> Vec<Hypothesis> {
                 for p in 0..=3i128 {
                     for q in 0..=3i128 {
                         for m in [Some(10i128), Some(100), Some(1000), None] {
-                            let name = format!(
-                                "f(x) = {p} f(x-2) + {q} f(x-1) mod {m:?}, f(1..{base}) given"
-                            );
+                            let name = format!("f(x) = {p} f(x-2) + {q} f(x-1) mod {m:?}, f(1..{base}) given");
                             out.push(Hypothesis::new(name, move |x| {
                                 let x = at(&ints(x), 0);
                                 recurrence(x, [f1, f2, f3], base, p, q, m).map(Output::Int)
@@ -316,25 +282,14 @@ fn dynamic(task: &Task, known: &[(&Input, &Output)]) -> Vec<Hypothesis> {
     out
 }
 
-fn recurrence(
-    x: i128,
-    init: [i128; 3],
-    base: i128,
-    p: i128,
-    q: i128,
-    m: Option<i128>,
-) -> Option<i128> {
+fn recurrence(x: i128, init: [i128; 3], base: i128, p: i128, q: i128, m: Option<i128>) -> Option<i128> {
     if !(1..=100_000).contains(&x) {
         return None;
     }
     if x <= base {
         return usize::try_from(x - 1).ok().map(|i| init[i]);
     }
-    let (mut f2, mut f1) = if base == 3 {
-        (init[1], init[2])
-    } else {
-        (init[0], init[1])
-    };
+    let (mut f2, mut f1) = if base == 3 { (init[1], init[2]) } else { (init[0], init[1]) };
     for _ in base + 1..=x {
         let mut cur = p.checked_mul(f2)?.checked_add(q.checked_mul(f1)?)?;
         if let Some(m) = m {
@@ -354,20 +309,14 @@ fn parametric(task: &Task) -> Vec<Hypothesis> {
             for t in -61..=250i128 {
                 out.push(Hypothesis::new(format!("x > {t}"), move |x| bin(x0(x) > t)));
             }
-            out.push(Hypothesis::new("x even", move |x| {
-                bin(x0(x).rem_euclid(2) == 0)
-            }));
+            out.push(Hypothesis::new("x even", move |x| bin(x0(x).rem_euclid(2) == 0)));
         }
         Sig::IntInt => {
             for m in 2..=12i128 {
-                out.push(Hypothesis::new(format!("x mod {m}"), move |x| {
-                    num(x0(x).rem_euclid(m))
-                }));
+                out.push(Hypothesis::new(format!("x mod {m}"), move |x| num(x0(x).rem_euclid(m))));
             }
             // The monotone recursion alternatives double as a fixed family.
-            out.push(Hypothesis::new("fibonacci-like mod 100", move |x| {
-                recursion_variant(x0(x), 1, 1, Some(100), 2).map(Output::Int)
-            }));
+            out.push(Hypothesis::new("fibonacci-like mod 100", move |x| recursion_variant(x0(x), 1, 1, Some(100), 2).map(Output::Int)));
         }
         Sig::TupleClass(n) => {
             let classes = if n == 6 { 3 } else { 2 };
@@ -380,16 +329,12 @@ fn parametric(task: &Task) -> Vec<Hypothesis> {
                 let v = ints(x);
                 (at(&v, 0), at(&v, 1))
             };
-            out.push(Hypothesis::new("gcd", move |x| {
-                num(gcd(pair(x).0, pair(x).1))
-            }));
+            out.push(Hypothesis::new("gcd", move |x| num(gcd(pair(x).0, pair(x).1))));
             out.push(Hypothesis::new("gcd * lcm", move |x| {
                 let (a, b) = pair(x);
                 num(gcd(a, b) * lcm(a, b))
             }));
-            out.push(Hypothesis::new("max", move |x| {
-                num(pair(x).0.max(pair(x).1))
-            }));
+            out.push(Hypothesis::new("max", move |x| num(pair(x).0.max(pair(x).1))));
             out.push(Hypothesis::new("gcd + lcm", move |x| {
                 let (a, b) = pair(x);
                 num(gcd(a, b) + lcm(a, b))
@@ -398,35 +343,21 @@ fn parametric(task: &Task) -> Vec<Hypothesis> {
         Sig::TupleInt(_) => {}
         Sig::StrClass => {
             for a in b'a'..=b'z' {
-                out.push(Hypothesis::new(
-                    format!("contains '{}'", char::from(a)),
-                    move |x| bin(bytes(x).contains(&a)),
-                ));
+                out.push(Hypothesis::new(format!("contains '{}'", char::from(a)), move |x| bin(bytes(x).contains(&a))));
             }
             for a in b'a'..=b'z' {
                 for b in b'a'..=b'z' {
                     let pat = [a, b];
-                    out.push(Hypothesis::new(
-                        format!("contains '{}'", String::from_utf8_lossy(&pat)),
-                        move |x| bin(bytes(x).windows(2).any(|w| w == pat)),
-                    ));
+                    out.push(Hypothesis::new(format!("contains '{}'", String::from_utf8_lossy(&pat)), move |x| bin(bytes(x).windows(2).any(|w| w == pat))));
                 }
             }
             for t in 1..=25i64 {
-                out.push(Hypothesis::new(format!("adjacent gap >= {t}"), move |x| {
-                    bin(bytes(x)
-                        .windows(2)
-                        .any(|w| (value(w[0]) - value(w[1])).abs() >= t))
-                }));
+                out.push(Hypothesis::new(format!("adjacent gap >= {t}"), move |x| bin(bytes(x).windows(2).any(|w| (value(w[0]) - value(w[1])).abs() >= t))));
             }
-            out.push(Hypothesis::new("odd length", |x| {
-                bin(bytes(x).len() % 2 == 1)
-            }));
+            out.push(Hypothesis::new("odd length", |x| bin(bytes(x).len() % 2 == 1)));
         }
         Sig::StrInt => {
-            out.push(Hypothesis::new("length", |x| {
-                num(i128::try_from(bytes(x).len()).unwrap_or(0))
-            }));
+            out.push(Hypothesis::new("length", |x| num(i128::try_from(bytes(x).len()).unwrap_or(0))));
             out.push(Hypothesis::new("distinct letters", |x| {
                 let mut v = bytes(x).to_vec();
                 v.sort_unstable();
@@ -434,31 +365,18 @@ fn parametric(task: &Task) -> Vec<Hypothesis> {
                 num(i128::try_from(v.len()).unwrap_or(0))
             }));
             for a in b'a'..=b'e' {
-                out.push(Hypothesis::new(
-                    format!("count of '{}'", char::from(a)),
-                    move |x| {
-                        num(i128::try_from(bytes(x).iter().filter(|&&c| c == a).count())
-                            .unwrap_or(0))
-                    },
-                ));
+                out.push(Hypothesis::new(format!("count of '{}'", char::from(a)), move |x| {
+                    num(i128::try_from(bytes(x).iter().filter(|&&c| c == a).count()).unwrap_or(0))
+                }));
             }
         }
         Sig::StrStr => {
             for k in 0..26i64 {
-                out.push(Hypothesis::new(
-                    format!("shift every letter by {k}"),
-                    move |x| {
-                        String::from_utf8(bytes(x).iter().map(|&c| shift(c, k)).collect())
-                            .ok()
-                            .map(Output::Str)
-                    },
-                ));
+                out.push(Hypothesis::new(format!("shift every letter by {k}"), move |x| {
+                    String::from_utf8(bytes(x).iter().map(|&c| shift(c, k)).collect()).ok().map(Output::Str)
+                }));
             }
-            out.push(Hypothesis::new("reverse", |x| {
-                String::from_utf8(bytes(x).iter().rev().copied().collect())
-                    .ok()
-                    .map(Output::Str)
-            }));
+            out.push(Hypothesis::new("reverse", |x| String::from_utf8(bytes(x).iter().rev().copied().collect()).ok().map(Output::Str)));
         }
     }
     out
@@ -471,10 +389,7 @@ pub(super) fn library(task: &Task, known: &[(&Input, &Output)]) -> Vec<Hypothesi
     let s = sig(task);
     let mut out = dynamic(task, known);
     out.extend(parametric(task));
-    let same: Vec<TaskId> = TaskId::ALL
-        .into_iter()
-        .filter(|t| sig(&t.task()) == s)
-        .collect();
+    let same: Vec<TaskId> = TaskId::ALL.into_iter().filter(|t| sig(&t.task()) == s).collect();
     for &t in &same {
         for a in alternatives(t) {
             let f = a.f;
@@ -482,9 +397,7 @@ pub(super) fn library(task: &Task, known: &[(&Input, &Output)]) -> Vec<Hypothesi
         }
     }
     for &t in &same {
-        out.push(Hypothesis::new(t.task().rule, move |x| {
-            Some(evaluate(t, x))
-        }));
+        out.push(Hypothesis::new(t.task().rule, move |x| Some(evaluate(t, x))));
     }
     out
 }

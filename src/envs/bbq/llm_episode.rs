@@ -28,11 +28,7 @@ use crate::spec::{ModelConfig, TaskInstance};
 /// Sends one request of the episode; a trait so tests can drive the loop without HTTP.
 pub trait Chat: Send {
     /// Answers `request`, made at `position` (`round R phase P attempt A`) of the episode.
-    fn chat<'a>(
-        &'a mut self,
-        request: &'a ChatRequest,
-        position: &'a str,
-    ) -> BoxFuture<'a, Result<ChatResponse, StepError>>;
+    fn chat<'a>(&'a mut self, request: &'a ChatRequest, position: &'a str) -> BoxFuture<'a, Result<ChatResponse, StepError>>;
 }
 
 /// Cached calls to the cell's model, scoped to the episode and sampled by the seed.
@@ -43,16 +39,8 @@ struct ApiChat<'c> {
 }
 
 impl Chat for ApiChat<'_> {
-    fn chat<'a>(
-        &'a mut self,
-        request: &'a ChatRequest,
-        position: &'a str,
-    ) -> BoxFuture<'a, Result<ChatResponse, StepError>> {
-        let site = CallSite {
-            scope: Some(self.ctx.episode_key),
-            position: position.to_owned(),
-            sample: self.seed,
-        };
+    fn chat<'a>(&'a mut self, request: &'a ChatRequest, position: &'a str) -> BoxFuture<'a, Result<ChatResponse, StepError>> {
+        let site = CallSite { scope: Some(self.ctx.episode_key), position: position.to_owned(), sample: self.seed };
         Box::pin(async move { self.ctx.chat(self.model, request, &site).await })
     }
 }
@@ -112,10 +100,7 @@ pub struct LlmLog {
 /// GPT-5-family OpenAI models that set none (§4.10, as in the write-up).
 pub fn generation_params(model: &ModelConfig) -> Map<String, Value> {
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
-    if model.provider == "openai"
-        && model.model.starts_with("gpt-5")
-        && !params.contains_key("reasoning_effort")
-    {
+    if model.provider == "openai" && model.model.starts_with("gpt-5") && !params.contains_key("reasoning_effort") {
         params.insert("reasoning_effort".into(), json!("medium"));
     }
     params
@@ -123,28 +108,14 @@ pub fn generation_params(model: &ModelConfig) -> Map<String, Value> {
 
 /// Runs a BBQ-Bench cell with an API model; returns the [`EpisodeRecord`] JSON (what
 /// `benchmark::score` reads) with the [`LlmLog`] under `llm`.
-pub async fn run(
-    ctx: EpisodeContext<'_>,
-    model: &ModelConfig,
-    task: &TaskInstance,
-    seed: u64,
-) -> Result<Value, StepError> {
-    let id: TaskId = task
-        .task
-        .parse()
-        .map_err(|e: super::task::UnknownTask| StepError::Unsupported(e.to_string()))?;
+pub async fn run(ctx: EpisodeContext<'_>, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
+    let id: TaskId = task.task.parse().map_err(|e: super::task::UnknownTask| StepError::Unsupported(e.to_string()))?;
     let object: Map<String, Value> = task.params.clone().into_iter().collect();
-    let params: TaskParams = serde_json::from_value(Value::Object(object))
-        .map_err(|e| StepError::Episode(e.to_string()))?;
+    let params: TaskParams = serde_json::from_value(Value::Object(object)).map_err(|e| StepError::Episode(e.to_string()))?;
     if params.system_prompt_version != PROMPT_VERSION {
-        return Err(StepError::Unsupported(format!(
-            "system prompt `{}` is not available (this build has `{PROMPT_VERSION}`)",
-            params.system_prompt_version
-        )));
+        return Err(StepError::Unsupported(format!("system prompt `{}` is not available (this build has `{PROMPT_VERSION}`)", params.system_prompt_version)));
     }
-    let python = SandboxRunner {
-        limits: PythonLimits::from_params(&params),
-    };
+    let python = SandboxRunner { limits: PythonLimits::from_params(&params) };
     let episode = Episode::new(id, seed, params).map_err(|e| StepError::Episode(e.to_string()))?;
     let mut chat = ApiChat { ctx, model, seed };
     let (record, log) = play(episode, &mut chat, &python, generation_params(model)).await?;
@@ -172,9 +143,7 @@ fn required_name(phase: Phase) -> &'static str {
 }
 
 fn bug(e: impl std::fmt::Display) -> StepError {
-    StepError::Episode(format!(
-        "BBQ-Bench driver out of step with the episode: {e}"
-    ))
+    StepError::Episode(format!("BBQ-Bench driver out of step with the episode: {e}"))
 }
 
 /// Plays `episode` to the end with `chat`, running `execute_python` through `python`.
@@ -200,10 +169,7 @@ pub async fn play(
     while !episode.is_finished() {
         let (phase, round) = (episode.phase(), episode.round());
         let tools = prompt::tools(episode.task(), episode.params(), phase);
-        let mut messages = vec![
-            Message::user(episode.samples_message()),
-            Message::user(prompt::phase_message(&episode)),
-        ];
+        let mut messages = vec![Message::user(episode.samples_message()), Message::user(prompt::phase_message(&episode))];
         let mut attempt = 0;
         while episode.phase() == phase && episode.round() == round {
             attempt += 1;
@@ -211,17 +177,9 @@ pub async fn play(
                 forfeit(&mut episode, phase, round)?;
                 break;
             }
-            let request = ChatRequest {
-                messages: messages.clone(),
-                system: Some(system.clone()),
-                params: params.clone(),
-                json_mode: false,
-                tools: Some(tools.clone()),
-            };
-            let position = format!(
-                "round {round} phase {} attempt {attempt}",
-                phase_name(phase)
-            );
+            let request =
+                ChatRequest { messages: messages.clone(), system: Some(system.clone()), params: params.clone(), json_mode: false, tools: Some(tools.clone()) };
+            let position = format!("round {round} phase {} attempt {attempt}", phase_name(phase));
             let response = chat.chat(&request, &position).await?;
             let reply = reply::parse(&response.text, &response.tool_calls);
             log.input_tokens += response.usage.input;
@@ -238,14 +196,8 @@ pub async fn play(
             });
             let results = handle(&mut episode, phase, &reply, python, &mut log).await?;
             if episode.phase() == phase && episode.round() == round {
-                messages.push(Message::assistant(reply::render_turn(
-                    &response.text,
-                    &response.tool_calls,
-                )));
-                messages.push(Message::user(format!(
-                    "Tool results:\n{}",
-                    results.join("\n")
-                )));
+                messages.push(Message::assistant(reply::render_turn(&response.text, &response.tool_calls)));
+                messages.push(Message::user(format!("Tool results:\n{}", results.join("\n"))));
             }
         }
     }
@@ -255,38 +207,21 @@ pub async fn play(
 /// Ends a phase whose model never stopped calling (the guard in [`play`]).
 fn forfeit(episode: &mut Episode, phase: Phase, round: u32) -> Result<(), StepError> {
     while episode.phase() == phase && episode.round() == round {
-        episode
-            .record_failure(required_tool(phase), "too many calls in one phase")
-            .map_err(bug)?;
+        episode.record_failure(required_tool(phase), "too many calls in one phase").map_err(bug)?;
     }
     Ok(())
 }
 
 /// Failed attempts of `tool` so far in the current phase, for the model's feedback.
 fn failures_so_far(episode: &Episode, phase: Phase, round: u32, tool: Tool) -> usize {
-    episode
-        .record()
-        .failures
-        .iter()
-        .filter(|f| f.round == round && f.phase == phase && f.tool == tool)
-        .count()
+    episode.record().failures.iter().filter(|f| f.round == round && f.phase == phase && f.tool == tool).count()
 }
 
 /// `{"error": ..}` with the attempt count appended.
-fn error_line(
-    name: &str,
-    episode: &Episode,
-    phase: Phase,
-    round: u32,
-    tool: Tool,
-    message: &str,
-) -> String {
+fn error_line(name: &str, episode: &Episode, phase: Phase, round: u32, tool: Tool, message: &str) -> String {
     let n = failures_so_far(episode, phase, round, tool);
     let max = episode.params().max_attempts.max(1);
-    json_line(
-        name,
-        &json!({"error": format!("{message} (failed attempt {n} of {max})")}),
-    )
+    json_line(name, &json!({"error": format!("{message} (failed attempt {n} of {max})")}))
 }
 
 fn json_line(name: &str, value: &Value) -> String {
@@ -294,13 +229,7 @@ fn json_line(name: &str, value: &Value) -> String {
 }
 
 /// Applies one reply to the episode; returns the tool-result lines for the model.
-async fn handle(
-    episode: &mut Episode,
-    phase: Phase,
-    reply: &Reply,
-    python: &dyn PythonRunner,
-    log: &mut LlmLog,
-) -> Result<Vec<String>, StepError> {
+async fn handle(episode: &mut Episode, phase: Phase, reply: &Reply, python: &dyn PythonRunner, log: &mut LlmLog) -> Result<Vec<String>, StepError> {
     let round = episode.round();
     let required = required_tool(phase);
     let mut lines = Vec::new();
@@ -314,40 +243,16 @@ async fn handle(
             Item::Malformed(why) => {
                 if phase == Phase::Scratchpad {
                     if episode.python_available() {
-                        episode
-                            .record_failure(
-                                Tool::ExecutePython,
-                                &format!("malformed tool call: {why}"),
-                            )
-                            .map_err(bug)?;
+                        episode.record_failure(Tool::ExecutePython, &format!("malformed tool call: {why}")).map_err(bug)?;
                         counted = true;
-                        lines.push(error_line(
-                            "tool call",
-                            episode,
-                            phase,
-                            round,
-                            Tool::ExecutePython,
-                            &format!("malformed tool call: {why}"),
-                        ));
+                        lines.push(error_line("tool call", episode, phase, round, Tool::ExecutePython, &format!("malformed tool call: {why}")));
                     } else {
-                        lines.push(json_line(
-                            "tool call",
-                            &json!({"error": format!("malformed tool call: {why}")}),
-                        ));
+                        lines.push(json_line("tool call", &json!({"error": format!("malformed tool call: {why}")})));
                     }
                 } else {
-                    episode
-                        .record_failure(required, &format!("malformed tool call: {why}"))
-                        .map_err(bug)?;
+                    episode.record_failure(required, &format!("malformed tool call: {why}")).map_err(bug)?;
                     counted = true;
-                    lines.push(error_line(
-                        "tool call",
-                        episode,
-                        phase,
-                        round,
-                        required,
-                        &format!("malformed tool call: {why}"),
-                    ));
+                    lines.push(error_line("tool call", episode, phase, round, required, &format!("malformed tool call: {why}")));
                 }
                 continue;
             }
@@ -367,56 +272,27 @@ async fn handle(
                     continue;
                 };
                 match episode.query_json(inputs) {
-                    Ok(resp) => {
-                        lines.push(json_line(QUERY, &serde_json::to_value(&resp).map_err(bug)?))
-                    }
-                    Err(e) => lines.push(error_line(
-                        QUERY,
-                        episode,
-                        phase,
-                        round,
-                        Tool::Query,
-                        &e.to_string(),
-                    )),
+                    Ok(resp) => lines.push(json_line(QUERY, &serde_json::to_value(&resp).map_err(bug)?)),
+                    Err(e) => lines.push(error_line(QUERY, episode, phase, round, Tool::Query, &e.to_string())),
                 }
             }
             (SUBMIT, Phase::Evaluation) => {
                 counted = true;
-                let Some(predictions) = arguments.get("predictions").and_then(Value::as_array)
-                else {
+                let Some(predictions) = arguments.get("predictions").and_then(Value::as_array) else {
                     let why = "malformed `submit_predictions` arguments: expected {\"predictions\": [...]}";
-                    episode
-                        .record_failure(Tool::SubmitPredictions, why)
-                        .map_err(bug)?;
-                    lines.push(error_line(
-                        SUBMIT,
-                        episode,
-                        phase,
-                        round,
-                        Tool::SubmitPredictions,
-                        why,
-                    ));
+                    episode.record_failure(Tool::SubmitPredictions, why).map_err(bug)?;
+                    lines.push(error_line(SUBMIT, episode, phase, round, Tool::SubmitPredictions, why));
                     continue;
                 };
                 let n = predictions.len();
                 match episode.submit_json_predictions(predictions.clone()) {
                     Ok(_) => lines.push(json_line(SUBMIT, &json!({"received": n}))),
-                    Err(e) => lines.push(error_line(
-                        SUBMIT,
-                        episode,
-                        phase,
-                        round,
-                        Tool::SubmitPredictions,
-                        &e.to_string(),
-                    )),
+                    Err(e) => lines.push(error_line(SUBMIT, episode, phase, round, Tool::SubmitPredictions, &e.to_string())),
                 }
             }
             (other, _) => {
                 let why = if [QUERY, SUBMIT].contains(&other) {
-                    format!(
-                        "`{other}` is not available in the {} phase",
-                        phase_name(phase)
-                    )
+                    format!("`{other}` is not available in the {} phase", phase_name(phase))
                 } else {
                     format!("unknown tool `{other}`")
                 };
@@ -434,18 +310,14 @@ async fn handle(
         return Ok(lines);
     }
     match phase {
-        Phase::Scratchpad if reply.prose.is_empty() => episode
-            .record_failure(Tool::Scratchpad, "empty scratchpad reply")
-            .map_err(bug)?,
+        Phase::Scratchpad if reply.prose.is_empty() => episode.record_failure(Tool::Scratchpad, "empty scratchpad reply").map_err(bug)?,
         Phase::Scratchpad => {
             episode.set_scratchpad(&reply.prose).map_err(bug)?;
         }
         _ => {
             let name = required_name(phase);
             let why = if reply.items.is_empty() {
-                format!(
-                    "no tool call found: call `{name}` (natively, or as <TOOL>{{\"name\": \"{name}\", \"arguments\": {{...}}}}</TOOL>)"
-                )
+                format!("no tool call found: call `{name}` (natively, or as <TOOL>{{\"name\": \"{name}\", \"arguments\": {{...}}}}</TOOL>)")
             } else {
                 format!("no `{name}` call")
             };
@@ -466,26 +338,14 @@ async fn python_call(
 ) -> Result<bool, StepError> {
     let (phase, round) = (episode.phase(), episode.round());
     if !episode.python_available() {
-        let why = episode.record_python_success().err().map_or_else(
-            || "execute_python is unavailable".to_owned(),
-            |e| e.to_string(),
-        );
+        let why = episode.record_python_success().err().map_or_else(|| "execute_python is unavailable".to_owned(), |e| e.to_string());
         lines.push(json_line(PYTHON, &json!({"error": why})));
         return Ok(false);
     }
     let Some(code) = arguments.get("code").and_then(Value::as_str) else {
         let why = "malformed `execute_python` arguments: expected {\"code\": \"...\"}";
-        episode
-            .record_failure(Tool::ExecutePython, why)
-            .map_err(bug)?;
-        lines.push(error_line(
-            PYTHON,
-            episode,
-            phase,
-            round,
-            Tool::ExecutePython,
-            why,
-        ));
+        episode.record_failure(Tool::ExecutePython, why).map_err(bug)?;
+        lines.push(error_line(PYTHON, episode, phase, round, Tool::ExecutePython, why));
         return Ok(true);
     };
     let run = python.run(code).await?;
@@ -493,15 +353,10 @@ async fn python_call(
     if run.succeeded() {
         episode.record_python_success().map_err(bug)?;
     } else {
-        episode
-            .record_failure(Tool::ExecutePython, &run.failure_cause())
-            .map_err(bug)?;
+        episode.record_failure(Tool::ExecutePython, &run.failure_cause()).map_err(bug)?;
         let n = failures_so_far(episode, phase, round, Tool::ExecutePython);
         let max = episode.params().max_attempts.max(1);
-        result["error"] = json!(format!(
-            "{} (failed attempt {n} of {max})",
-            run.failure_cause()
-        ));
+        result["error"] = json!(format!("{} (failed attempt {n} of {max})", run.failure_cause()));
     }
     lines.push(json_line(PYTHON, &result));
     log.python_runs.push(PythonLog { round, phase, run });

@@ -22,11 +22,7 @@ pub struct Rate {
 
 impl Rate {
     fn of(solved: usize, runs: usize) -> Rate {
-        let rate = if runs == 0 {
-            0.0
-        } else {
-            solved as f64 / runs as f64
-        };
+        let rate = if runs == 0 { 0.0 } else { solved as f64 / runs as f64 };
         Rate { solved, runs, rate }
     }
 }
@@ -93,10 +89,7 @@ pub fn per_task(records: &[EpisodeRecord]) -> BTreeMap<TaskId, Rate> {
         e.0 += usize::from(r.solved);
         e.1 += 1;
     }
-    counts
-        .into_iter()
-        .map(|(t, (s, n))| (t, Rate::of(s, n)))
-        .collect()
+    counts.into_iter().map(|(t, (s, n))| (t, Rate::of(s, n))).collect()
 }
 
 /// F(p) for p = i / steps, i = 0..=steps: fraction of all task-runs that were solved with
@@ -108,18 +101,9 @@ pub fn efficiency_curve(records: &[EpisodeRecord], steps: u32) -> Vec<CurvePoint
         .map(|i| {
             let hits = records
                 .iter()
-                .filter(|r| {
-                    r.solved
-                        && r.solved_at_queries.is_some_and(|q| {
-                            u64::from(q) * u64::from(steps)
-                                <= u64::from(i) * u64::from(r.total_queries)
-                        })
-                })
+                .filter(|r| r.solved && r.solved_at_queries.is_some_and(|q| u64::from(q) * u64::from(steps) <= u64::from(i) * u64::from(r.total_queries)))
                 .count();
-            CurvePoint {
-                budget_fraction: f64::from(i) / f64::from(steps),
-                solved_fraction: if n == 0 { 0.0 } else { hits as f64 / n as f64 },
-            }
+            CurvePoint { budget_fraction: f64::from(i) / f64::from(steps), solved_fraction: if n == 0 { 0.0 } else { hits as f64 / n as f64 } }
         })
         .collect()
 }

@@ -34,30 +34,9 @@ fn scores_sub_scores_and_per_task_rates() {
         rec(TaskId::MaxZFunction, Some(100)), // string, u = 1
     ];
     let s = summarize(&rs);
-    assert_eq!(
-        s.overall,
-        Rate {
-            solved: 4,
-            runs: 5,
-            rate: 0.8
-        }
-    );
-    assert_eq!(
-        s.numeric,
-        Rate {
-            solved: 2,
-            runs: 3,
-            rate: 2.0 / 3.0
-        }
-    );
-    assert_eq!(
-        s.string,
-        Rate {
-            solved: 2,
-            runs: 2,
-            rate: 1.0
-        }
-    );
+    assert_eq!(s.overall, Rate { solved: 4, runs: 5, rate: 0.8 });
+    assert_eq!(s.numeric, Rate { solved: 2, runs: 3, rate: 2.0 / 3.0 });
+    assert_eq!(s.string, Rate { solved: 2, runs: 2, rate: 1.0 });
     assert_eq!(s.per_task[&TaskId::IsPrime].rate, 0.5);
     assert_eq!(s.per_task.len(), 4);
     assert!((score(&rs) - 0.8).abs() < 1e-12);

@@ -18,8 +18,8 @@ pub mod parse;
 pub mod prompt;
 pub mod python;
 pub mod record;
-pub mod report;
 pub mod reply;
+pub mod report;
 pub mod solver;
 pub mod task;
 pub mod value;
@@ -30,15 +30,7 @@ pub use episode::{Episode, EpisodeError, truncate_words};
 pub use function::{Input, Output, call, evaluate, evaluate_with};
 pub use generator::{Case, GenError, SplitMix64, fnv1a64, samples, test_set};
 pub use metrics::{CurvePoint, Rate, Summary, efficiency_curve, mean_ci50, score, summarize};
-pub use parse::{
-    InputError, parse_input, parse_input_with, parse_json_input_with, validate, validate_with,
-};
-pub use record::{
-    EpisodeRecord, Evaluation, Forfeit, Phase, QueryResponse, QueryResult, RoundRecord, Tool,
-    ToolFailure,
-};
+pub use parse::{InputError, parse_input, parse_input_with, parse_json_input_with, validate, validate_with};
+pub use record::{EpisodeRecord, Evaluation, Forfeit, Phase, QueryResponse, QueryResult, RoundRecord, Tool, ToolFailure};
 pub use solver::SolverAgent;
-pub use task::{
-    BENCHMARK_ID, DEFAULT_TEST_SEED, Family, GapComparison, IndexRule, InputKind, OutputKind, Task,
-    TaskId, TaskParams, UnknownTask,
-};
+pub use task::{BENCHMARK_ID, DEFAULT_TEST_SEED, Family, GapComparison, IndexRule, InputKind, OutputKind, Task, TaskId, TaskParams, UnknownTask};

@@ -2,10 +2,8 @@
 //! parentheses or brackets, quoted or bare strings), arity and domain checks, and the
 //! model-facing error messages (wrong arity, out of domain, malformed).
 
+use super::task::{InputKind, MAX_STRING_LEN, MIN_STRING_LEN, Task, TaskId, TaskParams, UnknownTask};
 use super::value::Input;
-use super::task::{
-    InputKind, MAX_STRING_LEN, MIN_STRING_LEN, Task, TaskId, TaskParams, UnknownTask,
-};
 
 /// Why a query input was rejected (§4.2); the message names the input as the model wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,11 +89,7 @@ impl LitParser<'_> {
                     }
                 }
                 // Python: `(x)` is x itself, `(x,)` a 1-tuple; lists are always sequences.
-                if open == b'(' && items.len() == 1 && !saw_comma {
-                    items.pop()
-                } else {
-                    Some(Lit::Seq(items))
-                }
+                if open == b'(' && items.len() == 1 && !saw_comma { items.pop() } else { Some(Lit::Seq(items)) }
             }
             q @ (b'\'' | b'"') => {
                 self.pos += 1;
@@ -106,9 +100,7 @@ impl LitParser<'_> {
                     }
                     self.pos += 1;
                 }
-                let text = std::str::from_utf8(&self.s[start..self.pos])
-                    .ok()?
-                    .to_string();
+                let text = std::str::from_utf8(&self.s[start..self.pos]).ok()?.to_string();
                 self.pos += 1;
                 Some(Lit::Str(text))
             }
@@ -141,10 +133,7 @@ impl LitParser<'_> {
 
 /// Parses a whole text as one literal; `None` when it is not a literal.
 fn parse_literal(text: &str) -> Option<Lit> {
-    let mut p = LitParser {
-        s: text.as_bytes(),
-        pos: 0,
-    };
+    let mut p = LitParser { s: text.as_bytes(), pos: 0 };
     let v = p.value()?;
     p.ws();
     (p.pos == p.s.len()).then_some(v)
@@ -160,23 +149,15 @@ fn int_range(positive: bool, params: &TaskParams) -> (i64, i64) {
 fn check_int(text: &str, v: i128, positive: bool, params: &TaskParams) -> Result<i64, InputError> {
     let (lo, hi) = int_range(positive, params);
     if v < i128::from(lo) || v > i128::from(hi) {
-        return Err(InputError::OutOfDomain {
-            input: text.to_string(),
-            reason: format!("integers must be between {lo} and {hi}"),
-        });
+        return Err(InputError::OutOfDomain { input: text.to_string(), reason: format!("integers must be between {lo} and {hi}") });
     }
-    i64::try_from(v).map_err(|_| InputError::OutOfDomain {
-        input: text.to_string(),
-        reason: format!("integers must be between {lo} and {hi}"),
-    })
+    i64::try_from(v).map_err(|_| InputError::OutOfDomain { input: text.to_string(), reason: format!("integers must be between {lo} and {hi}") })
 }
 
 /// Whether the six ints are the vertices of a non-degenerate triangle (§4.2).
 pub fn is_nondegenerate_triangle(v: &[i64]) -> bool {
     let g = |i: usize| i128::from(v.get(i).copied().unwrap_or(0));
-    let cross = ((g(2) - g(0)).checked_mul(g(5) - g(1)))
-        .zip((g(3) - g(1)).checked_mul(g(4) - g(0)))
-        .map(|(p, q)| p - q);
+    let cross = ((g(2) - g(0)).checked_mul(g(5) - g(1))).zip((g(3) - g(1)).checked_mul(g(4) - g(0))).map(|(p, q)| p - q);
     // Overflow only happens far outside every domain: reject.
     v.len() == 6 && cross.is_some_and(|c| c != 0)
 }
@@ -190,18 +171,13 @@ pub fn validate(task: TaskId, input: &Input) -> Result<(), InputError> {
 pub fn validate_with(task: TaskId, input: &Input, params: &TaskParams) -> Result<(), InputError> {
     let text = input.to_string();
     match (task.task().input, input) {
-        (InputKind::Int { positive }, Input::Int(x)) => {
-            check_int(&text, i128::from(*x), positive, params).map(|_| ())
-        }
+        (InputKind::Int { positive }, Input::Int(x)) => check_int(&text, i128::from(*x), positive, params).map(|_| ()),
         (InputKind::Tuple { .. }, Input::Tuple(xs)) => {
             let lit = Lit::Seq(xs.iter().map(|&x| Lit::Int(i128::from(x))).collect());
             typed(task.task(), &text, Some(lit), params).map(|_| ())
         }
         (InputKind::Str, Input::Str(s)) => check_str(&text, s).map(|_| ()),
-        _ => Err(InputError::Malformed {
-            input: text,
-            expected: expected_text(&task.task()),
-        }),
+        _ => Err(InputError::Malformed { input: text, expected: expected_text(&task.task()) }),
     }
 }
 
@@ -221,71 +197,40 @@ fn check_str(text: &str, s: &str) -> Result<Input, InputError> {
     if !(MIN_STRING_LEN..=MAX_STRING_LEN).contains(&n) {
         return Err(InputError::OutOfDomain {
             input: text.to_string(),
-            reason: format!(
-                "strings must have {MIN_STRING_LEN} to {MAX_STRING_LEN} characters, got {n}"
-            ),
+            reason: format!("strings must have {MIN_STRING_LEN} to {MAX_STRING_LEN} characters, got {n}"),
         });
     }
     if !s.bytes().all(|b| b.is_ascii_lowercase()) {
-        return Err(InputError::OutOfDomain {
-            input: text.to_string(),
-            reason: "strings may contain only lower-case letters a-z".to_string(),
-        });
+        return Err(InputError::OutOfDomain { input: text.to_string(), reason: "strings may contain only lower-case letters a-z".to_string() });
     }
     Ok(Input::Str(s.to_string()))
 }
 
 /// Turns a parsed literal (or `None` for a non-literal text) into a validated input.
-fn typed(
-    task: Task,
-    text: &str,
-    lit: Option<Lit>,
-    params: &TaskParams,
-) -> Result<Input, InputError> {
+fn typed(task: Task, text: &str, lit: Option<Lit>, params: &TaskParams) -> Result<Input, InputError> {
     // Numeric tasks: a quoted literal is unwrapped once, as for a JSON string item
     // ("strings that are a base-10 integer literal", "strings of the form (a, b, c)").
     let lit = match lit {
-        Some(Lit::Str(inner)) if !matches!(task.input, InputKind::Str) => {
-            parse_literal(inner.trim()).filter(|l| !matches!(l, Lit::Str(_)))
-        }
+        Some(Lit::Str(inner)) if !matches!(task.input, InputKind::Str) => parse_literal(inner.trim()).filter(|l| !matches!(l, Lit::Str(_))),
         other => other,
     };
-    let malformed = || InputError::Malformed {
-        input: text.to_string(),
-        expected: expected_text(&task),
-    };
+    let malformed = || InputError::Malformed { input: text.to_string(), expected: expected_text(&task) };
     match task.input {
         InputKind::Int { positive } => match lit {
             Some(Lit::Int(v)) => check_int(text, v, positive, params).map(Input::Int),
-            Some(Lit::Seq(items)) => Err(InputError::WrongArity {
-                input: text.to_string(),
-                expected: 1,
-                got: items.len(),
-            }),
+            Some(Lit::Seq(items)) => Err(InputError::WrongArity { input: text.to_string(), expected: 1, got: items.len() }),
             _ => Err(malformed()),
         },
-        InputKind::Tuple {
-            arity,
-            positive,
-            triangle,
-        } => {
+        InputKind::Tuple { arity, positive, triangle } => {
             let items = match lit {
                 Some(Lit::Seq(items)) => items,
                 Some(Lit::Int(_)) => {
-                    return Err(InputError::WrongArity {
-                        input: text.to_string(),
-                        expected: arity,
-                        got: 1,
-                    });
+                    return Err(InputError::WrongArity { input: text.to_string(), expected: arity, got: 1 });
                 }
                 _ => return Err(malformed()),
             };
             if items.len() != arity {
-                return Err(InputError::WrongArity {
-                    input: text.to_string(),
-                    expected: arity,
-                    got: items.len(),
-                });
+                return Err(InputError::WrongArity { input: text.to_string(), expected: arity, got: items.len() });
             }
             let mut xs = Vec::with_capacity(arity);
             for item in items {
@@ -297,8 +242,7 @@ fn typed(
             if triangle && !is_nondegenerate_triangle(&xs) {
                 return Err(InputError::OutOfDomain {
                     input: text.to_string(),
-                    reason: "the points (a, b), (c, d), (e, f) must be distinct and not collinear"
-                        .to_string(),
+                    reason: "the points (a, b), (c, d), (e, f) must be distinct and not collinear".to_string(),
                 });
             }
             Ok(Input::Tuple(xs))
@@ -319,31 +263,19 @@ pub fn parse_input(task: TaskId, text: &str) -> Result<Input, InputError> {
 
 /// Parses one query input (§4.2): integer literals, `(a, b, c)` / `[a, b, c]` tuples, quoted or
 /// bare strings; then validates it against the task's domain under `params`.
-pub fn parse_input_with(
-    task: TaskId,
-    text: &str,
-    params: &TaskParams,
-) -> Result<Input, InputError> {
+pub fn parse_input_with(task: TaskId, text: &str, params: &TaskParams) -> Result<Input, InputError> {
     typed(task.task(), text, parse_literal(text.trim()), params)
 }
 
 /// Parses one JSON item of a `query` tool call (§4.2): JSON integers (not booleans or floats),
 /// arrays of integers for tuples, and strings (parsed as in [`parse_input_with`]).
-pub fn parse_json_input_with(
-    task: TaskId,
-    value: &serde_json::Value,
-    params: &TaskParams,
-) -> Result<Input, InputError> {
+pub fn parse_json_input_with(task: TaskId, value: &serde_json::Value, params: &TaskParams) -> Result<Input, InputError> {
     use serde_json::Value;
     let t = task.task();
     let text = value.to_string();
     let int_lit = |v: &Value| -> Option<Lit> {
         match v {
-            Value::Number(n) => n
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| n.as_u64().map(i128::from))
-                .map(Lit::Int),
+            Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)).map(Lit::Int),
             _ => None,
         }
     };
@@ -352,10 +284,7 @@ pub fn parse_json_input_with(
         Value::Number(_) => match int_lit(value) {
             Some(l) => Some(l),
             None => {
-                return Err(InputError::Malformed {
-                    input: text,
-                    expected: expected_text(&t),
-                });
+                return Err(InputError::Malformed { input: text, expected: expected_text(&t) });
             }
         },
         Value::Array(items) => {
@@ -363,18 +292,12 @@ pub fn parse_json_input_with(
             match lits {
                 Some(l) => Some(Lit::Seq(l)),
                 None => {
-                    return Err(InputError::Malformed {
-                        input: text,
-                        expected: expected_text(&t),
-                    });
+                    return Err(InputError::Malformed { input: text, expected: expected_text(&t) });
                 }
             }
         }
         Value::Bool(_) | Value::Null | Value::Object(_) => {
-            return Err(InputError::Malformed {
-                input: text,
-                expected: expected_text(&t),
-            });
+            return Err(InputError::Malformed { input: text, expected: expected_text(&t) });
         }
     };
     typed(t, &text, lit, params)

@@ -36,9 +36,7 @@ fn example_input(task: &Task) -> Value {
 /// How inputs are written in `query` calls, for the system prompt.
 fn encoding_line(task: &Task) -> &'static str {
     match task.input {
-        InputKind::Int { .. } => {
-            "Write each input as a JSON integer (e.g. 7) or a string holding one (\"7\")."
-        }
+        InputKind::Int { .. } => "Write each input as a JSON integer (e.g. 7) or a string holding one (\"7\").",
         InputKind::Tuple { .. } => {
             "Write each input as a tuple string in parentheses (e.g. \"(1, 2, 3)\") or as a JSON array of integers; \
              `inputs` is always a list of such inputs."
@@ -52,10 +50,7 @@ fn encoding_line(task: &Task) -> &'static str {
 pub fn system_prompt(task: &Task, params: &TaskParams) -> String {
     let batch = task.query_batch_size;
     let plural = if batch == 1 { "input" } else { "inputs" };
-    let example = format!(
-        "{{\"name\": \"{QUERY}\", \"arguments\": {{\"inputs\": [{}]}}}}",
-        example_input(task)
-    );
+    let example = format!("{{\"name\": \"{QUERY}\", \"arguments\": {{\"inputs\": [{}]}}}}", example_input(task));
     format!(
         "Your goal is to discover a hidden rule (a black-box function) through strategic queries, \
 and then to predict its outputs on a set of test inputs.\n\
@@ -119,22 +114,14 @@ accepted too).",
 pub fn phase_message(episode: &Episode) -> String {
     let task = episode.task();
     let round = episode.round();
-    let mut s = if round == 0 {
-        "Round 0 (before any queries).".to_string()
-    } else {
-        format!("Round {round} of {}.", task.rounds())
-    };
+    let mut s = if round == 0 { "Round 0 (before any queries).".to_string() } else { format!("Round {round} of {}.", task.rounds()) };
     if round > 0 {
         let pad = episode.scratchpad();
         let pad = if pad.is_empty() { "(empty)" } else { pad };
         s.push_str(&format!("\n\nYour scratchpad:\n{pad}"));
     }
     let history = episode.history_lines();
-    let history = if history.is_empty() {
-        "(none)".to_string()
-    } else {
-        history
-    };
+    let history = if history.is_empty() { "(none)".to_string() } else { history };
     s.push_str(&format!(
         "\n\nQuery history ({}, in query order):\n{history}\n\nRemaining query budget: {} of {}.",
         count(episode.history().len(), "query", "queries"),
@@ -199,11 +186,7 @@ pub fn query_tool(task: &Task) -> ToolSpec {
         name: QUERY.into(),
         description: format!(
             "Reveal the hidden function's output for up to {} (each costs one query from the budget).",
-            count(
-                usize::try_from(task.query_batch_size).unwrap_or(usize::MAX),
-                "input",
-                "inputs"
-            )
+            count(usize::try_from(task.query_batch_size).unwrap_or(usize::MAX), "input", "inputs")
         ),
         parameters: json!({
             "type": "object",

@@ -16,13 +16,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::task::TaskParams;
+use crate::exec::{BoxFuture, StepError};
 use crate::sandbox::gpu::Slot;
 use crate::sandbox::output::truncate_view;
-use crate::sandbox::{
-    BackendChoice, IsolationReport, LimitKind, Limits, OutputLimits, Predictions, RunSpec, Sandbox,
-    SandboxConfig, SandboxError,
-};
-use crate::exec::{BoxFuture, StepError};
+use crate::sandbox::{BackendChoice, IsolationReport, LimitKind, Limits, OutputLimits, Predictions, RunSpec, Sandbox, SandboxConfig, SandboxError};
 
 /// Where the wrapper sends stderr, relative to the run's working directory.
 const STDERR_FILE: &str = "stderr.txt";
@@ -74,12 +71,7 @@ impl PythonLimits {
                 tmpfs_bytes: 64 << 20,
                 workspace_bytes: 64 << 20,
             },
-            output: OutputLimits {
-                view_head_chars: head,
-                view_tail_chars: self.output_cap_chars - head,
-                log_head_bytes: 0,
-                log_tail_bytes: 0,
-            },
+            output: OutputLimits { view_head_chars: head, view_tail_chars: self.output_cap_chars - head, log_head_bytes: 0, log_tail_bytes: 0 },
             max_predictions_bytes: FILE_CAP_BYTES,
             kill_grace_ms: 1000,
             probe_timeout_s: 20,
@@ -117,20 +109,11 @@ impl PythonRun {
 
     /// Why the run counts as a failed attempt (§4.9), for the failure log.
     pub fn failure_cause(&self) -> String {
-        let limit = self
-            .limit
-            .map(|l| format!(" ({l:?} limit)"))
-            .unwrap_or_default();
+        let limit = self.limit.map(|l| format!(" ({l:?} limit)")).unwrap_or_default();
         if self.timed_out {
             return "execute_python timed out".into();
         }
-        let last = self
-            .stderr
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim();
+        let last = self.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
         let last: String = last.chars().take(200).collect();
         match (self.exit_code, self.signal) {
             (_, Some(sig)) => format!("execute_python killed by signal {sig}{limit}"),
@@ -206,15 +189,8 @@ impl PythonSandbox {
         let empty = tempfile::Builder::new()
             .prefix("evalgrid-bbq-empty-")
             .tempdir()
-            .map_err(|source| SandboxError::Io {
-                what: "creating an empty data folder".into(),
-                source,
-            })?;
-        Ok(PythonSandbox {
-            sandbox,
-            limits,
-            empty,
-        })
+            .map_err(|source| SandboxError::Io { what: "creating an empty data folder".into(), source })?;
+        Ok(PythonSandbox { sandbox, limits, empty })
     }
 
     /// What the sandbox guarantees on this host (network and filesystem isolation, nproc).
@@ -226,13 +202,7 @@ impl PythonSandbox {
     pub fn run(&self, code: &str) -> Result<PythonRun, SandboxError> {
         let slot = Slot::Cpu { id: 0, threads: 1 };
         let program = wrapper(code, self.limits.numpy);
-        let spec = RunSpec {
-            code: &program,
-            data_dir: self.empty.path(),
-            predictions_file: STDERR_FILE,
-            time_limit: self.limits.timeout,
-            slot: &slot,
-        };
+        let spec = RunSpec { code: &program, data_dir: self.empty.path(), predictions_file: STDERR_FILE, time_limit: self.limits.timeout, slot: &slot };
         let r = self.sandbox.run(&spec)?;
         let head = self.limits.output_cap_chars / 2;
         let tail = self.limits.output_cap_chars - head;
@@ -271,17 +241,10 @@ static SHARED: Mutex<Vec<Arc<PythonSandbox>>> = Mutex::new(Vec::new());
 /// The process-wide sandbox for `limits`, probed on first use.
 pub fn shared(limits: &PythonLimits) -> Result<Arc<PythonSandbox>, StepError> {
     let poisoned = || StepError::Worker("python sandbox registry poisoned".into());
-    if let Some(sb) = SHARED
-        .lock()
-        .map_err(|_| poisoned())?
-        .iter()
-        .find(|s| &s.limits == limits)
-    {
+    if let Some(sb) = SHARED.lock().map_err(|_| poisoned())?.iter().find(|s| &s.limits == limits) {
         return Ok(Arc::clone(sb));
     }
-    let sb = Arc::new(PythonSandbox::new(limits.clone()).map_err(|e| {
-        StepError::Episode(format!("cannot set up the execute_python sandbox: {e}"))
-    })?);
+    let sb = Arc::new(PythonSandbox::new(limits.clone()).map_err(|e| StepError::Episode(format!("cannot set up the execute_python sandbox: {e}")))?);
     SHARED.lock().map_err(|_| poisoned())?.push(Arc::clone(&sb));
     Ok(sb)
 }
@@ -298,13 +261,9 @@ impl PythonRunner for SandboxRunner {
     fn run<'a>(&'a self, code: &'a str) -> BoxFuture<'a, Result<PythonRun, StepError>> {
         let (limits, code) = (self.limits.clone(), code.to_owned());
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                shared(&limits)?
-                    .run(&code)
-                    .map_err(|e| StepError::Episode(format!("execute_python sandbox failed: {e}")))
-            })
-            .await
-            .map_err(|e| StepError::Worker(e.to_string()))?
+            tokio::task::spawn_blocking(move || shared(&limits)?.run(&code).map_err(|e| StepError::Episode(format!("execute_python sandbox failed: {e}"))))
+                .await
+                .map_err(|e| StepError::Worker(e.to_string()))?
         })
     }
 }

@@ -64,22 +64,14 @@ fn arguments_object(name: &str, value: &Value) -> Result<Map<String, Value>, Str
 /// A `{"name": .., "arguments": ..}` object as a call; `strict` reports why a non-call fails.
 fn call_of(value: &Value) -> Result<Item, String> {
     let Some(obj) = value.as_object() else {
-        return Err(
-            "a tool call must be a JSON object {\"name\": ..., \"arguments\": {...}}".into(),
-        );
+        return Err("a tool call must be a JSON object {\"name\": ..., \"arguments\": {...}}".into());
     };
     let Some(name) = obj.get("name").and_then(Value::as_str) else {
         return Err("a tool call needs a string \"name\"".into());
     };
-    let arguments = obj
-        .get("arguments")
-        .or_else(|| obj.get("parameters"))
-        .unwrap_or(&Value::Null);
+    let arguments = obj.get("arguments").or_else(|| obj.get("parameters")).unwrap_or(&Value::Null);
     Ok(match arguments_object(name, arguments) {
-        Ok(arguments) => Item::Call {
-            name: name.to_owned(),
-            arguments,
-        },
+        Ok(arguments) => Item::Call { name: name.to_owned(), arguments },
         Err(e) => Item::Malformed(e),
     })
 }
@@ -126,11 +118,7 @@ fn tool_blocks(text: &str) -> (Vec<Item>, String) {
 fn fenced_calls(text: &str) -> Vec<Item> {
     let whole = text.trim();
     if whole.starts_with('{') && whole.ends_with('}') {
-        return serde_json::from_str::<Value>(whole)
-            .ok()
-            .and_then(|v| known_call(&v))
-            .into_iter()
-            .collect();
+        return serde_json::from_str::<Value>(whole).ok().and_then(|v| known_call(&v)).into_iter().collect();
     }
     let mut items = Vec::new();
     let mut rest = text;
@@ -139,10 +127,7 @@ fn fenced_calls(text: &str) -> Vec<Item> {
         let Some(nl) = after.find('\n') else { break };
         let body = &after[nl + 1..];
         let Some(close) = body.find("```") else { break };
-        if let Some(item) = serde_json::from_str::<Value>(body[..close].trim())
-            .ok()
-            .and_then(|v| known_call(&v))
-        {
+        if let Some(item) = serde_json::from_str::<Value>(body[..close].trim()).ok().and_then(|v| known_call(&v)) {
             items.push(item);
         }
         rest = &body[close + 3..];
@@ -154,9 +139,7 @@ fn fenced_calls(text: &str) -> Vec<Item> {
 fn known_call(value: &Value) -> Option<Item> {
     let obj = value.as_object()?;
     let name = obj.get("name")?.as_str()?;
-    (TOOLS.contains(&name) && obj.contains_key("arguments"))
-        .then(|| call_of(value).ok())
-        .flatten()
+    (TOOLS.contains(&name) && obj.contains_key("arguments")).then(|| call_of(value).ok()).flatten()
 }
 
 /// Parses a reply: native `tool_calls` when present, else the text fallback.
@@ -165,40 +148,22 @@ pub fn parse(text: &str, native: &[ToolCall]) -> Reply {
         let items = native
             .iter()
             .map(|c| match arguments_object(&c.name, &c.arguments) {
-                Ok(arguments) => Item::Call {
-                    name: c.name.clone(),
-                    arguments,
-                },
+                Ok(arguments) => Item::Call { name: c.name.clone(), arguments },
                 Err(e) => Item::Malformed(e),
             })
             .collect();
-        return Reply {
-            items,
-            native: true,
-            prose: text.trim().to_owned(),
-        };
+        return Reply { items, native: true, prose: text.trim().to_owned() };
     }
     let (items, prose) = tool_blocks(text);
     if !items.is_empty() {
-        return Reply {
-            items,
-            native: false,
-            prose,
-        };
+        return Reply { items, native: false, prose };
     }
-    Reply {
-        items: fenced_calls(text),
-        native: false,
-        prose,
-    }
+    Reply { items: fenced_calls(text), native: false, prose }
 }
 
 /// A call in the documented text form, for replaying the model's turn in the conversation.
 pub fn render_call(name: &str, arguments: &Value) -> String {
-    format!(
-        "<TOOL>{{\"name\": {}, \"arguments\": {arguments}}}</TOOL>",
-        Value::String(name.to_owned())
-    )
+    format!("<TOOL>{{\"name\": {}, \"arguments\": {arguments}}}</TOOL>", Value::String(name.to_owned()))
 }
 
 /// The model's turn as text: its prose plus native calls in the `<TOOL>` form (the
@@ -221,63 +186,23 @@ mod tests {
     #[test]
     fn text_fallback_forms_are_read() {
         let calls = |t: &str| parse(t, &[]).items;
-        let q = |inputs: Value| Item::Call {
-            name: QUERY.into(),
-            arguments: json!({"inputs": inputs}).as_object().unwrap().clone(),
-        };
-        assert_eq!(
-            calls("<tool>{\"name\": \"query\", \"arguments\": {\"inputs\": [1]}}</tool>"),
-            [q(json!([1]))]
-        );
-        assert_eq!(
-            calls(
-                "<TOOL>\n```json\n{\"name\": \"query\", \"arguments\": \"{\\\"inputs\\\": [2]}\"}\n```\n</TOOL>"
-            ),
-            [q(json!([2]))]
-        );
-        assert_eq!(
-            calls(
-                "Let me query.\n```json\n{\"name\": \"query\", \"arguments\": {\"inputs\": [3]}}\n```"
-            ),
-            [q(json!([3]))]
-        );
-        assert_eq!(
-            calls("{\"name\": \"query\", \"arguments\": {\"inputs\": [4]}}"),
-            [q(json!([4]))]
-        );
-        assert_eq!(
-            calls("<TOOL>{\"name\": \"query\", \"arguments\": {\"inputs\": [5]}}"),
-            [q(json!([5]))],
-            "unclosed block"
-        );
+        let q = |inputs: Value| Item::Call { name: QUERY.into(), arguments: json!({"inputs": inputs}).as_object().unwrap().clone() };
+        assert_eq!(calls("<tool>{\"name\": \"query\", \"arguments\": {\"inputs\": [1]}}</tool>"), [q(json!([1]))]);
+        assert_eq!(calls("<TOOL>\n```json\n{\"name\": \"query\", \"arguments\": \"{\\\"inputs\\\": [2]}\"}\n```\n</TOOL>"), [q(json!([2]))]);
+        assert_eq!(calls("Let me query.\n```json\n{\"name\": \"query\", \"arguments\": {\"inputs\": [3]}}\n```"), [q(json!([3]))]);
+        assert_eq!(calls("{\"name\": \"query\", \"arguments\": {\"inputs\": [4]}}"), [q(json!([4]))]);
+        assert_eq!(calls("<TOOL>{\"name\": \"query\", \"arguments\": {\"inputs\": [5]}}"), [q(json!([5]))], "unclosed block");
         // JSON notes that are not calls of known tools are not calls.
         assert!(calls("```json\n{\"hypothesis\": \"x > 58\"}\n```").is_empty());
         assert!(calls("```json\n{\"name\": \"guess\", \"arguments\": {}}\n```").is_empty());
-        assert!(matches!(
-            &calls("<TOOL>[1, 2]</TOOL>")[..],
-            [Item::Malformed(_)]
-        ));
+        assert!(matches!(&calls("<TOOL>[1, 2]</TOOL>")[..], [Item::Malformed(_)]));
         // Native calls win; their string arguments are parsed.
-        let native = [ToolCall {
-            id: "x".into(),
-            name: QUERY.into(),
-            arguments: json!("{\"inputs\": [6]}"),
-        }];
-        let r = parse(
-            "<TOOL>{\"name\": \"query\", \"arguments\": {\"inputs\": [0]}}</TOOL>",
-            &native,
-        );
+        let native = [ToolCall { id: "x".into(), name: QUERY.into(), arguments: json!("{\"inputs\": [6]}") }];
+        let r = parse("<TOOL>{\"name\": \"query\", \"arguments\": {\"inputs\": [0]}}</TOOL>", &native);
         assert!(r.native);
         assert_eq!(r.items, [q(json!([6]))]);
-        let bad = [ToolCall {
-            id: "x".into(),
-            name: QUERY.into(),
-            arguments: json!("{inputs"),
-        }];
+        let bad = [ToolCall { id: "x".into(), name: QUERY.into(), arguments: json!("{inputs") }];
         assert!(matches!(&parse("", &bad).items[..], [Item::Malformed(_)]));
-        assert_eq!(
-            parse("notes <TOOL>{}</TOOL> more", &[]).prose,
-            "notes  more"
-        );
+        assert_eq!(parse("notes <TOOL>{}</TOOL> more", &[]).prose, "notes  more");
     }
 }

@@ -23,9 +23,7 @@ pub struct SolverAgent {
 impl SolverAgent {
     /// A solver whose random candidate inputs are fully determined by `seed`.
     pub fn new(seed: u64) -> Self {
-        SolverAgent {
-            rng: SplitMix64::new(seed),
-        }
+        SolverAgent { rng: SplitMix64::new(seed) }
     }
 }
 
@@ -58,18 +56,11 @@ fn probes(task: &Task) -> Vec<Input> {
 
 fn random_string(rng: &mut SplitMix64, max_len: u64) -> String {
     let len = 1 + rng.below(max_len);
-    (0..len)
-        .map(|_| char::from(b'a' + u8::try_from(rng.below(26)).unwrap_or(0)))
-        .collect()
+    (0..len).map(|_| char::from(b'a' + u8::try_from(rng.below(26)).unwrap_or(0))).collect()
 }
 
 /// Candidate query inputs: random domain draws plus inputs derived from the known pairs.
-fn candidates(
-    task: &Task,
-    obs: &Observation<'_>,
-    rng: &mut SplitMix64,
-    n_batch: usize,
-) -> Vec<Input> {
+fn candidates(task: &Task, obs: &Observation<'_>, rng: &mut SplitMix64, n_batch: usize) -> Vec<Input> {
     let known = obs.known();
     let mut out: Vec<Input> = Vec::new();
     match task.input {
@@ -77,11 +68,7 @@ fn candidates(
             out.extend((-60..=250).map(Input::Int));
             out.extend((0..20).map(|_| Input::Int(rng.randint(-1_000_000, 1_000_000))));
         }
-        InputKind::Tuple {
-            arity,
-            positive,
-            triangle,
-        } => {
+        InputKind::Tuple { arity, positive, triangle } => {
             let (lo, hi) = if positive {
                 (1, 60)
             } else if triangle {
@@ -90,9 +77,7 @@ fn candidates(
                 (-12, 12)
             };
             for _ in 0..150 {
-                out.push(Input::Tuple(
-                    (0..arity).map(|_| rng.randint(lo, hi)).collect(),
-                ));
+                out.push(Input::Tuple((0..arity).map(|_| rng.randint(lo, hi)).collect()));
             }
             for (x, y) in &known {
                 if let (Input::Tuple(v), Output::Int(c)) = (x, y) {
@@ -233,15 +218,10 @@ impl SolverAgent {
 impl Agent for SolverAgent {
     fn queries(&mut self, obs: &Observation<'_>) -> Vec<String> {
         let task = obs.task;
-        let n =
-            usize::try_from(task.query_batch_size.min(obs.remaining_budget).max(1)).unwrap_or(1);
+        let n = usize::try_from(task.query_batch_size.min(obs.remaining_budget).max(1)).unwrap_or(1);
         let known = obs.known();
         let seen: HashSet<&Input> = known.iter().map(|(x, _)| *x).collect();
-        let mut picks: Vec<Input> = probes(task)
-            .into_iter()
-            .filter(|x| !seen.contains(x) && validate(task.id, x).is_ok())
-            .take(n)
-            .collect();
+        let mut picks: Vec<Input> = probes(task).into_iter().filter(|x| !seen.contains(x) && validate(task.id, x).is_ok()).take(n).collect();
         if picks.len() < n {
             let lib = library(task, &known);
             let hyps = Self::consistent(&lib, obs);
@@ -281,9 +261,7 @@ impl Agent for SolverAgent {
                 if let Some((_, y)) = known.iter().find(|(k, _)| k == x) {
                     return plain(y);
                 }
-                hyps.iter()
-                    .find_map(|h| (h.f)(x))
-                    .map_or_else(|| nearest_prediction(obs.task, &known, x), |y| plain(&y))
+                hyps.iter().find_map(|h| (h.f)(x)).map_or_else(|| nearest_prediction(obs.task, &known, x), |y| plain(&y))
             })
             .collect()
     }

@@ -131,10 +131,7 @@ impl FromStr for TaskId {
     type Err = UnknownTask;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        TaskId::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| UnknownTask(s.to_string()))
+        TaskId::ALL.into_iter().find(|t| t.as_str() == s).ok_or_else(|| UnknownTask(s.to_string()))
     }
 }
 
@@ -251,16 +248,8 @@ impl Task {
                 format!("Input: an integer x with -{b} <= x <= {b}")
             }
             InputKind::Int { positive: true } => format!("Input: an integer x with 1 <= x <= {b}"),
-            InputKind::Tuple {
-                arity,
-                positive,
-                triangle,
-            } => {
-                let lo = if positive {
-                    "1".to_string()
-                } else {
-                    format!("-{b}")
-                };
+            InputKind::Tuple { arity, positive, triangle } => {
+                let lo = if positive { "1".to_string() } else { format!("-{b}") };
                 let example = if arity == 2 { "(1, 2)" } else { "(1, 2, 3)" };
                 let mut s = format!(
                     "Input: a tuple of {arity} integers, each between {lo} and {b} inclusive, \
@@ -275,9 +264,7 @@ impl Task {
                 }
                 s
             }
-            InputKind::Str => format!(
-                "Input: a string of {MIN_STRING_LEN} to {MAX_STRING_LEN} lower-case letters a-z"
-            ),
+            InputKind::Str => format!("Input: a string of {MIN_STRING_LEN} to {MAX_STRING_LEN} lower-case letters a-z"),
         }
     }
 
@@ -292,56 +279,18 @@ impl Task {
     }
 }
 
-const fn numeric(
-    id: TaskId,
-    spec_type: &'static str,
-    input: InputKind,
-    output: OutputKind,
-    samples_per_category: u32,
-    rule: &'static str,
-) -> Task {
-    Task {
-        id,
-        spec_type,
-        family: Family::Numeric,
-        input,
-        output,
-        total_queries: 30,
-        query_batch_size: 1,
-        samples_per_category,
-        rule,
-    }
+const fn numeric(id: TaskId, spec_type: &'static str, input: InputKind, output: OutputKind, samples_per_category: u32, rule: &'static str) -> Task {
+    Task { id, spec_type, family: Family::Numeric, input, output, total_queries: 30, query_batch_size: 1, samples_per_category, rule }
 }
 
-const fn string(
-    id: TaskId,
-    spec_type: &'static str,
-    output: OutputKind,
-    total_queries: u32,
-    query_batch_size: u32,
-    rule: &'static str,
-) -> Task {
-    Task {
-        id,
-        spec_type,
-        family: Family::String,
-        input: InputKind::Str,
-        output,
-        total_queries,
-        query_batch_size,
-        samples_per_category: 0,
-        rule,
-    }
+const fn string(id: TaskId, spec_type: &'static str, output: OutputKind, total_queries: u32, query_batch_size: u32, rule: &'static str) -> Task {
+    Task { id, spec_type, family: Family::String, input: InputKind::Str, output, total_queries, query_batch_size, samples_per_category: 0, rule }
 }
 
 const INT: InputKind = InputKind::Int { positive: false };
 const BIN: OutputKind = OutputKind::Class { classes: 2 };
 const fn tuple(arity: usize) -> InputKind {
-    InputKind::Tuple {
-        arity,
-        positive: false,
-        triangle: false,
-    }
+    InputKind::Tuple { arity, positive: false, triangle: false }
 }
 
 /// The published configuration of `id` (§1.1, §1.2).
@@ -349,174 +298,37 @@ pub fn task(id: TaskId) -> Task {
     use OutputKind::{Int as OInt, Str as OStr};
     use TaskId as T;
     match id {
-        T::IsPrime => numeric(
-            id,
-            "IntegerClassificationSpec",
-            INT,
-            BIN,
-            2,
-            "1 if x is prime else 0",
-        ),
-        T::IsPythagoreanTriple => numeric(
-            id,
-            "IntegerTupleClassificationSpec",
-            tuple(3),
-            BIN,
-            2,
-            "1 if a, b, c > 0 and a^2 + b^2 = c^2 else 0",
-        ),
-        T::IsGreaterThan58 => numeric(
-            id,
-            "IntegerClassificationSpec",
-            INT,
-            BIN,
-            2,
-            "1 if x > 58 else 0",
-        ),
-        T::DigitSum => numeric(
-            id,
-            "IntegerIntegerSpec",
-            INT,
-            OInt,
-            0,
-            "sum of the digits of |x|",
-        ),
-        T::Func6x3 => numeric(
-            id,
-            "IntegerIntegerSpec",
-            INT,
-            OInt,
-            0,
-            "6x^3 - 9x^2 + 2x + 3",
-        ),
-        T::Func3a10b5c => numeric(
-            id,
-            "IntegerTupleIntegerSpec",
-            tuple(3),
-            OInt,
-            0,
-            "3a - 10b + 5c",
-        ),
-        T::FuncRecursion => numeric(
-            id,
-            "IntegerIntegerSpec",
-            InputKind::Int { positive: true },
-            OInt,
-            0,
-            "f(x) = (2 f(x-2) + f(x-1)) mod 100, f(1) = f(2) = f(3) = 1",
-        ),
-        T::FuncAbPlusCSq => numeric(
-            id,
-            "IntegerTupleIntegerSpec",
-            tuple(3),
-            OInt,
-            0,
-            "a*b + c^2",
-        ),
-        T::FuncGcdPlusLcm => numeric(
-            id,
-            "IntegerTupleIntegerSpec",
-            InputKind::Tuple {
-                arity: 2,
-                positive: true,
-                triangle: false,
-            },
-            OInt,
-            0,
-            "gcd(a, b) + lcm(a, b)",
-        ),
+        T::IsPrime => numeric(id, "IntegerClassificationSpec", INT, BIN, 2, "1 if x is prime else 0"),
+        T::IsPythagoreanTriple => numeric(id, "IntegerTupleClassificationSpec", tuple(3), BIN, 2, "1 if a, b, c > 0 and a^2 + b^2 = c^2 else 0"),
+        T::IsGreaterThan58 => numeric(id, "IntegerClassificationSpec", INT, BIN, 2, "1 if x > 58 else 0"),
+        T::DigitSum => numeric(id, "IntegerIntegerSpec", INT, OInt, 0, "sum of the digits of |x|"),
+        T::Func6x3 => numeric(id, "IntegerIntegerSpec", INT, OInt, 0, "6x^3 - 9x^2 + 2x + 3"),
+        T::Func3a10b5c => numeric(id, "IntegerTupleIntegerSpec", tuple(3), OInt, 0, "3a - 10b + 5c"),
+        T::FuncRecursion => {
+            numeric(id, "IntegerIntegerSpec", InputKind::Int { positive: true }, OInt, 0, "f(x) = (2 f(x-2) + f(x-1)) mod 100, f(1) = f(2) = f(3) = 1")
+        }
+        T::FuncAbPlusCSq => numeric(id, "IntegerTupleIntegerSpec", tuple(3), OInt, 0, "a*b + c^2"),
+        T::FuncGcdPlusLcm => {
+            numeric(id, "IntegerTupleIntegerSpec", InputKind::Tuple { arity: 2, positive: true, triangle: false }, OInt, 0, "gcd(a, b) + lcm(a, b)")
+        }
         T::TriangleType => numeric(
             id,
             "IntegerTupleClassificationSpec",
-            InputKind::Tuple {
-                arity: 6,
-                positive: false,
-                triangle: true,
-            },
+            InputKind::Tuple { arity: 6, positive: false, triangle: true },
             OutputKind::Class { classes: 3 },
             2,
             "triangle (a,b),(c,d),(e,f): 0 obtuse, 1 acute, 2 right",
         ),
-        T::ContainsAb => string(
-            id,
-            "StringClassificationSpec",
-            BIN,
-            20,
-            1,
-            "1 if 'ab' is a substring",
-        ),
-        T::ParitySum => string(
-            id,
-            "StringClassificationSpec",
-            BIN,
-            20,
-            1,
-            "parity of the sum of letter values (a = 1 ... z = 26)",
-        ),
-        T::MaxZFunction => string(
-            id,
-            "StringIntegerSpec",
-            OInt,
-            100,
-            5,
-            "longest prefix of s occurring again later in s (max of the Z-function)",
-        ),
-        T::AddKToKth => string(
-            id,
-            "StringStringSpec",
-            OStr,
-            20,
-            1,
-            "shift the k-th lowest character (ties left to right) forward by k",
-        ),
-        T::CaesarCipher => string(
-            id,
-            "StringStringSpec",
-            OStr,
-            20,
-            1,
-            "shift every character forward by 10",
-        ),
-        T::NumLessThanDiag => string(
-            id,
-            "StringIntegerSpec",
-            OInt,
-            200,
-            10,
-            "number of 1-based indices i with value(s_i) <= i",
-        ),
-        T::LongestPalSubseq => string(
-            id,
-            "StringIntegerSpec",
-            OInt,
-            100,
-            5,
-            "length of the longest palindromic subsequence",
-        ),
-        T::IsBigGap => string(
-            id,
-            "StringClassificationSpec",
-            BIN,
-            100,
-            5,
-            "1 if some adjacent pair has an alphabetic gap >= 18",
-        ),
-        T::NumLocalMaxima => string(
-            id,
-            "StringIntegerSpec",
-            OInt,
-            100,
-            5,
-            "number of characters strictly greater than all their neighbours",
-        ),
-        T::LessThanTarget => string(
-            id,
-            "StringClassificationSpec",
-            BIN,
-            100,
-            5,
-            "1 if s < 'jwz' lexicographically",
-        ),
+        T::ContainsAb => string(id, "StringClassificationSpec", BIN, 20, 1, "1 if 'ab' is a substring"),
+        T::ParitySum => string(id, "StringClassificationSpec", BIN, 20, 1, "parity of the sum of letter values (a = 1 ... z = 26)"),
+        T::MaxZFunction => string(id, "StringIntegerSpec", OInt, 100, 5, "longest prefix of s occurring again later in s (max of the Z-function)"),
+        T::AddKToKth => string(id, "StringStringSpec", OStr, 20, 1, "shift the k-th lowest character (ties left to right) forward by k"),
+        T::CaesarCipher => string(id, "StringStringSpec", OStr, 20, 1, "shift every character forward by 10"),
+        T::NumLessThanDiag => string(id, "StringIntegerSpec", OInt, 200, 10, "number of 1-based indices i with value(s_i) <= i"),
+        T::LongestPalSubseq => string(id, "StringIntegerSpec", OInt, 100, 5, "length of the longest palindromic subsequence"),
+        T::IsBigGap => string(id, "StringClassificationSpec", BIN, 100, 5, "1 if some adjacent pair has an alphabetic gap >= 18"),
+        T::NumLocalMaxima => string(id, "StringIntegerSpec", OInt, 100, 5, "number of characters strictly greater than all their neighbours"),
+        T::LessThanTarget => string(id, "StringClassificationSpec", BIN, 100, 5, "1 if s < 'jwz' lexicographically"),
     }
 }
 

@@ -21,30 +21,15 @@ fn budgets_batches_and_rounds_match_section_1() {
         let t = id.task();
         match t.family {
             Family::Numeric => {
-                assert_eq!(
-                    (t.total_queries, t.query_batch_size, t.rounds()),
-                    (30, 1, 30),
-                    "{id}"
-                );
+                assert_eq!((t.total_queries, t.query_batch_size, t.rounds()), (30, 1, 30), "{id}");
             }
             Family::String => {
-                let (_, q, b) = string_budgets
-                    .iter()
-                    .find(|(n, _, _)| *n == id.as_str())
-                    .copied()
-                    .unwrap();
-                assert_eq!(
-                    (t.total_queries, t.query_batch_size, t.rounds()),
-                    (q, b, 20),
-                    "{id}"
-                );
+                let (_, q, b) = string_budgets.iter().find(|(n, _, _)| *n == id.as_str()).copied().unwrap();
+                assert_eq!((t.total_queries, t.query_batch_size, t.rounds()), (q, b, 20), "{id}");
             }
         }
     }
-    let numeric = TaskId::ALL
-        .iter()
-        .filter(|t| t.task().family == Family::Numeric)
-        .count();
+    let numeric = TaskId::ALL.iter().filter(|t| t.task().family == Family::Numeric).count();
     assert_eq!(numeric, 10);
     assert_eq!(TaskId::TriangleType.task().arity(), 6);
     assert_eq!(TaskId::FuncGcdPlusLcm.task().arity(), 2);
@@ -83,26 +68,9 @@ fn params_default_to_the_spec_and_deserialise_partially() {
 #[test]
 fn prompt_lines_state_type_and_domain() {
     let p = TaskParams::default();
-    assert_eq!(
-        TaskId::IsPrime.task().input_description(&p),
-        "Input: an integer x with -1000000 <= x <= 1000000"
-    );
-    assert_eq!(
-        TaskId::FuncRecursion.task().input_description(&p),
-        "Input: an integer x with 1 <= x <= 1000000"
-    );
-    assert!(
-        TaskId::TriangleType
-            .task()
-            .input_description(&p)
-            .contains("not collinear")
-    );
-    assert_eq!(
-        TaskId::TriangleType.task().output_description(),
-        "Output: 0, 1 or 2"
-    );
-    assert_eq!(
-        TaskId::CaesarCipher.task().output_description(),
-        "Output: a string"
-    );
+    assert_eq!(TaskId::IsPrime.task().input_description(&p), "Input: an integer x with -1000000 <= x <= 1000000");
+    assert_eq!(TaskId::FuncRecursion.task().input_description(&p), "Input: an integer x with 1 <= x <= 1000000");
+    assert!(TaskId::TriangleType.task().input_description(&p).contains("not collinear"));
+    assert_eq!(TaskId::TriangleType.task().output_description(), "Output: 0, 1 or 2");
+    assert_eq!(TaskId::CaesarCipher.task().output_description(), "Output: a string");
 }

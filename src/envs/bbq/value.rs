@@ -82,17 +82,11 @@ impl Serialize for Input {
 impl<'de> Deserialize<'de> for Input {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match serde_json::Value::deserialize(deserializer)? {
-            serde_json::Value::Number(n) => n
-                .as_i64()
-                .map(Input::Int)
-                .ok_or_else(|| serde::de::Error::custom("input integer out of i64 range")),
+            serde_json::Value::Number(n) => n.as_i64().map(Input::Int).ok_or_else(|| serde::de::Error::custom("input integer out of i64 range")),
             serde_json::Value::String(s) => Ok(Input::Str(s)),
             serde_json::Value::Array(items) => items
                 .iter()
-                .map(|v| {
-                    v.as_i64()
-                        .ok_or_else(|| serde::de::Error::custom("non-integer in tuple"))
-                })
+                .map(|v| v.as_i64().ok_or_else(|| serde::de::Error::custom("non-integer in tuple")))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Input::Tuple),
             other => Err(serde::de::Error::custom(format!("not an input: {other}"))),
@@ -115,10 +109,9 @@ impl Serialize for Output {
 impl<'de> Deserialize<'de> for Output {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match serde_json::Value::deserialize(deserializer)? {
-            serde_json::Value::Number(n) => n
-                .as_i64()
-                .map(|v| Output::Int(i128::from(v)))
-                .ok_or_else(|| serde::de::Error::custom("output integer out of i64 range")),
+            serde_json::Value::Number(n) => {
+                n.as_i64().map(|v| Output::Int(i128::from(v))).ok_or_else(|| serde::de::Error::custom("output integer out of i64 range"))
+            }
             serde_json::Value::String(s) => Ok(Output::Str(s)),
             other => Err(serde::de::Error::custom(format!("not an output: {other}"))),
         }

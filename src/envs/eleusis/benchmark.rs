@@ -9,8 +9,8 @@ use super::play::agents::{Agent, OracleAgent, RandomAgent, play_round};
 use super::play::ideal::IdealAgent;
 use crate::envs::metric::{Agg, MetricDef};
 use crate::exec::StepError;
-use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 use crate::spec::diagnostic::suggestion;
+use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
 /// Benchmark name in pipelines.
 pub const NAME: &str = "eleusis";
@@ -145,7 +145,13 @@ pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<Catal
     let allowed: &[&str] = match agent {
         "random" => &["salt"],
         "oracle" | "ideal" => &[],
-        _ => return Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown built-in agent `{agent}`"), hint: suggestion(agent, BUILTIN_AGENTS) }]),
+        _ => {
+            return Err(vec![CatalogIssue {
+                site: IssueSite::Entry,
+                message: format!("unknown built-in agent `{agent}`"),
+                hint: suggestion(agent, BUILTIN_AGENTS),
+            }]);
+        }
     };
     let mut issues = Vec::new();
     for name in params.keys() {
@@ -264,7 +270,14 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
     fn runs_model_code(&self, model: &ModelConfig) -> bool {
         model.provider != crate::spec::resolve::BUILTIN_PROVIDER
     }
-    fn run_episode<'a>(&'a self, ctx: crate::exec::EpisodeContext<'a>, _data_dir: &'a std::path::Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(
+        &'a self,
+        ctx: crate::exec::EpisodeContext<'a>,
+        _data_dir: &'a std::path::Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
             if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
                 return super::play::llm_episode::run_task(ctx, model, task, seed).await;

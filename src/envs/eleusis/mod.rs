@@ -32,8 +32,8 @@ pub use game::deck::{double_deck, universe, universe_index};
 pub use game::equivalence::{RuleEvalError, RuleFn, SimulationParams, Verdict, check};
 pub use game::pyrandom::PyRandom;
 pub use game::round::{
-    Action, GameConfig, GameError, GameOverReason, GuessCheck, GuessKind, Judge, JudgeRequest,
-    NativeJudge, Observation, Play, PreparedTurn, Round, RoundResult, TurnRecord,
+    Action, GameConfig, GameError, GameOverReason, GuessCheck, GuessKind, Judge, JudgeRequest, NativeJudge, Observation, Play, PreparedTurn, Round,
+    RoundResult, TurnRecord,
 };
 pub use game::rule::SecretRule;
 pub use game::setup::{RoundSetup, SetupError, round_seed, shuffled_deck};

@@ -21,8 +21,16 @@ const GUESS_RATE: &str = "eleusis: guess rate";
 /// average over the rounds that happened to finish).
 pub fn sections(input: &SectionInput<'_>) -> Result<Vec<Section>, StepError> {
     let mut headline = Section { title: format!("{HEADLINE} (95 % bootstrap CI of the floored score)"), ..Section::default() };
-    let mut calibration = Section { title: format!("{CALIBRATION} (checks with confidence ≥ 5)"), columns: vec!["level".into(), "accuracy".into(), "n".into()], ..Section::default() };
-    let mut guess_rate = Section { title: format!("{GUESS_RATE} per confidence level"), columns: vec!["level".into(), "guess_rate".into(), "turns".into()], ..Section::default() };
+    let mut calibration = Section {
+        title: format!("{CALIBRATION} (checks with confidence ≥ 5)"),
+        columns: vec!["level".into(), "accuracy".into(), "n".into()],
+        ..Section::default()
+    };
+    let mut guess_rate = Section {
+        title: format!("{GUESS_RATE} per confidence level"),
+        columns: vec!["level".into(), "guess_rate".into(), "turns".into()],
+        ..Section::default()
+    };
     for model in input.models {
         let cells: Vec<usize> = (0..input.cells.len()).filter(|&i| input.cells[i].model == model.id).collect();
         if cells.is_empty() || cells.len() < (input.planned)(&model.id) {
@@ -71,10 +79,26 @@ pub fn figures(input: &FigureInput<'_>) -> Vec<Figure> {
     let mut out = Vec::new();
     let find = |prefix: &str| input.sections.iter().find(|s| s.title.starts_with(prefix)).copied();
     if let Some(cal) = find(CALIBRATION) {
-        out.push(figure("eleusis-calibration", "Eleusis: calibration (accuracy of checks by stated confidence)", FigureKind::Line, "stated confidence", "accuracy", per_level(cal), true));
+        out.push(figure(
+            "eleusis-calibration",
+            "Eleusis: calibration (accuracy of checks by stated confidence)",
+            FigureKind::Line,
+            "stated confidence",
+            "accuracy",
+            per_level(cal),
+            true,
+        ));
     }
     if let Some(g) = find(GUESS_RATE) {
-        out.push(figure("eleusis-guess-rate", "Eleusis: formal-guess rate by stated confidence", FigureKind::Line, "stated confidence", "share of turns with a formal guess", per_level(g), false));
+        out.push(figure(
+            "eleusis-guess-rate",
+            "Eleusis: formal-guess rate by stated confidence",
+            FigureKind::Line,
+            "stated confidence",
+            "share of turns with a formal guess",
+            per_level(g),
+            false,
+        ));
     }
     if let Some(h) = find(HEADLINE) {
         let col = |name: &str| h.columns.iter().position(|c| c == name);
@@ -93,7 +117,15 @@ pub fn figures(input: &FigureInput<'_>) -> Vec<Figure> {
         out.push(scatter("eleusis-no-stakes", "Eleusis: no-stakes score vs score", "avg_floored_score", "avg_no_stakes_score"));
         if let Some(b) = col("boldness_index") {
             let values: Vec<(String, f64)> = h.rows.iter().filter_map(|(m, v)| Some((m.clone(), v[b]?))).collect();
-            out.push(figure("eleusis-boldness", "Eleusis: boldness index (> 0 reckless, < 0 cautious)", FigureKind::Bars, "model", "boldness index", vec![Series::labelled("boldness", values)], false));
+            out.push(figure(
+                "eleusis-boldness",
+                "Eleusis: boldness index (> 0 reckless, < 0 cautious)",
+                FigureKind::Bars,
+                "model",
+                "boldness index",
+                vec![Series::labelled("boldness", values)],
+                false,
+            ));
         }
     }
     out

@@ -11,10 +11,7 @@ use super::game::card::Card;
 /// `$CARGO_MANIFEST_DIR/../../shared/…` (scratch crate), whichever exists.
 pub(crate) fn data_dir() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        root.join("../shared/data/eleusis"),
-        root.join("../../shared/data/eleusis"),
-    ];
+    let candidates = [root.join("../shared/data/eleusis"), root.join("../../shared/data/eleusis")];
     for c in &candidates {
         if c.join("vectors.json").is_file() {
             return c.clone();
@@ -78,11 +75,7 @@ pub(crate) fn vectors() -> Vectors {
 }
 
 /// Names of the shipped results files (`results/*.results.json.gz`).
-pub(crate) const RESULTS_FILES: [&str; 3] = [
-    "gpt_5_2_high.results.json.gz",
-    "deepseek_r1.results.json.gz",
-    "gemini_3_flash_preview_low.results.json.gz",
-];
+pub(crate) const RESULTS_FILES: [&str; 3] = ["gpt_5_2_high.results.json.gz", "deepseek_r1.results.json.gz", "gemini_3_flash_preview_low.results.json.gz"];
 
 /// Decompresses and parses one shipped results file.
 pub(crate) fn results(file: &str) -> serde_json::Value {
@@ -90,9 +83,7 @@ pub(crate) fn results(file: &str) -> serde_json::Value {
     let path = data_dir().join("results").join(file);
     let raw = std::fs::File::open(&path).expect("open results file");
     let mut text = String::new();
-    flate2::read::GzDecoder::new(raw)
-        .read_to_string(&mut text)
-        .expect("gunzip results");
+    flate2::read::GzDecoder::new(raw).read_to_string(&mut text).expect("gunzip results");
     serde_json::from_str(&text).expect("parse results json")
 }
 
@@ -100,13 +91,10 @@ pub(crate) fn results(file: &str) -> serde_json::Value {
 /// strings of the results files without an extra dependency.
 pub(crate) fn md5(data: &[u8]) -> [u8; 16] {
     const S: [u32; 64] = [
-        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5,
-        9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10,
-        15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4,
+        11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
     ];
-    let k: Vec<u32> = (0..64)
-        .map(|i: i32| ((f64::from(i + 1).sin().abs()) * 4_294_967_296.0) as u32)
-        .collect();
+    let k: Vec<u32> = (0..64).map(|i: i32| ((f64::from(i + 1).sin().abs()) * 4_294_967_296.0) as u32).collect();
     let mut msg = data.to_vec();
     let bit_len = (data.len() as u64).wrapping_mul(8);
     msg.push(0x80);
@@ -114,13 +102,9 @@ pub(crate) fn md5(data: &[u8]) -> [u8; 16] {
         msg.push(0);
     }
     msg.extend_from_slice(&bit_len.to_le_bytes());
-    let (mut a0, mut b0, mut c0, mut d0) =
-        (0x67452301u32, 0xefcdab89u32, 0x98badcfeu32, 0x10325476u32);
+    let (mut a0, mut b0, mut c0, mut d0) = (0x67452301u32, 0xefcdab89u32, 0x98badcfeu32, 0x10325476u32);
     for chunk in msg.chunks(64) {
-        let m: Vec<u32> = chunk
-            .chunks(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
+        let m: Vec<u32> = chunk.chunks(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
         let (mut a, mut b, mut c, mut d) = (a0, b0, c0, d0);
         for i in 0..64 {
             let (f, g) = match i / 16 {
@@ -161,10 +145,7 @@ pub(crate) fn md5_low32(data: &[u8]) -> u32 {
 #[test]
 fn md5_known_answers() {
     assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
-    assert_eq!(
-        md5_hex(b"The quick brown fox jumps over the lazy dog"),
-        "9e107d9d372bb6826bd81d3542a419d6"
-    );
+    assert_eq!(md5_hex(b"The quick brown fox jumps over the lazy dog"), "9e107d9d372bb6826bd81d3542a419d6");
     // Multi-block input (Python: hashlib.md5(b"a" * 200)).
     assert_eq!(md5_hex(&[b'a'; 200]), "887f30b43b2867f4a9accceee7d16e6c");
 }

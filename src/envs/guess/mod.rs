@@ -116,7 +116,11 @@ impl Benchmark for Guess {
         }
         let max_turns = match params.get("max_turns") {
             None => None,
-            Some(v) => Some(v.as_u64().filter(|n| (1..=10_000).contains(n)).ok_or_else(|| issue(IssueSite::Param("max_turns".into()), "`max_turns` must be an integer from 1 to 10000".into()))?),
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|n| (1..=10_000).contains(n))
+                    .ok_or_else(|| issue(IssueSite::Param("max_turns".into()), "`max_turns` must be an integer from 1 to 10000".into()))?,
+            ),
         };
         let names: Vec<&str> = match select {
             Selection::All => TASKS.iter().map(|(n, _)| *n).collect(),
@@ -126,7 +130,10 @@ impl Benchmark for Guess {
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let &(task, range) = TASKS.iter().find(|(n, _)| n == name).ok_or_else(|| issue(IssueSite::Selected(i), format!("unknown task `{name}` (known: range_10, range_100, range_1000)")))?;
+                let &(task, range) = TASKS
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .ok_or_else(|| issue(IssueSite::Selected(i), format!("unknown task `{name}` (known: range_10, range_100, range_1000)")))?;
                 let turns = max_turns.unwrap_or_else(|| optimal_turns(range) + 2);
                 Ok(TaskInstance {
                     benchmark: NAME.into(),
@@ -152,9 +159,17 @@ impl Benchmark for Guess {
         vec![MetricDef::mean("solve_rate", "solved"), MetricDef::mean("mean_guesses", "guesses"), MetricDef::mean("efficiency", "efficiency")]
     }
 
-    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, _data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(
+        &'a self,
+        ctx: EpisodeContext<'a>,
+        _data_dir: &'a Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
-            let range = TASKS.iter().find(|(n, _)| *n == task.task).map(|(_, r)| *r).ok_or_else(|| StepError::Unsupported(format!("unknown task `{}`", task.task)))?;
+            let range =
+                TASKS.iter().find(|(n, _)| *n == task.task).map(|(_, r)| *r).ok_or_else(|| StepError::Unsupported(format!("unknown task `{}`", task.task)))?;
             let max_turns = task.params.get("max_turns").and_then(Value::as_u64).unwrap_or(10);
             let secret = secret(range, seed);
             let record = if model.provider == BUILTIN_PROVIDER {
@@ -185,12 +200,21 @@ impl Benchmark for Guess {
                 .models
                 .iter()
                 .filter_map(|m| {
-                    let values: Vec<(String, f64)> = t.by_task.iter().filter(|r| r.model == m.id).filter_map(|r| Some((r.task.clone()?, t.value(r, "mean_guesses")?))).collect();
+                    let values: Vec<(String, f64)> =
+                        t.by_task.iter().filter(|r| r.model == m.id).filter_map(|r| Some((r.task.clone()?, t.value(r, "mean_guesses")?))).collect();
                     (!values.is_empty()).then(|| Series::labelled(&m.id, values))
                 })
                 .collect();
             if !series.is_empty() {
-                out.push(Figure { id: "guess-guesses".into(), title: "Guess the number: mean guesses per task".into(), kind: FigureKind::Bars, x_label: "task".into(), y_label: "guesses".into(), series, diagonal: false });
+                out.push(Figure {
+                    id: "guess-guesses".into(),
+                    title: "Guess the number: mean guesses per task".into(),
+                    kind: FigureKind::Bars,
+                    x_label: "task".into(),
+                    y_label: "guesses".into(),
+                    series,
+                    diagonal: false,
+                });
             }
         }
         out

@@ -12,17 +12,17 @@ use super::episode::{CodeRunner, Episode, EpisodeRecord, SandboxRunner};
 use super::gpu::{GpuPool, PoolConfig};
 use super::minishapes::MiniShapes;
 use super::sandbox::{IsolationReport, RunResult, Sandbox, SandboxConfig, SandboxError};
-use crate::cache::Store;
-use crate::plan::key::key_components;
-use crate::plan::{StepKey, StepKind};
-use serde_json::Map;
 use super::scripted::{ScriptedAgent, play};
 use super::task::TaskManifest;
+use crate::cache::Store;
 use crate::envs::metric::{Agg, MetricDef};
 use crate::exec::{CallSite, EpisodeContext, Fresh, StepError, SubStep, SubStepError};
+use crate::plan::key::key_components;
+use crate::plan::{StepKey, StepKind};
 use crate::providers::{ChatRequest, Message};
 use crate::spec::diagnostic::suggestion;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
+use serde_json::Map;
 
 /// Benchmark name in pipelines.
 pub const NAME: &str = "weirdml";
@@ -117,12 +117,20 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
 /// Validates a built-in agent's parameters.
 pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
     if agent != "scripted" {
-        return Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("built-in agent `{agent}` cannot play WeirdML"), hint: suggestion(agent, BUILTIN_AGENTS) }]);
+        return Err(vec![CatalogIssue {
+            site: IssueSite::Entry,
+            message: format!("built-in agent `{agent}` cannot play WeirdML"),
+            hint: suggestion(agent, BUILTIN_AGENTS),
+        }]);
     }
     let mut issues: Vec<CatalogIssue> = params
         .keys()
         .filter(|k| *k != "script")
-        .map(|k| CatalogIssue { site: IssueSite::Param(k.clone()), message: format!("built-in agent `scripted` has no parameter `{k}`"), hint: suggestion(k, &["script"]) })
+        .map(|k| CatalogIssue {
+            site: IssueSite::Param(k.clone()),
+            message: format!("built-in agent `scripted` has no parameter `{k}`"),
+            hint: suggestion(k, &["script"]),
+        })
         .collect();
     let script = params.get("script").and_then(Value::as_str).unwrap_or("spec");
     if !SCRIPTS.contains(&script) {
@@ -211,7 +219,8 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
         tokio::task::spawn_blocking(move || -> Result<EpisodeRecord, StepError> {
             let mut agent = if script == "reference" { ScriptedAgent::reference_episode() } else { ScriptedAgent::spec_episode() };
             let mut episode = Episode::from_task(&manifest).map_err(|e| StepError::Episode(e.to_string()))?;
-            let mut runner = CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &manifest }, store, episode: key, submission: 0 };
+            let mut runner =
+                CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &manifest }, store, episode: key, submission: 0 };
             play(&mut episode, &mut agent, &mut runner).map_err(|e| StepError::Episode(e.to_string()))
         })
         .await
@@ -224,7 +233,13 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
 
 /// The feedback loop with an API model: the conversation grows by the
 /// model's answer and the run's feedback after every submission.
-async fn model_episode(ctx: EpisodeContext<'_>, rt: &'static Runtime, manifest: TaskManifest, model: &ModelConfig, seed: u64) -> Result<EpisodeRecord, StepError> {
+async fn model_episode(
+    ctx: EpisodeContext<'_>,
+    rt: &'static Runtime,
+    manifest: TaskManifest,
+    model: &ModelConfig,
+    seed: u64,
+) -> Result<EpisodeRecord, StepError> {
     let manifest = Arc::new(manifest);
     let episode = Arc::new(Mutex::new(Episode::from_task(&manifest).map_err(|e| StepError::Episode(e.to_string()))?));
     let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
@@ -243,7 +258,8 @@ async fn model_episode(ctx: EpisodeContext<'_>, rt: &'static Runtime, manifest: 
         let (store, key, counter) = (ctx.calls.store().clone(), ctx.episode_key, Arc::clone(&runner));
         let feedback = tokio::task::spawn_blocking(move || -> Result<Option<String>, StepError> {
             let mut count = counter.lock().map_err(|_| StepError::Worker("runner lock poisoned".into()))?;
-            let mut runner = CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &man }, store, episode: key, submission: *count };
+            let mut runner =
+                CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &man }, store, episode: key, submission: *count };
             let mut guard = ep.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?;
             let step = guard.step(&text, &mut runner as &mut dyn CodeRunner).map(|s| s.feedback).map_err(|e| StepError::Episode(e.to_string()));
             *count = runner.submission;
@@ -299,7 +315,14 @@ impl crate::envs::benchmark::Benchmark for WeirdMl {
     fn runs_model_code(&self, _model: &ModelConfig) -> bool {
         true
     }
-    fn run_episode<'a>(&'a self, ctx: EpisodeContext<'a>, data_dir: &'a Path, model: &'a ModelConfig, task: &'a TaskInstance, seed: u64) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
+    fn run_episode<'a>(
+        &'a self,
+        ctx: EpisodeContext<'a>,
+        data_dir: &'a Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(run_episode(ctx, data_dir, model, task, seed))
     }
     fn score(&self, _data_dir: &Path, _task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {

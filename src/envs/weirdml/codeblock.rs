@@ -53,10 +53,7 @@ fn dedent(line: &str, n: usize) -> &str {
 
 /// Every closed, non-blank fenced block of `response`, in order.
 pub fn fenced_blocks(response: &str) -> Vec<CodeBlock> {
-    let lines: Vec<&str> = response
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
+    let lines: Vec<&str> = response.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
     let mut blocks = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -76,17 +73,10 @@ pub fn fenced_blocks(response: &str) -> Vec<CodeBlock> {
             // Unclosed fence: not a block; the remaining lines may still hold none.
             break;
         };
-        let content: Vec<&str> = lines[i + 1..close]
-            .iter()
-            .map(|l| dedent(l, indent))
-            .collect();
+        let content: Vec<&str> = lines[i + 1..close].iter().map(|l| dedent(l, indent)).collect();
         let content = content.join("\n");
         if !content.trim().is_empty() {
-            blocks.push(CodeBlock {
-                info: info.trim().to_string(),
-                content,
-                start_line: i,
-            });
+            blocks.push(CodeBlock { info: info.trim().to_string(), content, start_line: i });
         }
         i = close + 1;
     }
@@ -97,10 +87,7 @@ pub fn fenced_blocks(response: &str) -> Vec<CodeBlock> {
 pub fn extract_code(response: &str) -> Option<CodeBlock> {
     let mut best: Option<CodeBlock> = None;
     for b in fenced_blocks(response) {
-        if best
-            .as_ref()
-            .is_none_or(|cur| b.len_chars() > cur.len_chars())
-        {
+        if best.as_ref().is_none_or(|cur| b.len_chars() > cur.len_chars()) {
             best = Some(b);
         }
     }
@@ -114,26 +101,17 @@ mod tests {
     #[test]
     fn longest_block_wins_and_ties_go_to_first() {
         let r = "text\n```python\nprint(1)\n```\nmore\n```\nprint('longer one')\n```\n";
-        assert_eq!(
-            extract_code(r).map(|b| b.content),
-            Some("print('longer one')".to_string())
-        );
+        assert_eq!(extract_code(r).map(|b| b.content), Some("print('longer one')".to_string()));
         let tie = "```\naaa\n```\n```py\nbbb\n```";
         let b = extract_code(tie).expect("a block");
-        assert_eq!(
-            (b.content.as_str(), b.info.as_str(), b.start_line),
-            ("aaa", "", 0)
-        );
+        assert_eq!((b.content.as_str(), b.info.as_str(), b.start_line), ("aaa", "", 0));
     }
 
     #[test]
     fn length_counts_chars_not_bytes() {
         // 4 chars of 3 bytes each (12 bytes) vs 10 ASCII chars: the ASCII block is longer.
         let r = "```\n€€€€\n```\n```\nabcdefghij\n```";
-        assert_eq!(
-            extract_code(r).map(|b| b.content),
-            Some("abcdefghij".to_string())
-        );
+        assert_eq!(extract_code(r).map(|b| b.content), Some("abcdefghij".to_string()));
     }
 
     #[test]
@@ -147,24 +125,15 @@ mod tests {
     #[test]
     fn crlf_indent_and_long_fences() {
         let r = "1. step\r\n   ```python\r\n   x = 1\r\n   if x:\r\n       y = 2\r\n   ```\r\n";
-        assert_eq!(
-            extract_code(r).map(|b| b.content),
-            Some("x = 1\nif x:\n    y = 2".to_string())
-        );
+        assert_eq!(extract_code(r).map(|b| b.content), Some("x = 1\nif x:\n    y = 2".to_string()));
         // A four-backtick fence may contain a three-backtick line.
         let r = "````\ns = '''\n```\n'''\n````";
-        assert_eq!(
-            extract_code(r).map(|b| b.content),
-            Some("s = '''\n```\n'''".to_string())
-        );
+        assert_eq!(extract_code(r).map(|b| b.content), Some("s = '''\n```\n'''".to_string()));
     }
 
     #[test]
     fn closing_fence_must_be_bare() {
         let r = "```\nprint(1)\n```not a close\nprint(2)\n```";
-        assert_eq!(
-            extract_code(r).map(|b| b.content),
-            Some("print(1)\n```not a close\nprint(2)".to_string())
-        );
+        assert_eq!(extract_code(r).map(|b| b.content), Some("print(1)\n```not a close\nprint(2)".to_string()));
     }
 }

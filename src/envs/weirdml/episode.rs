@@ -11,9 +11,7 @@ use thiserror::Error;
 use super::codeblock::extract_code;
 use super::gpu::GpuPool;
 use super::pyfmt::{py_float_repr, seconds_text};
-use super::sandbox::{
-    Isolation, LimitKind, Predictions, RunResult, RunSpec, Sandbox, SandboxError,
-};
+use super::sandbox::{Isolation, LimitKind, Predictions, RunResult, RunSpec, Sandbox, SandboxError};
 use super::scorer::{Labels, ScoreError, ScoreOutcome, score_predictions};
 use super::task::TaskManifest;
 
@@ -161,16 +159,9 @@ fn accuracy_line(outcome: &ScoreOutcome) -> String {
 /// Classifies a finished run: (failure kind, accuracy, accuracy line). Precedence: timeout;
 /// positive accuracy = success whatever the exit status; non-zero exit = exception;
 /// otherwise the scorer's verdict (no file, bad format, zero accuracy).
-pub fn classify(
-    run: &RunResult,
-    outcome: &ScoreOutcome,
-    time_limit_s: f64,
-) -> (Option<FailureKind>, f64, String) {
+pub fn classify(run: &RunResult, outcome: &ScoreOutcome, time_limit_s: f64) -> (Option<FailureKind>, f64, String) {
     if run.timed_out {
-        let line = format!(
-            "Accuracy: 0.0, Timeout after {} s",
-            seconds_text(time_limit_s)
-        );
+        let line = format!("Accuracy: 0.0, Timeout after {} s", seconds_text(time_limit_s));
         return (Some(FailureKind::Timeout), 0.0, line);
     }
     let acc = outcome.accuracy();
@@ -220,13 +211,7 @@ pub struct Episode {
 impl Episode {
     /// New episode for `task` with already-loaded hidden labels.
     pub fn new(task: &TaskManifest, labels: Labels) -> Self {
-        Self {
-            task_id: task.id.clone(),
-            max_submissions: task.iterations,
-            time_limit_s: task.time_limit_s,
-            labels,
-            records: Vec::new(),
-        }
+        Self { task_id: task.id.clone(), max_submissions: task.iterations, time_limit_s: task.time_limit_s, labels, records: Vec::new() }
     }
 
     /// New episode, loading the hidden labels from the manifest.
@@ -246,11 +231,7 @@ impl Episode {
     }
 
     /// Processes one model response.
-    pub fn step(
-        &mut self,
-        response: &str,
-        runner: &mut dyn CodeRunner,
-    ) -> Result<Step, EpisodeError> {
+    pub fn step(&mut self, response: &str, runner: &mut dyn CodeRunner) -> Result<Step, EpisodeError> {
         if self.is_done() {
             return Err(EpisodeError::Finished(self.max_submissions));
         }
@@ -282,9 +263,7 @@ impl Episode {
                 let run = runner.run_code(&block.content)?;
                 let outcome = match &run.predictions {
                     Predictions::Missing => ScoreOutcome::NoResultsFile,
-                    Predictions::Invalid(reason) => ScoreOutcome::BadFormat {
-                        reason: reason.clone(),
-                    },
+                    Predictions::Invalid(reason) => ScoreOutcome::BadFormat { reason: reason.clone() },
                     Predictions::Present(bytes) => score_predictions(Some(bytes), &self.labels),
                 };
                 let (kind, accuracy, line) = classify(&run, &outcome, self.time_limit_s);
@@ -330,11 +309,7 @@ impl Episode {
             run_accuracy: best_so_far.last().copied().unwrap_or(0.0),
             best_so_far,
             failures,
-            failure_rate: if n == 0 {
-                0.0
-            } else {
-                f64::from(failures) / n as f64
-            },
+            failure_rate: if n == 0 { 0.0 } else { f64::from(failures) / n as f64 },
         }
     }
 }

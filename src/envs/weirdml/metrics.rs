@@ -43,11 +43,7 @@ pub struct ModelAverage {
 
 /// S_m = mean over tasks (equal weights); flags rows missing tasks instead of re-weighting.
 pub fn model_average(task_scores: &[f64], expected_tasks: Option<usize>) -> ModelAverage {
-    ModelAverage {
-        mean: mean(task_scores),
-        n_tasks: task_scores.len(),
-        complete: expected_tasks.is_none_or(|e| e == task_scores.len()),
-    }
+    ModelAverage { mean: mean(task_scores), n_tasks: task_scores.len(), complete: expected_tasks.is_none_or(|e| e == task_scores.len()) }
 }
 
 /// SE_m = (1/|T|)·sqrt(Σ_t s²_t / n_t), s² with the given ddof (0 mimics the bootstrap).
@@ -79,20 +75,14 @@ pub fn failure_rate(runs: &[Vec<bool>]) -> Option<f64> {
 /// Fraction of runs whose run accuracy is 0 (a different, smaller quantity).
 pub fn per_run_failure_rate(runs: &[Vec<f64>]) -> Option<f64> {
     let n = runs.len();
-    let zero = runs
-        .iter()
-        .filter(|r| run_accuracy(r).unwrap_or(0.0) == 0.0)
-        .count();
+    let zero = runs.iter().filter(|r| run_accuracy(r).unwrap_or(0.0) == 0.0).count();
     (n > 0).then(|| zero as f64 / n as f64)
 }
 
 /// S^(k)_t = mean over runs of max of the first min(k, J_r) submissions (shorter runs carry
 /// their last best forward; an empty run counts 0).
 pub fn accuracy_after_k(runs: &[Vec<f64>], k: usize) -> Option<f64> {
-    let per_run: Vec<f64> = runs
-        .iter()
-        .map(|r| run_accuracy(&r[..k.min(r.len())]).unwrap_or(0.0))
-        .collect();
+    let per_run: Vec<f64> = runs.iter().map(|r| run_accuracy(&r[..k.min(r.len())]).unwrap_or(0.0)).collect();
     mean(&per_run)
 }
 

@@ -17,10 +17,7 @@ fn brute_force(xs: &[f64], k: usize) -> f64 {
         if mask.count_ones() as usize != k {
             continue;
         }
-        let m = (0..n)
-            .filter(|i| mask & (1 << i) != 0)
-            .map(|i| xs[i])
-            .fold(f64::NEG_INFINITY, f64::max);
+        let m = (0..n).filter(|i| mask & (1 << i) != 0).map(|i| xs[i]).fold(f64::NEG_INFINITY, f64::max);
         sum += m;
         count += 1;
     }
@@ -32,10 +29,7 @@ fn plug_in(xs: &[f64], k: usize) -> f64 {
     let mut s = xs.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len() as f64;
-    s.iter()
-        .enumerate()
-        .map(|(i, x)| x * (((i + 1) as f64 / n).powi(k as i32) - (i as f64 / n).powi(k as i32)))
-        .sum()
+    s.iter().enumerate().map(|(i, x)| x * (((i + 1) as f64 / n).powi(k as i32) - (i as f64 / n).powi(k as i32))).sum()
 }
 
 #[test]
@@ -43,31 +37,20 @@ fn worked_example() {
     let x = [0.90, 0.00, 0.55, 0.40, 0.55]; // unsorted on purpose
     let unbiased = [0.48, 0.675, 0.76, 0.83, 0.90];
     let plug = [0.48, 0.636, 0.708, 0.75216, 0.783648];
-    let weights: [&[f64]; 5] = [
-        &[0.2, 0.2, 0.2, 0.2, 0.2],
-        &[0.0, 0.1, 0.2, 0.3, 0.4],
-        &[0.0, 0.0, 0.1, 0.3, 0.6],
-        &[0.0, 0.0, 0.0, 0.2, 0.8],
-        &[0.0, 0.0, 0.0, 0.0, 1.0],
-    ];
+    let weights: [&[f64]; 5] =
+        [&[0.2, 0.2, 0.2, 0.2, 0.2], &[0.0, 0.1, 0.2, 0.3, 0.4], &[0.0, 0.0, 0.1, 0.3, 0.6], &[0.0, 0.0, 0.0, 0.2, 0.8], &[0.0, 0.0, 0.0, 0.0, 1.0]];
     for k in 1..=5 {
         let est = max_at_k(&x, k).expect("defined");
         assert!(close(est, unbiased[k - 1]), "k={k}: {est}");
         assert!(close(est, brute_force(&x, k)), "k={k} brute force");
         assert!(close(plug_in(&x, k), plug[k - 1]), "plug-in k={k}");
         let w = max_at_k_weights(5, k).expect("weights");
-        assert!(
-            w.iter().zip(weights[k - 1]).all(|(a, b)| close(*a, *b)),
-            "weights k={k}: {w:?}"
-        );
+        assert!(w.iter().zip(weights[k - 1]).all(|(a, b)| close(*a, *b)), "weights k={k}: {w:?}");
     }
     let passes = [0.4, 0.7, 0.9, 1.0, 1.0];
     for k in 1..=5 {
         let est = max_at_k(&[1.0, 0.0, 0.0, 1.0, 0.0], k).expect("defined");
-        assert!(
-            close(est, passes[k - 1]) && close(est, pass_at_k(5, 2, k).expect("defined")),
-            "k={k}"
-        );
+        assert!(close(est, passes[k - 1]) && close(est, pass_at_k(5, 2, k).expect("defined")), "k={k}");
     }
     assert_eq!(max_at_k(&x, 0), None);
     assert_eq!(max_at_k(&x, 6), None);
@@ -108,20 +91,11 @@ fn aggregates() {
     assert_eq!(best_so_far(&runs[0]), vec![0.0, 0.0, 0.0, 0.535, 0.535]);
     assert_eq!(task_score(&[0.535, 0.995]), Some(0.765));
     assert!(close(accuracy_after_k(&runs, 1).expect("k=1"), 0.2 / 3.0));
-    assert!(
-        close(
-            accuracy_after_k(&runs, 5).expect("k=5"),
-            (0.535 + 0.2) / 3.0
-        ),
-        "carry forward"
-    );
+    assert!(close(accuracy_after_k(&runs, 5).expect("k=5"), (0.535 + 0.2) / 3.0), "carry forward");
     let failed = vec![vec![true, true, true, false, true], vec![false, true]];
     assert_eq!(failure_rate(&failed), Some(5.0 / 7.0));
     assert_eq!(failure_rate(&[]), None);
-    assert_eq!(
-        per_run_failure_rate(&[vec![0.0, 0.0], vec![0.3]]),
-        Some(0.5)
-    );
+    assert_eq!(per_run_failure_rate(&[vec![0.0, 0.0], vec![0.3]]), Some(0.5));
     let m = model_average(&[0.5, 0.7], Some(3));
     assert_eq!((m.n_tasks, m.complete), (2, false));
     assert!(close(m.mean.expect("mean"), 0.6));

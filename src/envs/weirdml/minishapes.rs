@@ -64,11 +64,7 @@ pub enum MiniShapesError {
 }
 
 const SQUARE: [(f64, f64); 4] = [(0.29, 0.29), (0.71, 0.29), (0.71, 0.71), (0.29, 0.71)];
-const TRIANGLE: [(f64, f64); 3] = [
-    (0.5, 0.8),
-    (0.240_192_378_864_668_43, 0.35),
-    (0.759_807_621_135_331_6, 0.35),
-];
+const TRIANGLE: [(f64, f64); 3] = [(0.5, 0.8), (0.240_192_378_864_668_43, 0.35), (0.759_807_621_135_331_6, 0.35)];
 
 fn polygon_point(rng: &mut SplitMix64, v: &[(f64, f64)]) -> (f64, f64) {
     let count = v.len();
@@ -131,11 +127,7 @@ pub fn sample(seed: u32, split: Split, index: u32) -> Result<Sample, MiniShapesE
     for (dst, src) in points.iter_mut().zip(pts.iter()) {
         *dst = [src[0] as f32, src[1] as f32];
     }
-    Ok(Sample {
-        label: label as u8,
-        k: k as u32,
-        points,
-    })
+    Ok(Sample { label: label as u8, k: k as u32, points })
 }
 
 /// Generator parameters; `Default` is the spec's seed 42, 400 train / 400 test.
@@ -151,11 +143,7 @@ pub struct MiniShapes {
 
 impl Default for MiniShapes {
     fn default() -> Self {
-        Self {
-            seed: DEFAULT_SEED,
-            train_n: DEFAULT_N,
-            test_n: DEFAULT_N,
-        }
+        Self { seed: DEFAULT_SEED, train_n: DEFAULT_N, test_n: DEFAULT_N }
     }
 }
 
@@ -189,12 +177,7 @@ impl MiniShapes {
     pub fn files(&self) -> Result<TaskFiles, MiniShapesError> {
         let train = self.generate(Split::Train)?;
         let test = self.generate(Split::Test)?;
-        Ok(TaskFiles {
-            train_data: data_npy(&train),
-            train_labels: labels_npy(&train),
-            test_data: data_npy(&test),
-            test_labels: labels_npy(&test),
-        })
+        Ok(TaskFiles { train_data: data_npy(&train), train_labels: labels_npy(&train), test_data: data_npy(&test), test_labels: labels_npy(&test) })
     }
 
     /// Writes `dir/data/*.npy`, the hidden `dir/hidden/test_labels.npy` (directory mode 0700) and
@@ -204,10 +187,7 @@ impl MiniShapes {
         let data = dir.join("data");
         let hidden = dir.join("hidden");
         for d in [&data, &hidden] {
-            std::fs::create_dir_all(d).map_err(|source| MiniShapesError::Io {
-                path: d.clone(),
-                source,
-            })?;
+            std::fs::create_dir_all(d).map_err(|source| MiniShapesError::Io { path: d.clone(), source })?;
         }
         let writes = [
             (data.join("train_data.npy"), &files.train_data),
@@ -222,12 +202,7 @@ impl MiniShapes {
         // without filesystem isolation (rlimits-only with a per-run uid).
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).map_err(
-                |source| MiniShapesError::Io {
-                    path: hidden.clone(),
-                    source,
-                },
-            )?;
+            std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o700)).map_err(|source| MiniShapesError::Io { path: hidden.clone(), source })?;
         }
         let manifest = TaskManifest {
             id: format!("mini_shapes_seed{}", self.seed),
@@ -243,10 +218,7 @@ impl MiniShapes {
             iterations: super::task::DEFAULT_ITERATIONS,
         };
         let path = dir.join("task.json");
-        let json = serde_json::to_string_pretty(&manifest).map_err(|e| MiniShapesError::Io {
-            path: path.clone(),
-            source: e.into(),
-        })?;
+        let json = serde_json::to_string_pretty(&manifest).map_err(|e| MiniShapesError::Io { path: path.clone(), source: e.into() })?;
         std::fs::write(&path, json).map_err(|source| MiniShapesError::Io { path, source })?;
         Ok(manifest)
     }
@@ -254,10 +226,7 @@ impl MiniShapes {
 
 /// `(N, 64, 2) <f4` point-cloud file bytes.
 pub fn data_npy(samples: &[Sample]) -> Vec<u8> {
-    let flat: Vec<f32> = samples
-        .iter()
-        .flat_map(|s| s.points.iter().flatten().copied())
-        .collect();
+    let flat: Vec<f32> = samples.iter().flat_map(|s| s.points.iter().flatten().copied()).collect();
     npy::write_f32(&[samples.len(), POINTS, 2], &flat)
 }
 
@@ -284,13 +253,7 @@ pub enum Solution {
 
 impl Solution {
     /// Every solution, in the §6.4 table order.
-    pub const ALL: [Solution; 5] = [
-        Solution::Majority,
-        Solution::Weak,
-        Solution::Medium,
-        Solution::TwelveBin,
-        Solution::Reference,
-    ];
+    pub const ALL: [Solution; 5] = [Solution::Majority, Solution::Weak, Solution::Medium, Solution::TwelveBin, Solution::Reference];
 
     /// Pinned seed-42 test accuracy from §6.4.
     pub fn test_accuracy(self) -> f64 {
@@ -318,9 +281,7 @@ impl Solution {
         match (self, self.histogram()) {
             (Solution::Majority, _) => include_str!("py/majority.py").to_string(),
             (Solution::Weak, _) => include_str!("py/weak.py").to_string(),
-            (_, Some((bins, width))) => include_str!("py/histogram.py")
-                .replace("__BINS__", &bins.to_string())
-                .replace("__WIDTH__", &width.to_string()),
+            (_, Some((bins, width))) => include_str!("py/histogram.py").replace("__BINS__", &bins.to_string()).replace("__WIDTH__", &width.to_string()),
             (_, None) => String::new(),
         }
     }

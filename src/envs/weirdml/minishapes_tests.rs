@@ -6,10 +6,7 @@ use sha2::{Digest, Sha256};
 use super::*;
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]
@@ -36,32 +33,18 @@ fn sample_spot_values() {
     }
     let s = sample(42, Split::Train, 1).expect("sample");
     assert_eq!((s.label, s.k), (1, 33));
-    assert_eq!(
-        (f64::from(s.points[0][0]), f64::from(s.points[0][1])),
-        (0.131_785_571_575_164_8, 0.883_963_167_667_388_9)
-    );
+    assert_eq!((f64::from(s.points[0][0]), f64::from(s.points[0][1])), (0.131_785_571_575_164_8, 0.883_963_167_667_388_9));
     let s = sample(42, Split::Test, 0).expect("sample");
     assert_eq!((s.label, s.k), (2, 43));
-    assert_eq!(
-        (f64::from(s.points[0][0]), f64::from(s.points[0][1])),
-        (0.707_848_608_493_804_9, 0.433_952_599_763_870_24)
-    );
+    assert_eq!((f64::from(s.points[0][0]), f64::from(s.points[0][1])), (0.707_848_608_493_804_9, 0.433_952_599_763_870_24));
 }
 
 #[test]
 fn samples_are_independent_of_n_and_index_is_bounded() {
-    let small = MiniShapes {
-        train_n: 3,
-        ..MiniShapes::default()
-    }
-    .generate(Split::Train)
-    .expect("gen");
+    let small = MiniShapes { train_n: 3, ..MiniShapes::default() }.generate(Split::Train).expect("gen");
     let big = MiniShapes::default().generate(Split::Train).expect("gen");
     assert_eq!(small[..], big[..3]);
-    assert!(matches!(
-        sample(42, Split::Train, 1 << 24),
-        Err(MiniShapesError::IndexTooLarge(_))
-    ));
+    assert!(matches!(sample(42, Split::Train, 1 << 24), Err(MiniShapesError::IndexTooLarge(_))));
 }
 
 #[test]
@@ -81,35 +64,15 @@ fn class_counts() {
 fn pinned_file_sizes_and_hashes() {
     let f = MiniShapes::default().files().expect("files");
     let table = [
-        (
-            &f.train_data,
-            204_928,
-            "e5725b710b75c5f5a5c2a58bd4df4f34f933e275a8787b840438d4bcf3e9416d",
-        ),
-        (
-            &f.train_labels,
-            3_328,
-            "0179107eeae7ed1b21d6ccb44954f723350a8f51eccc7d18bb50c5b80be2e655",
-        ),
-        (
-            &f.test_data,
-            204_928,
-            "2ab225dcc2f26e2d6cad9efd0f382af7ac41980c3b079ab46dbc222ee8f6da98",
-        ),
-        (
-            &f.test_labels,
-            3_328,
-            "4b5c735a3db34805573237ef2d9fa2c3a4f2cf38929fa907fc21d4dc002c66ba",
-        ),
+        (&f.train_data, 204_928, "e5725b710b75c5f5a5c2a58bd4df4f34f933e275a8787b840438d4bcf3e9416d"),
+        (&f.train_labels, 3_328, "0179107eeae7ed1b21d6ccb44954f723350a8f51eccc7d18bb50c5b80be2e655"),
+        (&f.test_data, 204_928, "2ab225dcc2f26e2d6cad9efd0f382af7ac41980c3b079ab46dbc222ee8f6da98"),
+        (&f.test_labels, 3_328, "4b5c735a3db34805573237ef2d9fa2c3a4f2cf38929fa907fc21d4dc002c66ba"),
     ];
     for (bytes, len, hash) in table {
         assert_eq!(bytes.len(), len);
         assert_eq!(sha256_hex(bytes), hash);
-        assert_eq!(
-            u16::from_le_bytes([bytes[8], bytes[9]]),
-            118,
-            "header length"
-        );
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 118, "header length");
     }
     let labels = npy::read_int(&f.test_labels).expect("labels parse back");
     assert_eq!(labels.shape, vec![400]);
@@ -121,10 +84,7 @@ fn write_produces_a_valid_manifest_with_hidden_labels_outside_data() {
     let task = MiniShapes::default().write(dir.path()).expect("write");
     task.validate().expect("valid manifest");
     let bytes = std::fs::read(&task.labels_path).expect("labels");
-    assert_eq!(
-        sha256_hex(&bytes),
-        "4b5c735a3db34805573237ef2d9fa2c3a4f2cf38929fa907fc21d4dc002c66ba"
-    );
+    assert_eq!(sha256_hex(&bytes), "4b5c735a3db34805573237ef2d9fa2c3a4f2cf38929fa907fc21d4dc002c66ba");
     let reread = TaskManifest::from_path(&dir.path().join("task.json")).expect("reload");
     assert_eq!(reread, task);
 }
@@ -152,11 +112,7 @@ fn argmin(v: &[f64]) -> usize {
 }
 
 fn accuracy(pred: &[usize], samples: &[Sample]) -> f64 {
-    let ok = pred
-        .iter()
-        .zip(samples)
-        .filter(|(p, s)| **p == usize::from(s.label))
-        .count();
+    let ok = pred.iter().zip(samples).filter(|(p, s)| **p == usize::from(s.label)).count();
     ok as f64 / samples.len() as f64
 }
 
@@ -167,10 +123,7 @@ fn solve(sol: Solution, train: &[Sample], test: &[Sample]) -> (f64, f64) {
             let mut c = [0; 3];
             train.iter().for_each(|s| c[usize::from(s.label)] += 1);
             let m = argmin(&c.map(|x: i32| -f64::from(x)));
-            (
-                accuracy(&vec![m; test.len()], test),
-                accuracy(&vec![m; train.len()], train),
-            )
+            (accuracy(&vec![m; test.len()], test), accuracy(&vec![m; train.len()], train))
         }
         Solution::Weak => {
             let feat = |s: &Sample| {
@@ -184,11 +137,7 @@ fn solve(sol: Solution, train: &[Sample], test: &[Sample]) -> (f64, f64) {
                     f.iter().sum::<f64>() / f.len() as f64
                 })
                 .collect();
-            let pred = |set: &[Sample]| -> Vec<usize> {
-                set.iter()
-                    .map(|s| argmin(&cent.iter().map(|c| (feat(s) - c).abs()).collect::<Vec<_>>()))
-                    .collect()
-            };
+            let pred = |set: &[Sample]| -> Vec<usize> { set.iter().map(|s| argmin(&cent.iter().map(|c| (feat(s) - c).abs()).collect::<Vec<_>>())).collect() };
             (accuracy(&pred(test), test), accuracy(&pred(train), train))
         }
         _ => {
@@ -202,21 +151,15 @@ fn solve(sol: Solution, train: &[Sample], test: &[Sample]) -> (f64, f64) {
             };
             let means: Vec<Vec<f64>> = (0..3u8)
                 .map(|c| {
-                    let hs: Vec<Vec<f64>> =
-                        train.iter().filter(|s| s.label == c).map(hist).collect();
-                    (0..bins)
-                        .map(|b| hs.iter().map(|h| h[b]).sum::<f64>() / hs.len() as f64)
-                        .collect()
+                    let hs: Vec<Vec<f64>> = train.iter().filter(|s| s.label == c).map(hist).collect();
+                    (0..bins).map(|b| hs.iter().map(|h| h[b]).sum::<f64>() / hs.len() as f64).collect()
                 })
                 .collect();
             let pred = |set: &[Sample]| -> Vec<usize> {
                 set.iter()
                     .map(|s| {
                         let h = hist(s);
-                        let d: Vec<f64> = means
-                            .iter()
-                            .map(|m| m.iter().zip(&h).map(|(a, b)| (b - a) * (b - a)).sum())
-                            .collect();
+                        let d: Vec<f64> = means.iter().map(|m| m.iter().zip(&h).map(|(a, b)| (b - a) * (b - a)).sum()).collect();
                         argmin(&d)
                     })
                     .collect()
@@ -246,15 +189,7 @@ fn reference_solution_accuracies_are_exact() {
 fn scripts_are_self_contained_python() {
     for sol in Solution::ALL {
         let s = sol.script();
-        assert!(
-            s.contains("results/test_preds.txt")
-                && !s.contains("__BINS__")
-                && !s.contains("__WIDTH__")
-        );
+        assert!(s.contains("results/test_preds.txt") && !s.contains("__BINS__") && !s.contains("__WIDTH__"));
     }
-    assert!(
-        Solution::Reference
-            .script()
-            .contains("BINS = 24\nWIDTH = 0.03\n")
-    );
+    assert!(Solution::Reference.script().contains("BINS = 24\nWIDTH = 0.03\n"));
 }

@@ -17,38 +17,36 @@ pub mod scripted;
 pub mod task;
 
 #[cfg(test)]
-#[path = "sandbox_tests.rs"]
-mod sandbox_tests;
-#[cfg(test)]
 #[path = "gpu_tests.rs"]
 mod gpu_tests;
 #[cfg(test)]
+#[path = "sandbox_tests.rs"]
+mod sandbox_tests;
+#[cfg(test)]
 mod test_support;
 
+pub use crate::sandbox;
 /// The sandbox moved to [`crate::sandbox`]; these names stay for WeirdML's own code.
 pub use crate::sandbox::{gpu, output, process, provenance};
-pub use crate::sandbox as sandbox;
 
-pub use codeblock::{CodeBlock, extract_code, fenced_blocks};
-pub use episode::{
-    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind,
-    NO_CODE_FEEDBACK, SandboxRunner, Step, SubmissionRecord, classify, feedback_text,
-};
-pub use crate::sandbox::gpu::{
-    GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, discover, parse_gpu_csv,
-};
-pub use metrics::{
-    ModelAverage, accuracy_after_k, best_so_far, failure_rate, max_at_k, max_at_k_weights,
-    model_average, pass_at_k, per_run_failure_rate, run_accuracy, standard_error, task_score,
-};
-pub use minishapes::{MiniShapes, MiniShapesError, Sample, Solution, Split, SplitMix64, TaskFiles};
+pub use crate::sandbox::gpu::{GpuError, GpuInfo, GpuPool, GpuSelection, Lease, PoolConfig, Slot, discover, parse_gpu_csv};
 pub use crate::sandbox::output::{CapturedOutput, OutputCapture, truncate_view};
 pub use crate::sandbox::provenance::{Provenance, PythonInfo, probe_python};
-pub use pyfmt::{py_float_repr, seconds_text};
 pub use crate::sandbox::{
-    Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits, OutputLimits,
-    Predictions, PrivilegeDrop, RunResult, RunSpec, Sandbox, SandboxConfig, SandboxError,
+    Backend, BackendChoice, ExitInfo, Isolation, IsolationReport, LimitKind, Limits, OutputLimits, Predictions, PrivilegeDrop, RunResult, RunSpec, Sandbox,
+    SandboxConfig, SandboxError,
 };
+pub use codeblock::{CodeBlock, extract_code, fenced_blocks};
+pub use episode::{
+    CodeRunner, Episode, EpisodeError, EpisodeRecord, FEEDBACK_ASSET, FailureKind, NO_CODE_FEEDBACK, SandboxRunner, Step, SubmissionRecord, classify,
+    feedback_text,
+};
+pub use metrics::{
+    ModelAverage, accuracy_after_k, best_so_far, failure_rate, max_at_k, max_at_k_weights, model_average, pass_at_k, per_run_failure_rate, run_accuracy,
+    standard_error, task_score,
+};
+pub use minishapes::{MiniShapes, MiniShapesError, Sample, Solution, Split, SplitMix64, TaskFiles};
+pub use pyfmt::{py_float_repr, seconds_text};
 pub use scorer::{Labels, ScoreError, ScoreOutcome, parse_predictions, score_predictions};
 pub use scripted::{Agent, ScriptedAgent, play};
 pub use task::{TaskError, TaskManifest};

@@ -77,9 +77,7 @@ pub fn write_i64(values: &[i64]) -> Vec<u8> {
 /// Extracts the quoted value of `key` from the header dict text.
 fn dict_str<'a>(dict: &'a str, key: &str) -> Result<&'a str, NpyError> {
     let pat = format!("'{key}':");
-    let start = dict
-        .find(&pat)
-        .ok_or_else(|| NpyError::BadHeader(format!("no {key}")))?;
+    let start = dict.find(&pat).ok_or_else(|| NpyError::BadHeader(format!("no {key}")))?;
     let rest = dict[start + pat.len()..].trim_start();
     Ok(rest)
 }
@@ -92,18 +90,12 @@ fn parse_header(dict: &str) -> Result<(String, bool, Vec<usize>), NpyError> {
         return Err(NpyError::BadHeader("descr is not a string".into()));
     }
     let body = &descr_rest[1..];
-    let end = body
-        .find(quote)
-        .ok_or_else(|| NpyError::BadHeader("unterminated descr".into()))?;
+    let end = body.find(quote).ok_or_else(|| NpyError::BadHeader("unterminated descr".into()))?;
     let descr = body[..end].to_string();
     let fortran = dict_str(dict, "fortran_order")?.starts_with("True");
     let shape_rest = dict_str(dict, "shape")?;
-    let open = shape_rest
-        .strip_prefix('(')
-        .ok_or_else(|| NpyError::BadHeader("shape".into()))?;
-    let close = open
-        .find(')')
-        .ok_or_else(|| NpyError::BadHeader("shape".into()))?;
+    let open = shape_rest.strip_prefix('(').ok_or_else(|| NpyError::BadHeader("shape".into()))?;
+    let close = open.find(')').ok_or_else(|| NpyError::BadHeader("shape".into()))?;
     let mut shape = Vec::new();
     for part in open[..close].split(',') {
         let part = part.trim();
@@ -122,10 +114,7 @@ pub fn read_int(bytes: &[u8]) -> Result<IntArray, NpyError> {
         return Err(NpyError::BadMagic);
     }
     let (hlen, hstart) = match bytes[6] {
-        1 => (
-            usize::from(u16::from_le_bytes([bytes[8], bytes[9]])),
-            10usize,
-        ),
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10usize),
         2 | 3 => {
             if bytes.len() < 12 {
                 return Err(NpyError::Truncated);
@@ -140,9 +129,7 @@ pub fn read_int(bytes: &[u8]) -> Result<IntArray, NpyError> {
     let dict = std::str::from_utf8(head).map_err(|_| NpyError::BadHeader("not UTF-8".into()))?;
     let (descr, fortran, shape) = parse_header(dict)?;
     if fortran && shape.len() > 1 {
-        return Err(NpyError::BadHeader(
-            "fortran_order arrays are not supported".into(),
-        ));
+        return Err(NpyError::BadHeader("fortran_order arrays are not supported".into()));
     }
     let (signed, width) = match descr.as_str() {
         "<i8" => (true, 8),

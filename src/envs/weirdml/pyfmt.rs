@@ -12,11 +12,7 @@ pub fn py_float_repr(x: f64) -> String {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: "d.ddde<exp>".
     let sci = format!("{x:e}");
@@ -29,11 +25,7 @@ pub fn py_float_repr(x: f64) -> String {
     let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
     if !(-4..16).contains(&exp) {
         let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
+        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
         let esign = if exp < 0 { '-' } else { '+' };
         return format!("{sign}{first}{frac}e{esign}{:02}", exp.abs());
     }
@@ -53,11 +45,7 @@ pub fn py_float_repr(x: f64) -> String {
 /// Seconds for messages like `Timeout after 120 s`: integral values without a fraction,
 /// others as the shortest decimal.
 pub fn seconds_text(s: f64) -> String {
-    if s.is_finite() && s.fract() == 0.0 && s.abs() < 1e15 {
-        format!("{}", s as i64)
-    } else {
-        format!("{s}")
-    }
+    if s.is_finite() && s.fract() == 0.0 && s.abs() < 1e15 { format!("{}", s as i64) } else { format!("{s}") }
 }
 
 #[cfg(test)]

@@ -14,9 +14,7 @@ use super::test_support::{backends, minishapes_fixture, run, run_on, small_confi
 fn tag() -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     format!("evalgrid-test-{}-{nanos}-{n}", std::process::id())
 }
 
@@ -29,9 +27,7 @@ fn procs_with(needle: &str) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             let mut buf = Vec::new();
-            std::fs::File::open(format!("/proc/{pid}/cmdline"))
-                .and_then(|mut f| f.read_to_end(&mut buf))
-                .is_ok()
+            std::fs::File::open(format!("/proc/{pid}/cmdline")).and_then(|mut f| f.read_to_end(&mut buf)).is_ok()
                 && String::from_utf8_lossy(&buf).contains(needle)
         })
         .collect()
@@ -62,9 +58,7 @@ open('results/test_preds.txt', 'w').write('0\\n1\\n')\n";
 fn output_is_merged_and_cut_to_4000_plus_4000() {
     let code = "import sys\nprint('out1')\nprint('err', file=sys.stderr)\nprint('out2')\n\
 sys.stdout.write(''.join(chr(97 + i % 26) for i in range(20000)))\n";
-    let body: String = (0..20000)
-        .map(|i| char::from(b'a' + (i % 26) as u8))
-        .collect();
+    let body: String = (0..20000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
     let full = format!("out1\nerr\nout2\n{body}");
     let n = full.chars().count();
     for sb in backends() {
@@ -73,10 +67,7 @@ sys.stdout.write(''.join(chr(97 + i % 26) for i in range(20000)))\n";
         assert_eq!(r.output_view.chars().count(), 8000);
         assert_eq!(&r.output_view[..4000], &full[..4000]);
         assert_eq!(&r.output_view[4000..], &full[n - 4000..]);
-        assert!(
-            r.output_view.starts_with("out1\nerr\nout2\n"),
-            "stdout/stderr interleaved in order"
-        );
+        assert!(r.output_view.starts_with("out1\nerr\nout2\n"), "stdout/stderr interleaved in order");
     }
 }
 
@@ -84,19 +75,12 @@ sys.stdout.write(''.join(chr(97 + i % 26) for i in range(20000)))\n";
 fn hidden_labels_are_not_visible() {
     let fx = minishapes_fixture();
     let labels = fx.task.labels_path.display().to_string();
-    let code = format!(
-        "try:\n    open({labels:?}, 'rb').read()\n    print('READABLE')\nexcept OSError as e:\n    print('DENIED', type(e).__name__)\n"
-    );
+    let code = format!("try:\n    open({labels:?}, 'rb').read()\n    print('READABLE')\nexcept OSError as e:\n    print('DENIED', type(e).__name__)\n");
     for sb in backends() {
         let r = run_on(sb, &fx.task, &code, Duration::from_secs(20));
         if sb.report().filesystem_isolated || sb.report().per_run_uid {
             // bwrap: not mounted; rlimits-only with a per-run uid: the 0700 hidden directory.
-            assert!(
-                r.output_view.starts_with("DENIED"),
-                "{}: {}",
-                name(sb),
-                r.output_view
-            );
+            assert!(r.output_view.starts_with("DENIED"), "{}: {}", name(sb), r.output_view);
         } else {
             // Documented gap: rlimits-only running as the caller can read the hidden labels.
             assert!(r.output_view.starts_with("READABLE"), "{}", r.output_view);
@@ -118,18 +102,10 @@ except OSError as e:\n        print(host, 'BLOCKED', type(e).__name__)\n"
         let local = r.output_view.lines().next().unwrap_or_default().to_string();
         if sb.report().network_isolated {
             assert!(local.contains("BLOCKED"), "{}: {}", name(sb), r.output_view);
-            assert!(
-                r.output_view.contains("1.1.1.1 BLOCKED"),
-                "{}",
-                r.output_view
-            );
+            assert!(r.output_view.contains("1.1.1.1 BLOCKED"), "{}", r.output_view);
         } else {
             // Documented gap: without bwrap the host network (incl. our listener) is reachable.
-            assert!(
-                local.contains("CONNECTED"),
-                "rlimits-only is expected NOT to block: {}",
-                r.output_view
-            );
+            assert!(local.contains("CONNECTED"), "rlimits-only is expected NOT to block: {}", r.output_view);
         }
     }
 }
@@ -147,23 +123,10 @@ open(p, 'w').write('x')\n        print('WROTE', p)\n    except OSError as e:\n  
     );
     for sb in backends() {
         let r = run(sb, &code, Duration::from_secs(20));
-        assert!(
-            r.output_view.contains("WROTE results/ok.txt"),
-            "{}",
-            r.output_view
-        );
+        assert!(r.output_view.contains("WROTE results/ok.txt"), "{}", r.output_view);
         if sb.report().filesystem_isolated {
-            assert!(
-                !target.exists() && !tmp_target.exists(),
-                "{}: escaped: {}",
-                name(sb),
-                r.output_view
-            );
-            assert!(
-                r.output_view.contains("DENIED data/train_labels.npy"),
-                "data/ must be read-only: {}",
-                r.output_view
-            );
+            assert!(!target.exists() && !tmp_target.exists(), "{}: escaped: {}", name(sb), r.output_view);
+            assert!(r.output_view.contains("DENIED data/train_labels.npy"), "data/ must be read-only: {}", r.output_view);
         } else if sb.report().per_run_uid {
             // rlimits-only with a per-run uid: our 0700 temp dir is closed, /tmp is not.
             assert!(!target.exists(), "{}", r.output_view);
@@ -182,11 +145,7 @@ fn fork_bomb_is_contained() {
 if not warned:\n            print('limit hit', flush=True)\n            warned = True\n        time.sleep(0.01)\n";
     for sb in backends() {
         if !sb.report().nproc_enforced {
-            eprintln!(
-                "SKIP fork bomb on {}: RLIMIT_NPROC is not enforced ({:?})",
-                name(sb),
-                sb.report().notes
-            );
+            eprintln!("SKIP fork bomb on {}: RLIMIT_NPROC is not enforced ({:?})", name(sb), sb.report().notes);
             continue;
         }
         let start = Instant::now();
@@ -196,21 +155,14 @@ if not warned:\n            print('limit hit', flush=True)\n            warned =
         assert!(r.survivors.is_empty(), "survivors {:?}", r.survivors);
         assert!(start.elapsed() < Duration::from_secs(8));
         let healthy = run(sb, "print('alive')", Duration::from_secs(20));
-        assert_eq!(
-            healthy.output_view, "alive\n",
-            "machine healthy after the fork bomb"
-        );
+        assert_eq!(healthy.output_view, "alive\n", "machine healthy after the fork bomb");
     }
 }
 
 #[test]
 fn allocating_50_gb_fails_with_memory_error() {
     for sb in backends() {
-        let r = run(
-            sb,
-            "x = bytearray(50 * 10**9)\nprint('allocated')\n",
-            Duration::from_secs(20),
-        );
+        let r = run(sb, "x = bytearray(50 * 10**9)\nprint('allocated')\n", Duration::from_secs(20));
         assert!(!r.exit.success() && !r.timed_out, "{}", r.output_view);
         assert!(r.output_view.contains("MemoryError"), "{}", r.output_view);
         assert_eq!(r.killed_by_limit, Some(LimitKind::AddressSpace));
@@ -219,10 +171,7 @@ fn allocating_50_gb_fails_with_memory_error() {
 
 fn vm_hwm_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
 }
 
 #[test]
@@ -242,10 +191,7 @@ fn printing_100_mb_is_capped_and_memory_bounded() {
         assert_eq!(r.output_view.chars().count(), 8000);
     }
     let grew = vm_hwm_kib().saturating_sub(before);
-    assert!(
-        grew < 96 * 1024,
-        "peak RSS grew by {grew} KiB: output was buffered"
-    );
+    assert!(grew < 96 * 1024, "peak RSS grew by {grew} KiB: output was buffered");
 }
 
 #[test]
@@ -260,67 +206,38 @@ print('started', flush=True)\ntime.sleep(60)\n"
         let start = Instant::now();
         let r = run(sb, &code, Duration::from_secs(1));
         let took = start.elapsed();
-        assert!(
-            r.timed_out && r.output_view.contains("started"),
-            "{}",
-            r.output_view
-        );
+        assert!(r.timed_out && r.output_view.contains("started"), "{}", r.output_view);
         assert!(r.wall_s >= 1.0 && r.wall_s < 2.5, "wall {}", r.wall_s);
-        assert!(
-            took < Duration::from_secs(4),
-            "kill + cleanup took {took:?}"
-        );
+        assert!(took < Duration::from_secs(4), "kill + cleanup took {took:?}");
         assert!(r.survivors.is_empty(), "{:?}", r.survivors);
-        assert!(
-            procs_with(&t).is_empty(),
-            "{}: leftover sleepers {:?}",
-            name(sb),
-            procs_with(&t)
-        );
+        assert!(procs_with(&t).is_empty(), "{}: leftover sleepers {:?}", name(sb), procs_with(&t));
     }
 }
 
 #[test]
 fn background_children_of_a_clean_exit_are_reaped() {
     let t = tag();
-    let code = format!(
-        "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {t:?}])\nprint('bye')\n"
-    );
+    let code = format!("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {t:?}])\nprint('bye')\n");
     for sb in backends() {
         let r = run(sb, &code, Duration::from_secs(20));
         assert!(r.exit.success() && !r.timed_out, "{}", r.output_view);
         assert!(r.wall_s < 10.0, "waiting on the pipe held by the child?");
-        assert!(
-            procs_with(&t).is_empty(),
-            "{}: leftover {:?}",
-            name(sb),
-            procs_with(&t)
-        );
+        assert!(procs_with(&t).is_empty(), "{}: leftover {:?}", name(sb), procs_with(&t));
     }
 }
 
 #[test]
 fn symlink_and_fifo_predictions_are_rejected() {
     for (what, code) in [
-        (
-            "symlink",
-            "import os\nos.symlink('/etc/hostname', 'results/test_preds.txt')\n",
-        ),
+        ("symlink", "import os\nos.symlink('/etc/hostname', 'results/test_preds.txt')\n"),
         ("fifo", "import os\nos.mkfifo('results/test_preds.txt')\n"),
-        (
-            "symlinked dir",
-            "import os, shutil\nos.rmdir('results')\nos.symlink('/etc', 'results')\n",
-        ),
+        ("symlinked dir", "import os, shutil\nos.rmdir('results')\nos.symlink('/etc', 'results')\n"),
     ] {
         for sb in backends() {
             let start = Instant::now();
             let r = run(sb, code, Duration::from_secs(20));
             assert!(r.exit.success(), "{what}: {}", r.output_view);
-            assert!(
-                matches!(r.predictions, Predictions::Invalid(_)),
-                "{what}: {:?}",
-                r.predictions
-            );
+            assert!(matches!(r.predictions, Predictions::Invalid(_)), "{what}: {:?}", r.predictions);
             assert!(start.elapsed() < Duration::from_secs(10));
         }
     }
@@ -341,17 +258,10 @@ fn cpu_and_file_size_limits_are_classified() {
         };
         let r = run(&sb, "while True:\n    pass\n", Duration::from_secs(10));
         assert!(!r.timed_out && r.wall_s < 8.0, "{r:?}");
-        assert_eq!(
-            (r.exit.signal, r.killed_by_limit),
-            (Some(24), Some(LimitKind::CpuTime))
-        );
+        assert_eq!((r.exit.signal, r.killed_by_limit), (Some(24), Some(LimitKind::CpuTime)));
         let code = "open('results/big', 'wb').write(b'x' * (2 << 20))\n";
         let r = run(&sb, code, Duration::from_secs(10));
-        assert!(
-            r.output_view.contains("File too large"),
-            "{}",
-            r.output_view
-        );
+        assert!(r.output_view.contains("File too large"), "{}", r.output_view);
         assert_eq!(r.killed_by_limit, Some(LimitKind::FileSize));
     }
 }
@@ -361,16 +271,9 @@ fn auto_falls_back_loudly_when_bwrap_is_missing_or_broken() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tempdir");
     let broken = dir.path().join("bwrap");
-    std::fs::write(
-        &broken,
-        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
-    )
-    .expect("write");
+    std::fs::write(&broken, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n").expect("write");
     std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    for (bwrap, why) in [
-        (dir.path().join("missing"), "not found"),
-        (broken, "No permissions"),
-    ] {
+    for (bwrap, why) in [(dir.path().join("missing"), "not found"), (broken, "No permissions")] {
         let mut cfg = small_config(BackendChoice::Auto);
         cfg.bwrap = bwrap.clone();
         let sb = match Sandbox::new(cfg.clone()) {
@@ -383,23 +286,11 @@ fn auto_falls_back_loudly_when_bwrap_is_missing_or_broken() {
         let rep = sb.report();
         assert_eq!(rep.isolation, Isolation::RlimitsOnly);
         assert!(!rep.network_isolated && !rep.filesystem_isolated);
-        assert!(
-            rep.notes
-                .iter()
-                .any(|n| n.starts_with("WARNING rlimits-only") && n.contains(why)),
-            "{:?}",
-            rep.notes
-        );
+        assert!(rep.notes.iter().any(|n| n.starts_with("WARNING rlimits-only") && n.contains(why)), "{:?}", rep.notes);
         let r = run(&sb, "print('fallback ok')", Duration::from_secs(20));
-        assert_eq!(
-            (r.output_view.as_str(), r.isolation),
-            ("fallback ok\n", Isolation::RlimitsOnly)
-        );
+        assert_eq!((r.output_view.as_str(), r.isolation), ("fallback ok\n", Isolation::RlimitsOnly));
         cfg.backend = BackendChoice::Bwrap;
-        assert!(matches!(
-            Sandbox::new(cfg),
-            Err(super::sandbox::SandboxError::BwrapUnavailable(_))
-        ));
+        assert!(matches!(Sandbox::new(cfg), Err(super::sandbox::SandboxError::BwrapUnavailable(_))));
     }
 }
 
@@ -415,10 +306,7 @@ fn provenance_is_collected_once() {
 else echo '0, NVIDIA Fake A, 550.54.15'; fi\n";
     std::fs::write(&smi, script).expect("write");
     std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let cfg = super::gpu::PoolConfig {
-        path_var: Some(dir.path().as_os_str().to_os_string()),
-        ..Default::default()
-    };
+    let cfg = super::gpu::PoolConfig { path_var: Some(dir.path().as_os_str().to_os_string()), ..Default::default() };
     let pool = super::gpu::GpuPool::new(&cfg).expect("pool");
     let p = super::provenance::Provenance::collect(sb, &pool, &cfg);
     assert_eq!(p.cuda_driver_version.as_deref(), Some("12.4"));
@@ -427,10 +315,7 @@ else echo '0, NVIDIA Fake A, 550.54.15'; fi\n";
     assert!(p.python.packages.contains_key("numpy") && p.python.packages.contains_key("torch"));
     assert_eq!(p.isolation, *sb.report());
     let json = serde_json::to_string(&p).expect("serialize");
-    assert!(
-        json.contains(r#""isolation":"bwrap""#) || json.contains(r#""isolation":"rlimits-only""#),
-        "{json}"
-    );
+    assert!(json.contains(r#""isolation":"bwrap""#) || json.contains(r#""isolation":"rlimits-only""#), "{json}");
 }
 
 #[test]
@@ -439,25 +324,15 @@ fn submissions_hold_no_capabilities() {
 print('uid', os.getuid())\nprint(*[l for l in st if l.startswith(('CapEff', 'CapPrm', 'NoNewPrivs'))], sep='\\n')\n";
     let mut never = small_config(BackendChoice::Bwrap);
     never.privilege_drop = super::sandbox::PrivilegeDrop::Never;
-    let never = Sandbox::new(never)
-        .map_err(|e| eprintln!("SKIP bwrap with PrivilegeDrop::Never: {e}"))
-        .ok();
+    let never = Sandbox::new(never).map_err(|e| eprintln!("SKIP bwrap with PrivilegeDrop::Never: {e}")).ok();
     for sb in backends().into_iter().chain(never.as_ref()) {
         let r = run(sb, code, Duration::from_secs(20));
         let out = &r.output_view;
-        let zero =
-            out.contains("CapEff:\t0000000000000000") && out.contains("CapPrm:\t0000000000000000");
+        let zero = out.contains("CapEff:\t0000000000000000") && out.contains("CapPrm:\t0000000000000000");
         // bwrap: --cap-drop ALL / uid drop; rlimits-only: uid drop or empty bounding set.
-        assert!(
-            zero && out.contains("NoNewPrivs:\t1"),
-            "{}: {out}",
-            name(sb)
-        );
+        assert!(zero && out.contains("NoNewPrivs:\t1"), "{}: {out}", name(sb));
         if !sb.report().per_run_uid && out.contains("uid 0") {
-            assert!(
-                !sb.report().nproc_enforced,
-                "uid 0 is exempt from RLIMIT_NPROC"
-            );
+            assert!(!sb.report().nproc_enforced, "uid 0 is exempt from RLIMIT_NPROC");
         }
     }
 }

@@ -49,10 +49,7 @@ pub enum ScoreError {
 impl Labels {
     /// Loads an integer `.npy` of shape `(rows,)` (width 1) or `(rows, width)`.
     pub fn load(path: &Path, rows: usize, width: usize) -> Result<Self, ScoreError> {
-        let bytes = std::fs::read(path).map_err(|source| ScoreError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).map_err(|source| ScoreError::Read { path: path.to_path_buf(), source })?;
         let arr = npy::read_int(&bytes)?;
         let ok = match arr.shape.as_slice() {
             [n] => *n == rows && width == 1,
@@ -60,17 +57,9 @@ impl Labels {
             _ => false,
         };
         if !ok {
-            return Err(ScoreError::Shape {
-                shape: arr.shape,
-                rows,
-                width,
-            });
+            return Err(ScoreError::Shape { shape: arr.shape, rows, width });
         }
-        Ok(Self {
-            rows,
-            width,
-            values: arr.values,
-        })
+        Ok(Self { rows, width, values: arr.values })
     }
 }
 
@@ -109,11 +98,7 @@ impl ScoreOutcome {
 /// Parses predictions text into `rows * width` integers, or explains why not.
 pub fn parse_predictions(text: &str, rows: usize, width: usize) -> Result<Vec<i64>, String> {
     let body = text.strip_suffix('\n').unwrap_or(text);
-    let lines: Vec<&str> = if text.is_empty() {
-        Vec::new()
-    } else {
-        body.split('\n').collect()
-    };
+    let lines: Vec<&str> = if text.is_empty() { Vec::new() } else { body.split('\n').collect() };
     if lines.len() != rows {
         return Err(format!("expected {rows} rows, found {}", lines.len()));
     }
@@ -146,29 +131,15 @@ pub fn score_predictions(file: Option<&[u8]>, labels: &Labels) -> ScoreOutcome {
         return ScoreOutcome::NoResultsFile;
     };
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return ScoreOutcome::BadFormat {
-            reason: "file is not UTF-8 text".into(),
-        };
+        return ScoreOutcome::BadFormat { reason: "file is not UTF-8 text".into() };
     };
     match parse_predictions(text, labels.rows, labels.width) {
         Err(reason) => ScoreOutcome::BadFormat { reason },
         Ok(preds) => {
-            let correct = preds
-                .iter()
-                .zip(&labels.values)
-                .filter(|(p, l)| p == l)
-                .count() as u64;
+            let correct = preds.iter().zip(&labels.values).filter(|(p, l)| p == l).count() as u64;
             let total = labels.values.len() as u64;
-            let accuracy = if total == 0 {
-                0.0
-            } else {
-                correct as f64 / total as f64
-            };
-            ScoreOutcome::Scored {
-                accuracy,
-                correct,
-                total,
-            }
+            let accuracy = if total == 0 { 0.0 } else { correct as f64 / total as f64 };
+            ScoreOutcome::Scored { accuracy, correct, total }
         }
     }
 }
@@ -178,11 +149,7 @@ mod tests {
     use super::*;
 
     fn labels(v: &[i64], width: usize) -> Labels {
-        Labels {
-            rows: v.len() / width,
-            width,
-            values: v.to_vec(),
-        }
+        Labels { rows: v.len() / width, width, values: v.to_vec() }
     }
 
     #[test]
@@ -190,65 +157,26 @@ mod tests {
         let l = labels(&[0, 1, 2, 1], 1);
         let s = |t: &str| score_predictions(Some(t.as_bytes()), &l);
         assert_eq!(s("0\n1\n2\n0\n").accuracy(), 0.75);
-        assert_eq!(
-            s("0\n1\n2\n1").accuracy(),
-            1.0,
-            "no trailing newline is fine"
-        );
-        assert_eq!(
-            s("0\r\n1\r\n2\r\n1\r\n").accuracy(),
-            1.0,
-            "CRLF is whitespace"
-        );
+        assert_eq!(s("0\n1\n2\n1").accuracy(), 1.0, "no trailing newline is fine");
+        assert_eq!(s("0\r\n1\r\n2\r\n1\r\n").accuracy(), 1.0, "CRLF is whitespace");
         assert_eq!(s(" +0 \n1\n2\n1\n").accuracy(), 1.0);
         assert!(matches!(s("0\n1\n2\n"), ScoreOutcome::BadFormat { .. }));
-        assert!(matches!(
-            s("0\n1\n2\n1\n\n"),
-            ScoreOutcome::BadFormat { .. }
-        ));
-        assert!(matches!(
-            s("0\n1.0\n2\n1\n"),
-            ScoreOutcome::BadFormat { .. }
-        ));
-        assert!(matches!(
-            s("0 1\n1\n2\n1\n"),
-            ScoreOutcome::BadFormat { .. }
-        ));
+        assert!(matches!(s("0\n1\n2\n1\n\n"), ScoreOutcome::BadFormat { .. }));
+        assert!(matches!(s("0\n1.0\n2\n1\n"), ScoreOutcome::BadFormat { .. }));
+        assert!(matches!(s("0 1\n1\n2\n1\n"), ScoreOutcome::BadFormat { .. }));
         assert!(matches!(s(""), ScoreOutcome::BadFormat { .. }));
         assert_eq!(score_predictions(None, &l), ScoreOutcome::NoResultsFile);
-        assert!(matches!(
-            score_predictions(Some(&[0xff, b'\n']), &l),
-            ScoreOutcome::BadFormat { .. }
-        ));
-        assert_eq!(
-            s("1\n0\n0\n0\n"),
-            ScoreOutcome::Scored {
-                accuracy: 0.0,
-                correct: 0,
-                total: 4
-            }
-        );
+        assert!(matches!(score_predictions(Some(&[0xff, b'\n']), &l), ScoreOutcome::BadFormat { .. }));
+        assert_eq!(s("1\n0\n0\n0\n"), ScoreOutcome::Scored { accuracy: 0.0, correct: 0, total: 4 });
     }
 
     #[test]
     fn multi_output_is_flattened() {
         let l = labels(&[0, 1, 2, 2, 1, 0], 3);
         let out = score_predictions(Some(b"0 1 2\n2 0 1\n"), &l);
-        assert_eq!(
-            out,
-            ScoreOutcome::Scored {
-                accuracy: 4.0 / 6.0,
-                correct: 4,
-                total: 6
-            }
-        );
+        assert_eq!(out, ScoreOutcome::Scored { accuracy: 4.0 / 6.0, correct: 4, total: 6 });
         let bad = score_predictions(Some(b"0 1\n2 0 1\n"), &l);
-        assert_eq!(
-            bad,
-            ScoreOutcome::BadFormat {
-                reason: "line 1: expected 3 integers, found 2 values".into()
-            }
-        );
+        assert_eq!(bad, ScoreOutcome::BadFormat { reason: "line 1: expected 3 integers, found 2 values".into() });
     }
 
     #[test]
@@ -257,9 +185,6 @@ mod tests {
         let p = dir.path().join("l.npy");
         std::fs::write(&p, npy::write_i64(&[1, 2, 3])).expect("write");
         assert_eq!(Labels::load(&p, 3, 1).expect("load").values, vec![1, 2, 3]);
-        assert!(matches!(
-            Labels::load(&p, 4, 1),
-            Err(ScoreError::Shape { .. })
-        ));
+        assert!(matches!(Labels::load(&p, 4, 1), Err(ScoreError::Shape { .. })));
     }
 }

@@ -38,11 +38,7 @@ pub const SLEEPS: &str = "import time\nprint('training...', flush=True)\ntime.sl
 impl ScriptedAgent {
     /// Agent replaying `responses`.
     pub fn new(responses: Vec<String>) -> Self {
-        Self {
-            responses,
-            next: 0,
-            feedback_seen: Vec::new(),
-        }
+        Self { responses, next: 0, feedback_seen: Vec::new() }
     }
 
     /// The §6.6 episode: no code, exception, no results file, weak (0.535), timeout.
@@ -52,13 +48,7 @@ impl ScriptedAgent {
             "I will first think about the geometry of the shapes before writing any code.".into(),
             fenced("Let me load the data.", RAISES),
             fenced("Let me look at the data statistics first.", STATS_ONLY),
-            format!(
-                "Run it as:\n```\npython main.py\n```\n\n{}",
-                fenced(
-                    "A one-feature nearest-centroid baseline:",
-                    &Solution::Weak.script()
-                )
-            ),
+            format!("Run it as:\n```\npython main.py\n```\n\n{}", fenced("A one-feature nearest-centroid baseline:", &Solution::Weak.script())),
             fenced("A bigger model that needs longer training:", SLEEPS),
         ])
     }
@@ -67,12 +57,7 @@ impl ScriptedAgent {
     /// majority, 6-bin, 12-bin, 24-bin.
     pub fn reference_episode() -> Self {
         let mut v = vec!["No code this time, only a plan.".to_string()];
-        for s in [
-            Solution::Majority,
-            Solution::Medium,
-            Solution::TwelveBin,
-            Solution::Reference,
-        ] {
+        for s in [Solution::Majority, Solution::Medium, Solution::TwelveBin, Solution::Reference] {
             v.push(fenced(&format!("Trying {s:?}."), &s.script()));
         }
         Self::new(v)
@@ -91,11 +76,7 @@ impl Agent for ScriptedAgent {
 }
 
 /// Drives `episode` with `agent` until the budget is used or the agent stops.
-pub fn play(
-    episode: &mut Episode,
-    agent: &mut dyn Agent,
-    runner: &mut dyn CodeRunner,
-) -> Result<EpisodeRecord, EpisodeError> {
+pub fn play(episode: &mut Episode, agent: &mut dyn Agent, runner: &mut dyn CodeRunner) -> Result<EpisodeRecord, EpisodeError> {
     let mut feedback: Option<String> = None;
     while !episode.is_done() {
         let Some(response) = agent.respond(feedback.as_deref()) else {

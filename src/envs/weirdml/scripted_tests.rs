@@ -23,48 +23,23 @@ fn spec_episode_yields_stated_accuracy_and_failure_rate() {
     for sb in backends() {
         let mut episode = Episode::from_task(task).expect("labels");
         let mut agent = ScriptedAgent::spec_episode();
-        let mut runner = SandboxRunner {
-            sandbox: sb,
-            pool: &pool,
-            task,
-        };
+        let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task };
         let rec = play(&mut episode, &mut agent, &mut runner).expect("episode");
-        let kinds: Vec<Option<FailureKind>> =
-            rec.submissions.iter().map(|s| s.failure_kind).collect();
+        let kinds: Vec<Option<FailureKind>> = rec.submissions.iter().map(|s| s.failure_kind).collect();
         assert_eq!(
             kinds,
-            vec![
-                Some(FailureKind::NoCode),
-                Some(FailureKind::Exception),
-                Some(FailureKind::NoResultsFile),
-                None,
-                Some(FailureKind::Timeout),
-            ],
+            vec![Some(FailureKind::NoCode), Some(FailureKind::Exception), Some(FailureKind::NoResultsFile), None, Some(FailureKind::Timeout),],
             "{:#?}",
             rec.submissions
         );
         assert_eq!(rec.run_accuracy, 0.535);
         assert_eq!(rec.best_so_far, vec![0.0, 0.0, 0.0, 0.535, 0.535]);
         assert_eq!(rec.failure_rate, 0.8);
-        assert_eq!(
-            super::super::metrics::per_run_failure_rate(&[rec
-                .submissions
-                .iter()
-                .map(|s| s.accuracy)
-                .collect()]),
-            Some(0.0)
-        );
+        assert_eq!(super::super::metrics::per_run_failure_rate(&[rec.submissions.iter().map(|s| s.accuracy).collect()]), Some(0.0));
         // Feedback the agent saw after responses 1-4 (none after the 5th).
         assert_eq!(agent.feedback_seen.len(), 4);
-        assert_eq!(
-            agent.feedback_seen[0],
-            "No code block found in your response. Accuracy: 0.0"
-        );
-        assert!(
-            agent.feedback_seen[1].contains("RuntimeError: scripted failure"),
-            "{}",
-            agent.feedback_seen[1]
-        );
+        assert_eq!(agent.feedback_seen[0], "No code block found in your response. Accuracy: 0.0");
+        assert!(agent.feedback_seen[1].contains("RuntimeError: scripted failure"), "{}", agent.feedback_seen[1]);
         assert!(agent.feedback_seen[2].ends_with("\n\nAccuracy: 0.0, Results file not found"));
         assert!(agent.feedback_seen[3].contains("train accuracy 0.52"));
         assert!(agent.feedback_seen[3].ends_with("\n\nAccuracy: 0.535"));
@@ -88,25 +63,12 @@ fn reference_episode_reaches_0_995() {
     };
     let mut episode = Episode::from_task(task).expect("labels");
     let mut agent = ScriptedAgent::reference_episode();
-    let mut runner = SandboxRunner {
-        sandbox: sb,
-        pool: &pool,
-        task,
-    };
+    let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task };
     let rec = play(&mut episode, &mut agent, &mut runner).expect("episode");
     let accs: Vec<f64> = rec.submissions.iter().map(|s| s.accuracy).collect();
-    assert_eq!(
-        accs,
-        vec![0.0, 0.335, 0.8725, 0.985, 0.995],
-        "{:#?}",
-        rec.submissions
-    );
+    assert_eq!(accs, vec![0.0, 0.335, 0.8725, 0.985, 0.995], "{:#?}", rec.submissions);
     assert_eq!(rec.run_accuracy, 0.995);
-    assert!(
-        rec.submissions[4]
-            .feedback
-            .contains("train accuracy 0.9925")
-    );
+    assert!(rec.submissions[4].feedback.contains("train accuracy 0.9925"));
 }
 
 #[test]
@@ -119,14 +81,7 @@ fn agent_may_stop_early() {
     };
     let mut episode = Episode::from_task(task).expect("labels");
     let mut agent = ScriptedAgent::new(vec!["no code".into()]);
-    let mut runner = SandboxRunner {
-        sandbox: sb,
-        pool: &pool,
-        task,
-    };
+    let mut runner = SandboxRunner { sandbox: sb, pool: &pool, task };
     let rec = play(&mut episode, &mut agent, &mut runner).expect("episode");
-    assert_eq!(
-        (rec.submissions.len(), rec.run_accuracy, rec.failure_rate),
-        (1, 0.0, 1.0)
-    );
+    assert_eq!((rec.submissions.len(), rec.run_accuracy, rec.failure_rate), (1, 0.0, 1.0));
 }

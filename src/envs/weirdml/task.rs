@@ -86,10 +86,7 @@ pub enum TaskError {
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> TaskError {
-    TaskError::Invalid {
-        field,
-        reason: reason.into(),
-    }
+    TaskError::Invalid { field, reason: reason.into() }
 }
 
 /// True when `p` is relative and has only normal components (no `..`, no root).
@@ -108,10 +105,7 @@ impl TaskManifest {
 
     /// Reads and parses a JSON manifest file (paths relative to its directory).
     pub fn from_path(path: &Path) -> Result<Self, TaskError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read { path: path.to_path_buf(), source })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::from_json_str(&text, base)
     }
@@ -132,46 +126,25 @@ impl TaskManifest {
             return Err(invalid("id", "empty"));
         }
         if !(self.time_limit_s.is_finite() && self.time_limit_s > 0.0) {
-            return Err(invalid(
-                "time_limit_s",
-                format!("{} is not a positive number", self.time_limit_s),
-            ));
+            return Err(invalid("time_limit_s", format!("{} is not a positive number", self.time_limit_s)));
         }
         if self.iterations == 0 {
             return Err(invalid("iterations", "must be at least 1"));
         }
         if self.test_size == 0 || self.pred_width == 0 {
-            return Err(invalid(
-                "test_size",
-                "test_size and pred_width must be positive",
-            ));
+            return Err(invalid("test_size", "test_size and pred_width must be positive"));
         }
         let preds = Path::new(&self.predictions_file);
-        if !is_plain_relative(preds)
-            || !preds.starts_with("results")
-            || preds == Path::new("results")
-        {
-            return Err(invalid(
-                "predictions_file",
-                "must be a relative path under results/",
-            ));
+        if !is_plain_relative(preds) || !preds.starts_with("results") || preds == Path::new("results") {
+            return Err(invalid("predictions_file", "must be a relative path under results/"));
         }
         if !self.data_dir.is_dir() {
-            return Err(invalid(
-                "data_dir",
-                format!("{} is not a directory", self.data_dir.display()),
-            ));
+            return Err(invalid("data_dir", format!("{} is not a directory", self.data_dir.display())));
         }
-        for (field, names) in [
-            ("train_files", &self.train_files),
-            ("test_inputs", &self.test_inputs),
-        ] {
+        for (field, names) in [("train_files", &self.train_files), ("test_inputs", &self.test_inputs)] {
             for name in names {
                 if !is_plain_relative(Path::new(name)) {
-                    return Err(invalid(
-                        field,
-                        format!("{name:?} is not a plain relative path"),
-                    ));
+                    return Err(invalid(field, format!("{name:?} is not a plain relative path")));
                 }
                 if !self.data_dir.join(name).is_file() {
                     return Err(invalid(field, format!("{name} missing in data_dir")));
@@ -179,32 +152,19 @@ impl TaskManifest {
             }
         }
         if !self.labels_path.is_file() {
-            return Err(invalid(
-                "labels_path",
-                format!("{} is not a file", self.labels_path.display()),
-            ));
+            return Err(invalid("labels_path", format!("{} is not a file", self.labels_path.display())));
         }
-        let data = self
-            .data_dir
-            .canonicalize()
-            .map_err(|e| invalid("data_dir", e.to_string()))?;
-        let labels = self
-            .labels_path
-            .canonicalize()
-            .map_err(|e| invalid("labels_path", e.to_string()))?;
+        let data = self.data_dir.canonicalize().map_err(|e| invalid("data_dir", e.to_string()))?;
+        let labels = self.labels_path.canonicalize().map_err(|e| invalid("labels_path", e.to_string()))?;
         if labels.starts_with(&data) {
-            return Err(invalid(
-                "labels_path",
-                "hidden labels must not lie inside data_dir",
-            ));
+            return Err(invalid("labels_path", "hidden labels must not lie inside data_dir"));
         }
         Ok(())
     }
 
     /// The per-submission time limit as a `Duration` (validated positive and finite).
     pub fn time_limit(&self) -> std::time::Duration {
-        std::time::Duration::try_from_secs_f64(self.time_limit_s)
-            .unwrap_or(std::time::Duration::from_secs(600))
+        std::time::Duration::try_from_secs_f64(self.time_limit_s).unwrap_or(std::time::Duration::from_secs(600))
     }
 }
 

@@ -31,67 +31,22 @@ fn rejects_bad_manifests() {
         let text = json.replacen('{', &format!("{{{patch}, "), 1);
         TaskManifest::from_json_str(&text, dir.path())
     };
-    assert!(matches!(
-        bad(r#""unknown_key": 1"#),
-        Err(TaskError::Parse(_))
-    ));
-    assert!(matches!(
-        bad(r#""time_limit_s": 0"#),
-        Err(TaskError::Invalid {
-            field: "time_limit_s",
-            ..
-        })
-    ));
-    assert!(matches!(
-        bad(r#""iterations": 0"#),
-        Err(TaskError::Invalid {
-            field: "iterations",
-            ..
-        })
-    ));
+    assert!(matches!(bad(r#""unknown_key": 1"#), Err(TaskError::Parse(_))));
+    assert!(matches!(bad(r#""time_limit_s": 0"#), Err(TaskError::Invalid { field: "time_limit_s", .. })));
+    assert!(matches!(bad(r#""iterations": 0"#), Err(TaskError::Invalid { field: "iterations", .. })));
     for p in ["../x.txt", "/tmp/x", "preds.txt", "results"] {
         let r = bad(&format!(r#""predictions_file": "{p}""#));
-        assert!(
-            matches!(
-                r,
-                Err(TaskError::Invalid {
-                    field: "predictions_file",
-                    ..
-                })
-            ),
-            "{p}"
-        );
+        assert!(matches!(r, Err(TaskError::Invalid { field: "predictions_file", .. })), "{p}");
     }
     let inside = json.replace("hidden/labels.npy", "data/train.npy");
     let r = TaskManifest::from_json_str(&inside, dir.path());
-    assert!(
-        matches!(
-            r,
-            Err(TaskError::Invalid {
-                field: "labels_path",
-                ..
-            })
-        ),
-        "labels inside data_dir"
-    );
+    assert!(matches!(r, Err(TaskError::Invalid { field: "labels_path", .. })), "labels inside data_dir");
     let missing = json.replace("test.npy", "nope.npy");
     let r = TaskManifest::from_json_str(&missing, dir.path());
-    assert!(matches!(
-        r,
-        Err(TaskError::Invalid {
-            field: "test_inputs",
-            ..
-        })
-    ));
+    assert!(matches!(r, Err(TaskError::Invalid { field: "test_inputs", .. })));
     let escape = json.replace("\"test.npy\"", "\"../hidden/labels.npy\"");
     let r = TaskManifest::from_json_str(&escape, dir.path());
-    assert!(matches!(
-        r,
-        Err(TaskError::Invalid {
-            field: "test_inputs",
-            ..
-        })
-    ));
+    assert!(matches!(r, Err(TaskError::Invalid { field: "test_inputs", .. })));
 }
 
 #[test]

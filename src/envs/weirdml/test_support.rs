@@ -34,10 +34,7 @@ pub(crate) fn skip_without_numpy(test: &str) -> bool {
     if has_numpy() {
         return false;
     }
-    eprintln!(
-        "SKIP {test}: numpy is not importable by {} (pip install numpy, or set EVALGRID_TEST_PYTHON)",
-        python().display()
-    );
+    eprintln!("SKIP {test}: numpy is not importable by {} (pip install numpy, or set EVALGRID_TEST_PYTHON)", python().display());
     true
 }
 
@@ -69,11 +66,7 @@ pub(crate) fn sandbox(backend: BackendChoice) -> Option<&'static Sandbox> {
         BackendChoice::Bwrap => &BWRAP,
         _ => &RLIMITS,
     };
-    let backend = if backend == BackendChoice::Auto {
-        BackendChoice::RlimitsOnly
-    } else {
-        backend
-    };
+    let backend = if backend == BackendChoice::Auto { BackendChoice::RlimitsOnly } else { backend };
     cell.get_or_init(|| match Sandbox::new(small_config(backend)) {
         Ok(sb) => {
             eprintln!("sandbox {backend:?}: {:?}", sb.report());
@@ -83,10 +76,7 @@ pub(crate) fn sandbox(backend: BackendChoice) -> Option<&'static Sandbox> {
             // CI on hosts where bwrap must work sets EVALGRID_REQUIRE_BWRAP=1 so a broken
             // backend fails loudly instead of being skipped.
             let required = std::env::var_os("EVALGRID_REQUIRE_BWRAP").is_some_and(|v| v == "1");
-            assert!(
-                !(required && backend == BackendChoice::Bwrap),
-                "bwrap required but unavailable: {e}"
-            );
+            assert!(!(required && backend == BackendChoice::Bwrap), "bwrap required but unavailable: {e}");
             eprintln!("SKIP sandbox backend {backend:?}: {e}");
             None
         }
@@ -96,10 +86,7 @@ pub(crate) fn sandbox(backend: BackendChoice) -> Option<&'static Sandbox> {
 
 /// Every available backend (bwrap first).
 pub(crate) fn backends() -> Vec<&'static Sandbox> {
-    [BackendChoice::Bwrap, BackendChoice::RlimitsOnly]
-        .into_iter()
-        .filter_map(sandbox)
-        .collect()
+    [BackendChoice::Bwrap, BackendChoice::RlimitsOnly].into_iter().filter_map(sandbox).collect()
 }
 
 /// A freshly written seed-42 mini-shapes task, removed when dropped.
@@ -112,9 +99,7 @@ pub(crate) struct Fixture {
 /// Writes the seed-42 mini-shapes task into a new temp dir (a few milliseconds).
 pub(crate) fn minishapes_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir for mini-shapes");
-    let task = MiniShapes::default()
-        .write(dir.path())
-        .expect("writing mini-shapes test data");
+    let task = MiniShapes::default().write(dir.path()).expect("writing mini-shapes test data");
     Fixture { _dir: dir, task }
 }
 
@@ -126,12 +111,6 @@ pub(crate) fn run(sb: &Sandbox, code: &str, limit: Duration) -> RunResult {
 /// Runs `code` on `task`'s data in a CPU slot.
 pub(crate) fn run_on(sb: &Sandbox, task: &TaskManifest, code: &str, limit: Duration) -> RunResult {
     let slot = Slot::Cpu { id: 0, threads: 1 };
-    let spec = RunSpec {
-        code,
-        data_dir: &task.data_dir,
-        predictions_file: &task.predictions_file,
-        time_limit: limit,
-        slot: &slot,
-    };
+    let spec = RunSpec { code, data_dir: &task.data_dir, predictions_file: &task.predictions_file, time_limit: limit, slot: &slot };
     sb.run(&spec).expect("sandbox infrastructure")
 }

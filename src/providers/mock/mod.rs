@@ -8,8 +8,5 @@ mod render;
 mod script;
 mod server;
 
-pub use script::{
-    Fault, FaultPlan, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo,
-    prompt_hash,
-};
+pub use script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo, prompt_hash};
 pub use server::{LoggedRequest, MockConfig, MockServer};

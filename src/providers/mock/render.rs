@@ -22,10 +22,7 @@ pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a st
     };
     match value {
         Value::String(text) => vec![text.as_str()],
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|item| item.pointer(pointer).and_then(Value::as_str))
-            .collect(),
+        Value::Array(items) => items.iter().filter_map(|item| item.pointer(pointer).and_then(Value::as_str)).collect(),
         _ => Vec::new(),
     }
 }
@@ -42,12 +39,7 @@ fn input_words(request: &MockRequest) -> u64 {
         ProviderKind::Gemini => ("contents", "parts"),
         _ => ("messages", "content"),
     };
-    for turn in body
-        .get(turns_key)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for turn in body.get(turns_key).and_then(Value::as_array).into_iter().flatten() {
         texts.extend(strings(turn.get(content_key), "/text"));
     }
     texts.extend(strings(body.get("system"), "/text"));
@@ -58,9 +50,7 @@ fn input_words(request: &MockRequest) -> u64 {
 pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -68,9 +58,7 @@ pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
 pub(super) fn recorded_response(status: u16, body: String) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -112,61 +100,32 @@ fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
     }
 }
 
-pub(super) fn error_response(
-    protocol: ProviderKind,
-    status: u16,
-    message: &str,
-    retry: RetryHeader,
-) -> Response {
+pub(super) fn error_response(protocol: ProviderKind, status: u16, message: &str, retry: RetryHeader) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(code, &error_body(protocol, status, message));
     let headers = response.headers_mut();
     match retry {
         RetryHeader::None => {}
         RetryHeader::Seconds(seconds) => {
-            headers.insert(
-                HeaderName::from_static("retry-after"),
-                HeaderValue::from(seconds),
-            );
+            headers.insert(HeaderName::from_static("retry-after"), HeaderValue::from(seconds));
         }
         RetryHeader::Millis(millis) => {
-            headers.insert(
-                HeaderName::from_static("retry-after-ms"),
-                HeaderValue::from(millis),
-            );
-            headers.insert(
-                HeaderName::from_static("retry-after"),
-                HeaderValue::from(millis.div_ceil(1000)),
-            );
+            headers.insert(HeaderName::from_static("retry-after-ms"), HeaderValue::from(millis));
+            headers.insert(HeaderName::from_static("retry-after"), HeaderValue::from(millis.div_ceil(1000)));
         }
     }
     response
 }
 
-pub(super) async fn fault_response(
-    fault: Fault,
-    request: &MockRequest,
-    answered_model: Option<&str>,
-) -> Response {
+pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered_model: Option<&str>) -> Response {
     let protocol = request.protocol;
     match fault {
-        Fault::RateLimited(retry) => {
-            error_response(protocol, 429, "Rate limit reached, slow down", retry)
-        }
-        Fault::ServerError => {
-            error_response(protocol, 500, "internal server error", RetryHeader::None)
-        }
+        Fault::RateLimited(retry) => error_response(protocol, 429, "Rate limit reached, slow down", retry),
+        Fault::ServerError => error_response(protocol, 500, "internal server error", RetryHeader::None),
         Fault::Unavailable(retry) => error_response(protocol, 503, "service unavailable", retry),
         Fault::Overloaded => match protocol {
-            ProviderKind::Anthropic => {
-                error_response(protocol, 529, "Overloaded", RetryHeader::None)
-            }
-            _ => error_response(
-                protocol,
-                503,
-                "The model is overloaded. Please try again later.",
-                RetryHeader::None,
-            ),
+            ProviderKind::Anthropic => error_response(protocol, 529, "Overloaded", RetryHeader::None),
+            _ => error_response(protocol, 503, "The model is overloaded. Please try again later.", RetryHeader::None),
         },
         Fault::OverloadedIn200 => {
             let body = match protocol {
@@ -178,32 +137,25 @@ pub(super) async fn fault_response(
             };
             json_response(StatusCode::OK, &body)
         }
-        Fault::Status { status, message } => {
-            error_response(protocol, status, &message, RetryHeader::None)
-        }
+        Fault::Status { status, message } => error_response(protocol, status, &message, RetryHeader::None),
         Fault::Slow(delay) => {
             tokio::time::sleep(delay).await;
             reply_response(request, &echo(request), answered_model)
         }
         Fault::TruncatedJson | Fault::Disconnect => {
-            let full = success_body(request, &echo(request), answered_model)
-                .to_string()
-                .into_bytes();
+            let full = success_body(request, &echo(request), answered_model).to_string().into_bytes();
             let half = Bytes::copy_from_slice(&full[..full.len() / 2]);
             let body = if fault == Fault::Disconnect {
                 // Half a body, then the stream fails: hyper aborts the
                 // connection mid-body, which the client sees as a reset.
                 // (A lying Content-Length would trip hyper's debug assertions.)
-                let chunks: Vec<Result<Bytes, std::io::Error>> =
-                    vec![Ok(half), Err(std::io::Error::other("mock disconnect"))];
+                let chunks: Vec<Result<Bytes, std::io::Error>> = vec![Ok(half), Err(std::io::Error::other("mock disconnect"))];
                 Body::from_stream(futures::stream::iter(chunks))
             } else {
                 Body::from(half)
             };
             let mut response = Response::new(body);
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
         Fault::HugeAnswer { bytes } => huge_answer(request, bytes, answered_model),
@@ -221,35 +173,19 @@ fn huge_answer(request: &MockRequest, bytes: u64, answered_model: Option<&str>) 
         let len = (bytes - index * CHUNK).min(CHUNK);
         chunk.slice(..usize::try_from(len).unwrap_or(0))
     });
-    let stream = std::iter::once(Bytes::from(head.to_owned()))
-        .chain(pieces)
-        .chain(std::iter::once(Bytes::from(tail.to_owned())))
-        .map(Ok::<_, std::io::Error>);
+    let stream = std::iter::once(Bytes::from(head.to_owned())).chain(pieces).chain(std::iter::once(Bytes::from(tail.to_owned()))).map(Ok::<_, std::io::Error>);
     let mut response = Response::new(Body::from_stream(futures::stream::iter(stream)));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
-pub(super) fn reply_response(
-    request: &MockRequest,
-    reply: &MockReply,
-    answered_model: Option<&str>,
-) -> Response {
-    json_response(
-        StatusCode::OK,
-        &success_body(request, reply, answered_model),
-    )
+pub(super) fn reply_response(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Response {
+    json_response(StatusCode::OK, &success_body(request, reply, answered_model))
 }
 
 /// The success JSON of the request's protocol, with usage and a `model` field.
 fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
-    let model = reply
-        .model
-        .as_deref()
-        .or(answered_model)
-        .unwrap_or(&request.model);
+    let model = reply.model.as_deref().or(answered_model).unwrap_or(&request.model);
     let reasoning_words = reply.reasoning.as_deref().map_or(0, words);
     let usage = reply.usage.unwrap_or(Usage {
         input: input_words(request),

@@ -36,32 +36,19 @@ pub struct MockReply {
 impl MockReply {
     /// A plain text answer with word-count usage.
     pub fn text(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            reasoning: None,
-            tool_calls: Vec::new(),
-            usage: None,
-            finish_reason: FinishReason::Stop,
-            model: None,
-        }
+        Self { text: text.into(), reasoning: None, tool_calls: Vec::new(), usage: None, finish_reason: FinishReason::Stop, model: None }
     }
 
     /// An answer withheld by a content filter, rendered as each protocol's refusal shape.
     #[must_use]
     pub fn refusal() -> Self {
-        Self {
-            finish_reason: FinishReason::ContentFilter,
-            ..Self::text("")
-        }
+        Self { finish_reason: FinishReason::ContentFilter, ..Self::text("") }
     }
 
     /// The model declining (OpenAI's `refusal` field, Anthropic's `stop_reason: refusal`).
     #[must_use]
     pub fn declined() -> Self {
-        Self {
-            finish_reason: FinishReason::Refusal,
-            ..Self::text("")
-        }
+        Self { finish_reason: FinishReason::Refusal, ..Self::text("") }
     }
 
     /// Sets the reported usage.
@@ -203,30 +190,23 @@ impl Script {
     /// Replies looked up by [`prompt_hash`] of the last user message; unknown prompts echo.
     #[must_use]
     pub fn lookup(replies: BTreeMap<u64, MockReply>) -> Self {
-        Self::function(
-            move |request| match replies.get(&prompt_hash(&request.last_user)) {
-                Some(reply) => MockOutcome::Reply(reply.clone()),
-                None => MockOutcome::Reply(echo(request)),
-            },
-        )
+        Self::function(move |request| match replies.get(&prompt_hash(&request.last_user)) {
+            Some(reply) => MockOutcome::Reply(reply.clone()),
+            None => MockOutcome::Reply(echo(request)),
+        })
     }
 }
 
 /// The echo reply for a request.
 #[must_use]
 pub fn echo(request: &MockRequest) -> MockReply {
-    MockReply {
-        reasoning: request.wants_reasoning.then(|| "mock reasoning".to_owned()),
-        ..MockReply::text(format!("echo: {}", request.last_user))
-    }
+    MockReply { reasoning: request.wants_reasoning.then(|| "mock reasoning".to_owned()), ..MockReply::text(format!("echo: {}", request.last_user)) }
 }
 
 /// Stable 64-bit FNV-1a hash of a prompt, for lookup scripts (same on every platform).
 #[must_use]
 pub fn prompt_hash(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Which calls fail, and how. Explicit entries win over the rate.
@@ -245,49 +225,32 @@ pub struct FaultPlan {
 impl FaultPlan {
     /// Faults for the first calls in order, then normal replies.
     pub fn sequence(faults: impl IntoIterator<Item = Fault>) -> Self {
-        Self {
-            sequence: faults.into_iter().map(Some).collect(),
-            ..Self::default()
-        }
+        Self { sequence: faults.into_iter().map(Some).collect(), ..Self::default() }
     }
 
     /// A seeded random fraction of calls fail with faults drawn from `mix`.
     #[must_use]
     pub fn rate(rate: f64, mix: Vec<Fault>, seed: u64) -> Self {
-        Self {
-            rate,
-            mix,
-            seed,
-            ..Self::default()
-        }
+        Self { rate, mix, seed, ..Self::default() }
     }
 
     /// The fault for global call `index`, if any; a pure function of the plan and index.
     #[must_use]
     pub fn decide(&self, index: u64) -> Option<Fault> {
-        if let Some(entry) = usize::try_from(index)
-            .ok()
-            .and_then(|at| self.sequence.get(at))
-        {
+        if let Some(entry) = usize::try_from(index).ok().and_then(|at| self.sequence.get(at)) {
             return entry.clone();
         }
         if self.mix.is_empty() || self.rate <= 0.0 {
             return None;
         }
         let draw = splitmix64(self.seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "53 random bits are plenty for a rate"
-        )]
+        #[expect(clippy::cast_precision_loss, reason = "53 random bits are plenty for a rate")]
         let unit = (draw >> 11) as f64 / (1_u64 << 53) as f64;
         if unit >= self.rate {
             return None;
         }
         let pick = splitmix64(draw) % self.mix.len() as u64;
-        usize::try_from(pick)
-            .ok()
-            .and_then(|pick| self.mix.get(pick))
-            .cloned()
+        usize::try_from(pick).ok().and_then(|pick| self.mix.get(pick)).cloned()
     }
 }
 
@@ -306,22 +269,15 @@ mod tests {
     #[test]
     fn rate_is_seeded_and_close_to_target() {
         let plan = FaultPlan::rate(0.1, vec![Fault::ServerError, Fault::Overloaded], 42);
-        let hits: Vec<u64> = (0..10_000)
-            .filter(|index| plan.decide(*index).is_some())
-            .collect();
+        let hits: Vec<u64> = (0..10_000).filter(|index| plan.decide(*index).is_some()).collect();
         assert!((900..1100).contains(&hits.len()), "{}", hits.len());
-        let again: Vec<u64> = (0..10_000)
-            .filter(|index| plan.decide(*index).is_some())
-            .collect();
+        let again: Vec<u64> = (0..10_000).filter(|index| plan.decide(*index).is_some()).collect();
         assert_eq!(hits, again);
     }
 
     #[test]
     fn sequence_then_clean() {
-        let plan = FaultPlan {
-            sequence: vec![Some(Fault::ServerError), None, Some(Fault::TruncatedJson)],
-            ..FaultPlan::default()
-        };
+        let plan = FaultPlan { sequence: vec![Some(Fault::ServerError), None, Some(Fault::TruncatedJson)], ..FaultPlan::default() };
         assert_eq!(plan.decide(0), Some(Fault::ServerError));
         assert_eq!(plan.decide(1), None);
         assert_eq!(plan.decide(2), Some(Fault::TruncatedJson));

@@ -24,12 +24,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
-use super::render::{
-    error_response, fault_response, json_response, recorded_response, reply_response, strings,
-};
-use super::script::{
-    Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo,
-};
+use super::render::{error_response, fault_response, json_response, recorded_response, reply_response, strings};
+use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -101,9 +97,7 @@ pub struct MockServer {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("calls", &self.calls)
-            .finish_non_exhaustive()
+        f.debug_struct("Shared").field("calls", &self.calls).finish_non_exhaustive()
     }
 }
 
@@ -126,9 +120,7 @@ impl MockServer {
             calls: AtomicU64::new(0),
             cursors: Mutex::new(BTreeMap::new()),
         });
-        let router = Router::new()
-            .fallback(handle)
-            .with_state(Arc::clone(&shared));
+        let router = Router::new().fallback(handle).with_state(Arc::clone(&shared));
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             axum::serve(listener, router)
@@ -137,13 +129,7 @@ impl MockServer {
                 })
                 .await
         });
-        Ok(Self {
-            address,
-            base_url: format!("http://{address}"),
-            shared,
-            stop: Some(stop),
-            task: Some(task),
-        })
+        Ok(Self { address, base_url: format!("http://{address}"), shared, stop: Some(stop), task: Some(task) })
     }
 
     /// `http://127.0.0.1:<port>`, to use as an endpoint's base URL.
@@ -193,10 +179,7 @@ impl MockServer {
         }
         if let Some(task) = self.task.take() {
             let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(2), task)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(Duration::from_secs(2), task).await.is_err() {
                 abort.abort();
             }
         }
@@ -222,45 +205,23 @@ enum Plan {
     Exhausted(ProviderKind),
 }
 
-async fn handle(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prefix = lock(&shared.config).path_prefix.clone();
     let Some((protocol, url_model)) = route(&path, prefix.as_deref()) else {
-        return json_response(
-            StatusCode::NOT_FOUND,
-            &json!({"error": {"message": format!("no route {path}")}}),
-        );
+        return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
     let (latency, required_key, answered_model, record) = {
         let config = lock(&shared.config);
-        (
-            config.latency,
-            config.require_api_key.clone(),
-            config.answered_model.clone(),
-            config.record_log,
-        )
+        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log)
     };
     if record {
         lock(&shared.log).push(LoggedRequest {
             method: method.to_string(),
             path: path.clone(),
-            headers: headers
-                .iter()
-                .map(|(name, value)| {
-                    (
-                        name.as_str().to_owned(),
-                        String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
+            headers: headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect(),
             body: body.clone(),
             at: shared.started.elapsed(),
         });
@@ -272,23 +233,16 @@ async fn handle(
         let message = format!("Incorrect API key provided: {given}");
         return error_response(protocol, 401, &message, RetryHeader::None);
     }
-    let request = MockRequest {
-        api_key: given,
-        ..describe(protocol, url_model, body)
-    };
+    let request = MockRequest { api_key: given, ..describe(protocol, url_model, body) };
     let plan = plan(&shared, index, request);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     match plan {
-        Plan::Exhausted(protocol) => {
-            error_response(protocol, 410, "mock script exhausted", RetryHeader::None)
-        }
+        Plan::Exhausted(protocol) => error_response(protocol, 410, "mock script exhausted", RetryHeader::None),
         Plan::Reply(reply, request) => reply_response(&request, &reply, answered_model.as_deref()),
         Plan::Recorded(status, body) => recorded_response(status, body),
-        Plan::Fault(fault, request) => {
-            fault_response(fault, &request, answered_model.as_deref()).await
-        }
+        Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref()).await,
     }
 }
 
@@ -303,16 +257,10 @@ fn plan(shared: &Shared, index: u64, request: MockRequest) -> Plan {
         *cursor += 1;
         *cursor - 1
     };
-    let request = MockRequest {
-        route_index,
-        ..request
-    };
+    let request = MockRequest { route_index, ..request };
     let outcome = match &config.script {
         Script::Echo => MockOutcome::Reply(echo(&request)),
-        Script::Sequence(items) => match usize::try_from(route_index)
-            .ok()
-            .and_then(|at| items.get(at))
-        {
+        Script::Sequence(items) => match usize::try_from(route_index).ok().and_then(|at| items.get(at)) {
             Some(outcome) => outcome.clone(),
             None => return Plan::Exhausted(request.protocol),
         },
@@ -338,26 +286,16 @@ fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<Strin
         "/chat/completions" => Some((ProviderKind::OpenAi, None)),
         "/messages" => Some((ProviderKind::Anthropic, None)),
         _ => {
-            let model = gemini_rest
-                .strip_prefix("/models/")?
-                .strip_suffix(":generateContent")?;
+            let model = gemini_rest.strip_prefix("/models/")?.strip_suffix(":generateContent")?;
             Some((ProviderKind::Gemini, Some(model.to_owned())))
         }
     }
 }
 
 fn presented_key(protocol: ProviderKind, headers: &HeaderMap) -> String {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_default()
-    };
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or_default();
     match protocol {
-        ProviderKind::OpenAi => header("authorization")
-            .strip_prefix("Bearer ")
-            .unwrap_or_default()
-            .to_owned(),
+        ProviderKind::OpenAi => header("authorization").strip_prefix("Bearer ").unwrap_or_default().to_owned(),
         ProviderKind::Anthropic => header("x-api-key").to_owned(),
         ProviderKind::Gemini => header("x-goog-api-key").to_owned(),
     }
@@ -370,10 +308,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
         ProviderKind::Gemini => ("contents", "parts"),
         ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "content"),
     };
-    let turns = body
-        .get(turns_key)
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
+    let turns = body.get(turns_key).and_then(Value::as_array).unwrap_or(&empty);
     let last_user = turns
         .iter()
         .rev()
@@ -383,25 +318,10 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
     let wants_reasoning = match protocol {
         ProviderKind::OpenAi => body.get("reasoning_effort").is_some(),
         ProviderKind::Anthropic => body.get("thinking").is_some(),
-        ProviderKind::Gemini => {
-            body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true))
-        }
+        ProviderKind::Gemini => body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true)),
     };
-    let model = url_model.unwrap_or_else(|| {
-        body.get("model")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    });
-    MockRequest {
-        protocol,
-        model,
-        last_user,
-        wants_reasoning,
-        body,
-        route_index: 0,
-        api_key: String::new(),
-    }
+    let model = url_model.unwrap_or_else(|| body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned());
+    MockRequest { protocol, model, last_user, wants_reasoning, body, route_index: 0, api_key: String::new() }
 }
 
 #[cfg(test)]
@@ -415,34 +335,15 @@ mod tests {
     #[tokio::test]
     async fn scripted_lookup_and_stable_bodies() {
         let mut replies = std::collections::BTreeMap::new();
-        replies.insert(
-            super::super::prompt_hash("what is 2+2?"),
-            MockReply::text("4"),
-        );
-        let server = MockServer::start(MockConfig {
-            script: Script::lookup(replies),
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
+        replies.insert(super::super::prompt_hash("what is 2+2?"), MockReply::text("4"));
+        let server = MockServer::start(MockConfig { script: Script::lookup(replies), ..MockConfig::default() }).await.unwrap();
         let endpoint = mock_endpoint(&server, ProviderKind::Gemini, "m");
         let client = quick_client();
         let first = client.call(&endpoint, &ask("what is 2+2?")).await.unwrap();
         let second = client.call(&endpoint, &ask("what is 2+2?")).await.unwrap();
         assert_eq!(first.response.text, "4");
-        assert_eq!(
-            client
-                .call(&endpoint, &ask("other"))
-                .await
-                .unwrap()
-                .response
-                .text,
-            "echo: other"
-        );
-        assert_eq!(
-            canonical_json(&first.request_body),
-            canonical_json(&second.request_body)
-        );
+        assert_eq!(client.call(&endpoint, &ask("other")).await.unwrap().response.text, "echo: other");
+        assert_eq!(canonical_json(&first.request_body), canonical_json(&second.request_body));
         let fingerprint = request_fingerprint(&endpoint, &ask("what is 2+2?"));
         assert_eq!(fingerprint["model"], "m");
         assert_eq!(fingerprint["body"], first.request_body);
@@ -451,51 +352,19 @@ mod tests {
 
     #[tokio::test]
     async fn sequence_scripts_are_per_route_and_exhaust_loudly() {
-        let script = Script::Sequence(vec![
-            MockOutcome::Reply(MockReply::text("one")),
-            MockOutcome::Reply(MockReply::text("two")),
-        ]);
-        let server = MockServer::start(MockConfig {
-            script,
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
+        let script = Script::Sequence(vec![MockOutcome::Reply(MockReply::text("one")), MockOutcome::Reply(MockReply::text("two"))]);
+        let server = MockServer::start(MockConfig { script, ..MockConfig::default() }).await.unwrap();
         let client = quick_client();
         let openai = mock_endpoint(&server, ProviderKind::OpenAi, "m");
         let gemini = mock_endpoint(&server, ProviderKind::Gemini, "m");
-        assert_eq!(
-            client.call(&openai, &ask("x")).await.unwrap().response.text,
-            "one"
-        );
-        assert_eq!(
-            client.call(&gemini, &ask("x")).await.unwrap().response.text,
-            "one"
-        );
-        assert_eq!(
-            client.call(&openai, &ask("x")).await.unwrap().response.text,
-            "two"
-        );
+        assert_eq!(client.call(&openai, &ask("x")).await.unwrap().response.text, "one");
+        assert_eq!(client.call(&gemini, &ask("x")).await.unwrap().response.text, "one");
+        assert_eq!(client.call(&openai, &ask("x")).await.unwrap().response.text, "two");
         let exhausted = client.call(&openai, &ask("x")).await.unwrap_err();
-        assert_eq!(
-            exhausted,
-            CallError::BadRequest {
-                status: 410,
-                message: "mock script exhausted".into()
-            }
-        );
-        let unknown = Endpoint {
-            base_url: format!("{}/nowhere", server.base_url()),
-            ..openai.clone()
-        };
-        assert_eq!(
-            client.call(&unknown, &ask("x")).await.unwrap_err().class(),
-            "bad_request"
-        );
+        assert_eq!(exhausted, CallError::BadRequest { status: 410, message: "mock script exhausted".into() });
+        let unknown = Endpoint { base_url: format!("{}/nowhere", server.base_url()), ..openai.clone() };
+        assert_eq!(client.call(&unknown, &ask("x")).await.unwrap_err().class(), "bad_request");
         server.shutdown().await;
-        assert_eq!(
-            client.call(&openai, &ask("x")).await.unwrap_err().class(),
-            "connect"
-        );
+        assert_eq!(client.call(&openai, &ask("x")).await.unwrap_err().class(), "connect");
     }
 }

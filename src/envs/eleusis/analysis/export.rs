@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
-use super::metrics::{AnalysisOptions, analyze_run};
 use super::metrics::RunMetrics;
+use super::metrics::{AnalysisOptions, analyze_run};
 use super::results::from_value;
 use crate::envs::eleusis::game::rule::SecretRule;
 use crate::envs::eleusis::game::{GuessKind, RoundResult};
@@ -26,10 +26,7 @@ pub fn results_document(model: &str, rounds: &[Value]) -> Value {
             .turns
             .iter()
             .map(|t| {
-                let tokens = meta
-                    .and_then(|m| m.iter().find(|x| x["turn"] == t.turn))
-                    .and_then(|x| x["tokens"]["output_tokens"].as_u64())
-                    .unwrap_or(0);
+                let tokens = meta.and_then(|m| m.iter().find(|x| x["turn"] == t.turn)).and_then(|x| x["tokens"]["output_tokens"].as_u64()).unwrap_or(0);
                 let guess_attempt = t.check.as_ref().map(|c| {
                     json!({
                         "guess": c.guess,

@@ -22,9 +22,8 @@ use crate::envs::eleusis::game::rule::SecretRule;
 
 mod run;
 pub use run::{
-    BootstrapCi, Calibration, CalibrationLevel, CautionStats, CheckCounts, ComplexityRatio,
-    DoubleDown, EngineScores, GuessRateLevel, Headline, QuartileStats, RunMetrics, Streaks,
-    TokensByTurn, TurnTokenMean, VarianceDecomposition,
+    BootstrapCi, Calibration, CalibrationLevel, CautionStats, CheckCounts, ComplexityRatio, DoubleDown, EngineScores, GuessRateLevel, Headline, QuartileStats,
+    RunMetrics, Streaks, TokensByTurn, TurnTokenMean, VarianceDecomposition,
 };
 
 /// k of `C_k` used by the published quartile heat-map (§5 #10, §8 Q15).
@@ -194,24 +193,17 @@ struct RuleInfo {
 fn rule_lookup(runs: &[&ResultsFile]) -> BTreeMap<String, RuleInfo> {
     let mut map = BTreeMap::new();
     for r in runs.iter().flat_map(|run| run.rules_library()) {
-        if let (Some(d), Some(cc), Some(nc)) =
-            (&r.description, r.cyclomatic_complexity, r.node_count)
-        {
-            map.entry(d.clone()).or_insert_with(|| RuleInfo {
-                name: r.name.clone().unwrap_or_default(),
-                cyclomatic: cc,
-                node_count: nc,
-            });
+        if let (Some(d), Some(cc), Some(nc)) = (&r.description, r.cyclomatic_complexity, r.node_count) {
+            map.entry(d.clone()).or_insert_with(|| RuleInfo { name: r.name.clone().unwrap_or_default(), cyclomatic: cc, node_count: nc });
         }
     }
     for round in runs.iter().flat_map(|run| &run.rounds) {
         if let Some(rule) = SecretRule::from_description(&round.rule_description) {
-            map.entry(round.rule_description.clone())
-                .or_insert_with(|| RuleInfo {
-                    name: rule.name().to_owned(),
-                    cyclomatic: rule.cyclomatic(),
-                    node_count: rule.node_count(),
-                });
+            map.entry(round.rule_description.clone()).or_insert_with(|| RuleInfo {
+                name: rule.name().to_owned(),
+                cyclomatic: rule.cyclomatic(),
+                node_count: rule.node_count(),
+            });
         }
     }
     map
@@ -221,10 +213,7 @@ fn rule_lookup(runs: &[&ResultsFile]) -> BTreeMap<String, RuleInfo> {
 fn counting_cutoff(turns: &[TurnEntry], max_turns: u32, penalty: i64) -> Option<u32> {
     let mut failed = 0i64;
     for t in turns {
-        if t.guess_attempt
-            .as_ref()
-            .is_some_and(|g| !g.is_shadow() && g.correct == Some(false))
-        {
+        if t.guess_attempt.as_ref().is_some_and(|g| !g.is_shadow() && g.correct == Some(false)) {
             failed += 1;
         }
         if penalty.saturating_mul(failed) >= i64::from(max_turns) - i64::from(t.turn_number) {
@@ -268,28 +257,12 @@ fn rows(run: &ResultsFile, lookup: &BTreeMap<String, RuleInfo>) -> (Vec<RoundRow
                 _ => {}
             }
         }
-        let first_correct_turn = r
-            .turns
-            .iter()
-            .filter(|t| t.guess_attempt.as_ref().is_some_and(|g| g.is_correct()))
-            .map(|t| t.turn_number)
-            .min();
+        let first_correct_turn = r.turns.iter().filter(|t| t.guess_attempt.as_ref().is_some_and(|g| g.is_correct())).map(|t| t.turn_number).min();
         let mut sorted: Vec<&TurnEntry> = r.turns.iter().collect();
         sorted.sort_by_key(|t| t.turn_number);
         let caution = r.success.then_some(()).and_then(|()| {
-            let w = sorted.iter().position(|t| {
-                t.llm_response.guess_flag()
-                    && t.guess_attempt.as_ref().is_some_and(|g| g.is_correct())
-            })?;
-            let streak = sorted[..w]
-                .iter()
-                .rev()
-                .take_while(|t| {
-                    t.guess_attempt
-                        .as_ref()
-                        .is_some_and(|g| g.is_shadow() && g.is_correct())
-                })
-                .count();
+            let w = sorted.iter().position(|t| t.llm_response.guess_flag() && t.guess_attempt.as_ref().is_some_and(|g| g.is_correct()))?;
+            let streak = sorted[..w].iter().rev().take_while(|t| t.guess_attempt.as_ref().is_some_and(|g| g.is_shadow() && g.is_correct())).count();
             Some(u32::try_from(streak).unwrap_or(u32::MAX))
         });
         let pen_f = penalty.saturating_mul(i64::from(formal_wrong));
@@ -344,19 +317,13 @@ fn rows(run: &ResultsFile, lookup: &BTreeMap<String, RuleInfo>) -> (Vec<RoundRow
             formal_wrong_guesses: formal_wrong,
             cutoff_turn: cutoff,
             counting_failed_guesses: counting_failed,
-            counting_success: r.success
-                && cutoff.is_none_or(|c| success_turn.is_some_and(|w| w < c)),
+            counting_success: r.success && cutoff.is_none_or(|c| success_turn.is_some_and(|w| w < c)),
             counting_turn_count: cutoff.map_or(r.turn_count, |c| r.turn_count.min(i64::from(c))),
             first_correct_turn,
-            no_stakes_score: first_correct_turn
-                .map_or(0, |t| i64::from(max_turns) - i64::from(t) + 1),
+            no_stakes_score: first_correct_turn.map_or(0, |t| i64::from(max_turns) - i64::from(t) + 1),
             caution,
             engine_score,
-            output_tokens: r
-                .llm_usage
-                .as_ref()
-                .and_then(|u| u.player.as_ref())
-                .map_or(0, |p| p.output()),
+            output_tokens: r.llm_usage.as_ref().and_then(|u| u.player.as_ref()).map_or(0, |p| p.output()),
             counting_output_tokens,
             counting_turns,
             wall_clock_seconds: r.wall_clock_seconds.unwrap_or(0.0),
@@ -401,11 +368,7 @@ fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     let virt = q * last as f64;
     let lo = (virt.floor().max(0.0) as usize).min(last);
     let (a, b, t) = (sorted[lo], sorted[(lo + 1).min(last)], virt - lo as f64);
-    Some(if t >= 0.5 {
-        b - (b - a) * (1.0 - t)
-    } else {
-        a + (b - a) * t
-    })
+    Some(if t >= 0.5 { b - (b - a) * (1.0 - t) } else { a + (b - a) * t })
 }
 
 /// pandas median: middle value, or the mean of the two middle values.
@@ -510,11 +473,7 @@ pub struct PoolAnalysis {
 }
 
 /// Grid search of §5 #9: most negative Pearson r over k = 0.01 + i·0.01, i < 100.
-fn search_k(
-    rounds: &[&RoundRow],
-    lookup: &BTreeMap<String, RuleInfo>,
-    success: fn(&RoundRow) -> bool,
-) -> KSelection {
+fn search_k(rounds: &[&RoundRow], lookup: &BTreeMap<String, RuleInfo>, success: fn(&RoundRow) -> bool) -> KSelection {
     let mut per_rule: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
     for r in rounds {
         let e = per_rule.entry(&r.rule_description).or_default();
@@ -539,11 +498,7 @@ fn search_k(
             }
         }
     }
-    KSelection {
-        k: best_k,
-        correlation: Some(best_r),
-        searched: true,
-    }
+    KSelection { k: best_k, correlation: Some(best_r), searched: true }
 }
 
 /// pandas `qcut(q=4)` (right-closed, lowest included); on duplicate edges pandas raises and
@@ -553,10 +508,7 @@ fn quartile_bins(values: &[f64]) -> (Vec<f64>, &'static str, Vec<Option<usize>>)
     let (Some(&mn), Some(&mx)) = (s.first(), s.last()) else {
         return (Vec::new(), "qcut", Vec::new());
     };
-    let q: Vec<f64> = [0.0, 0.25, 0.5, 0.75, 1.0]
-        .iter()
-        .filter_map(|&p| quantile(&s, p))
-        .collect();
+    let q: Vec<f64> = [0.0, 0.25, 0.5, 0.75, 1.0].iter().filter_map(|&p| quantile(&s, p)).collect();
     let (edges, method, lowest) = if q.windows(2).all(|w| w[0] < w[1]) {
         (q, "qcut", true)
     } else {
@@ -578,11 +530,7 @@ fn quartile_bins(values: &[f64]) -> (Vec<f64>, &'static str, Vec<Option<usize>>)
         .iter()
         .map(|&v| {
             let ids = edges.iter().position(|&e| e >= v).unwrap_or(edges.len());
-            let ids = if lowest && edges.first() == Some(&v) {
-                1
-            } else {
-                ids
-            };
+            let ids = if lowest && edges.first() == Some(&v) { 1 } else { ids };
             (ids > 0 && ids < edges.len()).then(|| ids - 1)
         })
         .collect();
@@ -600,10 +548,7 @@ fn by_rule(rounds: &[&RoundRow], lookup: &BTreeMap<String, RuleInfo>, k: f64) ->
             let scores: Vec<f64> = rs.iter().map(|r| r.floored_score as f64).collect();
             let mut by_model: BTreeMap<String, Vec<i64>> = BTreeMap::new();
             for r in &rs {
-                by_model
-                    .entry(r.model.clone())
-                    .or_default()
-                    .push(r.floored_score);
+                by_model.entry(r.model.clone()).or_default().push(r.floored_score);
             }
             ByRuleRow {
                 description: d.to_owned(),
@@ -611,13 +556,8 @@ fn by_rule(rounds: &[&RoundRow], lookup: &BTreeMap<String, RuleInfo>, k: f64) ->
                 n_rounds: rs.len(),
                 avg_floored_score: mean(&scores),
                 std_floored_score: sample_var(&scores).map(f64::sqrt),
-                success_rate_counting: ratio(
-                    rs.iter().filter(|r| r.counting_success).count() as f64,
-                    rs.len() as f64,
-                ),
-                aggregated_complexity: lookup
-                    .get(d)
-                    .map(|i| f64::from(i.cyclomatic) + k * f64::from(i.node_count)),
+                success_rate_counting: ratio(rs.iter().filter(|r| r.counting_success).count() as f64, rs.len() as f64),
+                aggregated_complexity: lookup.get(d).map(|i| f64::from(i.cyclomatic) + k * f64::from(i.node_count)),
                 floored_scores_by_model: by_model,
             }
         })
@@ -631,35 +571,19 @@ fn by_rule(rounds: &[&RoundRow], lookup: &BTreeMap<String, RuleInfo>, k: f64) ->
 pub fn analyze(runs: &[ResultsFile], opts: &AnalysisOptions) -> PoolAnalysis {
     let refs: Vec<&ResultsFile> = runs.iter().collect();
     let lookup = rule_lookup(&refs);
-    let tables: Vec<(Vec<RoundRow>, Vec<TurnRow>)> =
-        runs.iter().map(|r| rows(r, &lookup)).collect();
+    let tables: Vec<(Vec<RoundRow>, Vec<TurnRow>)> = runs.iter().map(|r| rows(r, &lookup)).collect();
     let all: Vec<&RoundRow> = tables.iter().flat_map(|t| &t.0).collect();
     let pick = |choice: KChoice, success: fn(&RoundRow) -> bool| match choice {
-        KChoice::Fixed(k) => KSelection {
-            k,
-            correlation: None,
-            searched: false,
-        },
+        KChoice::Fixed(k) => KSelection { k, correlation: None, searched: false },
         KChoice::Search => search_k(&all, &lookup, success),
     };
     let k_quartile = pick(opts.k_quartile, |r| r.counting_success);
     let k_ratio = pick(opts.k_ratio, |r| r.success);
-    let present: BTreeMap<&str, &RuleInfo> = all
-        .iter()
-        .filter_map(|r| {
-            lookup
-                .get(&r.rule_description)
-                .map(|i| (r.rule_description.as_str(), i))
-        })
-        .collect();
+    let present: BTreeMap<&str, &RuleInfo> = all.iter().filter_map(|r| lookup.get(&r.rule_description).map(|i| (r.rule_description.as_str(), i))).collect();
     let c_k = |i: &RuleInfo, k: f64| f64::from(i.cyclomatic) + k * f64::from(i.node_count);
     let cq: Vec<f64> = present.values().map(|i| c_k(i, k_quartile.k)).collect();
     let (quartile_edges, method, bins) = quartile_bins(&cq);
-    let quartile_of: BTreeMap<String, usize> = present
-        .keys()
-        .zip(&bins)
-        .filter_map(|(d, b)| b.map(|b| ((*d).to_owned(), b)))
-        .collect();
+    let quartile_of: BTreeMap<String, usize> = present.keys().zip(&bins).filter_map(|(d, b)| b.map(|b| ((*d).to_owned(), b))).collect();
     let rules = present
         .iter()
         .zip(&bins)
@@ -686,11 +610,7 @@ pub fn analyze(runs: &[ResultsFile], opts: &AnalysisOptions) -> PoolAnalysis {
         quartile_method: method.to_owned(),
         rules,
         by_rule: by_rule(&all, &lookup, k_ratio.k),
-        runs: runs
-            .iter()
-            .zip(&tables)
-            .map(|(run, (rr, tr))| run::run_metrics(run.model_name(), rr, tr, &ctx))
-            .collect(),
+        runs: runs.iter().zip(&tables).map(|(run, (rr, tr))| run::run_metrics(run.model_name(), rr, tr, &ctx)).collect(),
     }
 }
 

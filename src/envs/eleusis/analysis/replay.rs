@@ -8,16 +8,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::metrics::{
-    AnalysisOptions, ByRuleRow, KSelection, RuleComplexity, RunMetrics, analyze,
-};
+use super::metrics::{AnalysisOptions, ByRuleRow, KSelection, RuleComplexity, RunMetrics, analyze};
 use super::results::{GuessAttempt, ResultsError, ResultsFile, RoundRecord, read_results};
 use crate::envs::eleusis::game::card::Card;
 use crate::envs::eleusis::game::equivalence::Verdict;
 use crate::envs::eleusis::game::rule::SecretRule;
-use crate::envs::eleusis::game::{
-    Action, GameConfig, GameOverReason, GuessKind, Judge, JudgeRequest, Round,
-};
+use crate::envs::eleusis::game::{Action, GameConfig, GameOverReason, GuessKind, Judge, JudgeRequest, Round};
 
 /// One disagreement between the file and the engine (`turn` is none for round-level fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,10 +42,7 @@ impl Judge for RecordedJudge<'_> {
     fn judge(&mut self, _request: &JudgeRequest<'_>) -> Verdict {
         Verdict {
             equivalent: self.attempt.is_some_and(GuessAttempt::is_correct),
-            message: self
-                .attempt
-                .and_then(|g| g.reasoning.clone())
-                .unwrap_or_else(|| "no recorded verdict".to_owned()),
+            message: self.attempt.and_then(|g| g.reasoning.clone()).unwrap_or_else(|| "no recorded verdict".to_owned()),
             comparisons: 0,
             mismatches: 0,
         }
@@ -58,11 +51,7 @@ impl Judge for RecordedJudge<'_> {
 
 /// The engine configuration a results file was played with (defaults 12 / 30 / 2).
 pub fn game_config(run: &ResultsFile) -> GameConfig {
-    GameConfig {
-        hand_size: run.config.hand_size(),
-        max_turns: run.config.max_turns(),
-        wrong_guess_penalty: run.config.wrong_guess_penalty(),
-    }
+    GameConfig { hand_size: run.config.hand_size(), max_turns: run.config.max_turns(), wrong_guess_penalty: run.config.wrong_guess_penalty() }
 }
 
 fn opt<T: Display>(v: Option<T>) -> String {
@@ -78,50 +67,26 @@ fn kind_name(kind: Option<GuessKind>) -> &'static str {
 }
 
 fn cards(cs: &[Card]) -> String {
-    cs.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" ")
+    cs.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
 }
 
 /// Replays one round; an empty list means hands, boards, verdicts and outcome all agree.
 pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> {
     let mut diffs = Vec::new();
     let mut diff = |turn: Option<u32>, field: &str, recorded: String, replayed: String| {
-        diffs.push(ReplayDiff {
-            round: round.round_number,
-            turn,
-            field: field.to_owned(),
-            recorded,
-            replayed,
-        });
+        diffs.push(ReplayDiff { round: round.round_number, turn, field: field.to_owned(), recorded, replayed });
     };
     let by_desc = SecretRule::from_description(&round.rule_description);
     let by_name = SecretRule::from_name(&round.rule_name);
     let Some(rule) = by_desc.or(by_name) else {
-        diff(
-            None,
-            "rule",
-            round.rule_description.clone(),
-            "unknown rule".to_owned(),
-        );
+        diff(None, "rule", round.rule_description.clone(), "unknown rule".to_owned());
         return diffs;
     };
     if by_name.is_some_and(|n| n != rule) {
-        diff(
-            None,
-            "rule_name",
-            round.rule_name.clone(),
-            rule.name().to_owned(),
-        );
+        diff(None, "rule_name", round.rule_name.clone(), rule.name().to_owned());
     }
     let Some(batch) = round.batch_round_index else {
-        diff(
-            None,
-            "batch_round_index",
-            "null".to_owned(),
-            "required for the seed".to_owned(),
-        );
+        diff(None, "batch_round_index", "null".to_owned(), "required for the seed".to_owned());
         return diffs;
     };
     let mut game = match Round::new(rule, batch, config) {
@@ -134,21 +99,11 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
     for t in &round.turns {
         let at = Some(t.turn_number);
         if game.is_over() {
-            diff(
-                at,
-                "turn",
-                "recorded".to_owned(),
-                "round already over".to_owned(),
-            );
+            diff(at, "turn", "recorded".to_owned(), "round already over".to_owned());
             break;
         }
         if t.turn_number != game.current_turn() {
-            diff(
-                at,
-                "turn_number",
-                t.turn_number.to_string(),
-                game.current_turn().to_string(),
-            );
+            diff(at, "turn_number", t.turn_number.to_string(), game.current_turn().to_string());
         }
         let hand = t.hand.join(" ");
         if hand != cards(game.hand()) {
@@ -160,12 +115,7 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
         }
         let recorded_card = t.action_result.as_ref().and_then(|a| a.card.as_deref());
         let Some(card) = recorded_card.and_then(|c| c.parse::<Card>().ok()) else {
-            diff(
-                at,
-                "card",
-                opt(recorded_card),
-                "not a card string".to_owned(),
-            );
+            diff(at, "card", opt(recorded_card), "not a card string".to_owned());
             break;
         };
         let resp = &t.llm_response;
@@ -173,10 +123,7 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
             card,
             reasoning: resp.reasoning_text().unwrap_or_default().to_owned(),
             tentative_rule: resp.tentative_text().map(str::to_owned),
-            confidence: resp
-                .confidence_level
-                .as_ref()
-                .and_then(|c| c.as_python_int()),
+            confidence: resp.confidence_level.as_ref().and_then(|c| c.as_python_int()),
             guess: resp.guess_flag(),
         };
         let prepared = match game.prepare(action) {
@@ -188,39 +135,18 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
         };
         let recorded_accept = t.action_result.as_ref().and_then(|a| a.accepted);
         if recorded_accept != Some(prepared.accepted()) {
-            diff(
-                at,
-                "accepted",
-                opt(recorded_accept),
-                prepared.accepted().to_string(),
-            );
+            diff(at, "accepted", opt(recorded_accept), prepared.accepted().to_string());
         }
         let attempt = t.guess_attempt.as_ref();
-        let recorded_kind = attempt.map(|g| {
-            if g.is_shadow() {
-                GuessKind::Shadow
-            } else {
-                GuessKind::Formal
-            }
-        });
+        let recorded_kind = attempt.map(|g| if g.is_shadow() { GuessKind::Shadow } else { GuessKind::Formal });
         let verdict = prepared.judge_request().map(|req| {
             if recorded_kind != Some(req.kind) {
-                diff(
-                    at,
-                    "check_kind",
-                    kind_name(recorded_kind).to_owned(),
-                    kind_name(Some(req.kind)).to_owned(),
-                );
+                diff(at, "check_kind", kind_name(recorded_kind).to_owned(), kind_name(Some(req.kind)).to_owned());
             }
             RecordedJudge { attempt }.judge(&req)
         });
         if verdict.is_none() && recorded_kind.is_some() {
-            diff(
-                at,
-                "check_kind",
-                kind_name(recorded_kind).to_owned(),
-                "none".to_owned(),
-            );
+            diff(at, "check_kind", kind_name(recorded_kind).to_owned(), "none".to_owned());
         }
         if let Err(e) = game.commit(prepared, verdict) {
             diff(at, "commit", String::new(), e.to_string());
@@ -234,31 +160,11 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
         GameOverReason::Incomplete => "incomplete",
     };
     let checks = [
-        (
-            "success",
-            round.success.to_string(),
-            result.success.to_string(),
-        ),
-        (
-            "failed_guesses",
-            opt(round.failed_guesses),
-            result.failed_guesses.to_string(),
-        ),
-        (
-            "first_correct_turn",
-            opt(round.first_correct_turn),
-            opt(result.first_correct_turn),
-        ),
-        (
-            "no_stakes_score",
-            opt(round.no_stakes_score),
-            result.no_stakes_score.to_string(),
-        ),
-        (
-            "game_over_reason",
-            opt(round.game_over_reason.as_deref()),
-            reason.to_owned(),
-        ),
+        ("success", round.success.to_string(), result.success.to_string()),
+        ("failed_guesses", opt(round.failed_guesses), result.failed_guesses.to_string()),
+        ("first_correct_turn", opt(round.first_correct_turn), opt(result.first_correct_turn)),
+        ("no_stakes_score", opt(round.no_stakes_score), result.no_stakes_score.to_string()),
+        ("game_over_reason", opt(round.game_over_reason.as_deref()), reason.to_owned()),
     ];
     for (field, recorded, replayed) in checks {
         if recorded != "null" && recorded != replayed {
@@ -271,10 +177,7 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
 /// Replays every round of a run with its configuration.
 pub fn replay_run(run: &ResultsFile) -> Vec<ReplayDiff> {
     let config = game_config(run);
-    run.rounds
-        .iter()
-        .flat_map(|r| replay_round(r, config))
-        .collect()
+    run.rounds.iter().flat_map(|r| replay_round(r, config)).collect()
 }
 
 /// Why an import failed (any unreadable file aborts it; nothing is half-reported).
@@ -343,12 +246,7 @@ pub fn import_with(paths: &[PathBuf], opts: &AnalysisOptions) -> Result<ImportRe
     }
     let runs = paths
         .iter()
-        .map(|p| {
-            read_results(p).map_err(|source| ImportError::Results {
-                path: p.display().to_string(),
-                source,
-            })
-        })
+        .map(|p| read_results(p).map_err(|source| ImportError::Results { path: p.display().to_string(), source }))
         .collect::<Result<Vec<_>, _>>()?;
     let pool = analyze(&runs, opts);
     let files = paths
@@ -376,11 +274,7 @@ pub fn import_with(paths: &[PathBuf], opts: &AnalysisOptions) -> Result<ImportRe
 }
 
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
 /// `metrics.csv`: one row per file/model; the eight headline columns first, then totals.
@@ -395,12 +289,7 @@ pub fn metrics_csv(report: &ImportReport) -> String {
     for f in &report.files {
         let m = &f.metrics;
         let mut cells = vec![csv_field(&f.model)];
-        cells.extend(
-            m.headline
-                .values()
-                .iter()
-                .map(|(_, v)| v.map(|x| x.to_string()).unwrap_or_default()),
-        );
+        cells.extend(m.headline.values().iter().map(|(_, v)| v.map(|x| x.to_string()).unwrap_or_default()));
         let v = &m.variance;
         let float = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
         cells.extend([

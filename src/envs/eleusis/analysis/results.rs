@@ -57,9 +57,7 @@ pub enum ResultsError {
 }
 
 /// Null or missing → `T::default()`; lets list/object fields be `null` without failing.
-fn null_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(
-    d: D,
-) -> Result<T, D::Error> {
+fn null_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
     Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
@@ -116,29 +114,17 @@ pub struct GameSection {
 impl RunConfig {
     /// `max_turns` as the reference analysis reads it (`config.game` first), default 30.
     pub fn max_turns(&self) -> u32 {
-        self.game
-            .as_ref()
-            .and_then(|g| g.max_turns)
-            .or(self.max_turns)
-            .unwrap_or(30)
+        self.game.as_ref().and_then(|g| g.max_turns).or(self.max_turns).unwrap_or(30)
     }
 
     /// Wrong-guess penalty (`config.game` first), default 2 (the reference's constant).
     pub fn wrong_guess_penalty(&self) -> i64 {
-        self.game
-            .as_ref()
-            .and_then(|g| g.wrong_guess_penalty)
-            .or(self.wrong_guess_penalty)
-            .unwrap_or(2)
+        self.game.as_ref().and_then(|g| g.wrong_guess_penalty).or(self.wrong_guess_penalty).unwrap_or(2)
     }
 
     /// Hand size (`config.game` first), default 12.
     pub fn hand_size(&self) -> usize {
-        self.game
-            .as_ref()
-            .and_then(|g| g.hand_size)
-            .or(self.hand_size)
-            .unwrap_or(12)
+        self.game.as_ref().and_then(|g| g.hand_size).or(self.hand_size).unwrap_or(12)
     }
 }
 
@@ -444,47 +430,30 @@ pub struct RetryCause {
 impl TurnEntry {
     /// Output tokens of the turn (0 when missing, like the reference's `.get(…, 0)`).
     pub fn output_tokens(&self) -> u64 {
-        self.tokens
-            .as_ref()
-            .and_then(|t| t.output_tokens)
-            .unwrap_or(0)
+        self.tokens.as_ref().and_then(|t| t.output_tokens).unwrap_or(0)
     }
 }
 
 impl ResultsFile {
     /// The model's display name: `config.player`, else `player_model`, else the folder name.
     pub fn model_name(&self) -> &str {
-        self.config
-            .player
-            .as_deref()
-            .or(self.config.player_model.as_deref())
-            .or(self.folder_name.as_deref())
-            .unwrap_or("unknown")
+        self.config.player.as_deref().or(self.config.player_model.as_deref()).or(self.folder_name.as_deref()).unwrap_or("unknown")
     }
 
     /// The rules library of the checkpoint (empty when absent).
     pub fn rules_library(&self) -> &[LibraryRule] {
-        self.checkpoint
-            .as_ref()
-            .map_or(&[][..], |c| c.rules_library.as_slice())
+        self.checkpoint.as_ref().map_or(&[][..], |c| c.rules_library.as_slice())
     }
 }
 
 /// Reads and parses a results file (plain or gzip JSON).
 pub fn read_results(path: &Path) -> Result<ResultsFile, ResultsError> {
-    let io = |source| ResultsError::Io {
-        path: path.display().to_string(),
-        source,
-    };
+    let io = |source| ResultsError::Io { path: path.display().to_string(), source };
     let file = std::fs::File::open(path).map_err(io)?;
     let mut raw = Vec::new();
-    file.take(MAX_RESULTS_BYTES + 1)
-        .read_to_end(&mut raw)
-        .map_err(io)?;
+    file.take(MAX_RESULTS_BYTES + 1).read_to_end(&mut raw).map_err(io)?;
     if raw.len() as u64 > MAX_RESULTS_BYTES {
-        return Err(ResultsError::TooLarge {
-            limit: MAX_RESULTS_BYTES,
-        });
+        return Err(ResultsError::TooLarge { limit: MAX_RESULTS_BYTES });
     }
     parse_results(&raw)
 }
@@ -493,14 +462,9 @@ pub fn read_results(path: &Path) -> Result<ResultsFile, ResultsError> {
 pub fn parse_results(bytes: &[u8]) -> Result<ResultsFile, ResultsError> {
     let value: Value = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
-        flate2::read::MultiGzDecoder::new(bytes)
-            .take(MAX_RESULTS_BYTES + 1)
-            .read_to_end(&mut text)
-            .map_err(ResultsError::Gzip)?;
+        flate2::read::MultiGzDecoder::new(bytes).take(MAX_RESULTS_BYTES + 1).read_to_end(&mut text).map_err(ResultsError::Gzip)?;
         if text.len() as u64 > MAX_RESULTS_BYTES {
-            return Err(ResultsError::TooLarge {
-                limit: MAX_RESULTS_BYTES,
-            });
+            return Err(ResultsError::TooLarge { limit: MAX_RESULTS_BYTES });
         }
         serde_json::from_slice(&text).map_err(json_error)?
     } else {
@@ -510,11 +474,7 @@ pub fn parse_results(bytes: &[u8]) -> Result<ResultsFile, ResultsError> {
 }
 
 fn json_error(e: serde_json::Error) -> ResultsError {
-    ResultsError::Json {
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    }
+    ResultsError::Json { line: e.line(), column: e.column(), message: e.to_string() }
 }
 
 /// Converts an already parsed JSON document into a [`ResultsFile`].
@@ -525,37 +485,21 @@ pub fn from_value(value: &Value) -> Result<ResultsFile, ResultsError> {
     let field = |key: &str| top.get(key).filter(|v| !v.is_null());
     let rounds = match field("rounds") {
         None => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, r)| decode::<RoundRecord>(r, &format!("rounds[{i}]")))
-            .collect::<Result<_, _>>()?,
+        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, r)| decode::<RoundRecord>(r, &format!("rounds[{i}]"))).collect::<Result<_, _>>()?,
         Some(_) => return Err(schema("rounds", "expected an array of rounds")),
     };
     Ok(ResultsFile {
-        timestamp: field("timestamp")
-            .map(|v| decode(v, "timestamp"))
-            .transpose()?,
-        folder_name: field("folder_name")
-            .map(|v| decode(v, "folder_name"))
-            .transpose()?,
-        config: field("config")
-            .map(|v| decode(v, "config"))
-            .transpose()?
-            .unwrap_or_default(),
+        timestamp: field("timestamp").map(|v| decode(v, "timestamp")).transpose()?,
+        folder_name: field("folder_name").map(|v| decode(v, "folder_name")).transpose()?,
+        config: field("config").map(|v| decode(v, "config")).transpose()?.unwrap_or_default(),
         rounds,
         statistics: field("statistics").cloned(),
-        checkpoint: field("checkpoint")
-            .map(|v| decode(v, "checkpoint"))
-            .transpose()?,
+        checkpoint: field("checkpoint").map(|v| decode(v, "checkpoint")).transpose()?,
     })
 }
 
 fn schema(path: &str, message: &str) -> ResultsError {
-    ResultsError::Schema {
-        path: path.to_owned(),
-        message: message.to_owned(),
-    }
+    ResultsError::Schema { path: path.to_owned(), message: message.to_owned() }
 }
 
 /// A type whose deserialisation errors can be narrowed to a child path.
@@ -578,11 +522,7 @@ impl Located for RetryCause {}
 
 impl Located for LlmUsage {
     fn descend(key: &str, child: &Value, path: &str) -> Option<ResultsError> {
-        if matches!(key, "player" | "rule_compiler") {
-            first_error::<Usage>(child, path)
-        } else {
-            None
-        }
+        if matches!(key, "player" | "rule_compiler") { first_error::<Usage>(child, path) } else { None }
     }
 }
 
@@ -613,10 +553,7 @@ impl Located for TurnEntry {
 fn first_error<T: Located>(child: &Value, path: &str) -> Option<ResultsError> {
     match child {
         Value::Null => None,
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, item)| decode::<T>(item, &format!("{path}[{i}]")).err()),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| decode::<T>(item, &format!("{path}[{i}]")).err()),
         _ => decode::<T>(child, path).err(),
     }
 }
@@ -630,14 +567,8 @@ fn decode<T: Located>(value: &Value, path: &str) -> Result<T, ResultsError> {
 /// the key whose removal changes the error (serde reports a bad value as soon as it visits
 /// it, before any missing-field check) is the culprit.
 fn locate<T: Located>(value: &Value, path: &str, message: String) -> ResultsError {
-    if let Some(name) = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next())
-    {
-        return ResultsError::Schema {
-            path: format!("{path}.{name}"),
-            message,
-        };
+    if let Some(name) = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next()) {
+        return ResultsError::Schema { path: format!("{path}.{name}"), message };
     }
     if let Value::Object(map) = value {
         for (key, child) in map {
@@ -649,17 +580,11 @@ fn locate<T: Located>(value: &Value, path: &str, message: String) -> ResultsErro
             };
             if changed {
                 let child_path = format!("{path}.{key}");
-                return T::descend(key, child, &child_path).unwrap_or(ResultsError::Schema {
-                    path: child_path,
-                    message,
-                });
+                return T::descend(key, child, &child_path).unwrap_or(ResultsError::Schema { path: child_path, message });
             }
         }
     }
-    ResultsError::Schema {
-        path: path.to_owned(),
-        message,
-    }
+    ResultsError::Schema { path: path.to_owned(), message }
 }
 
 #[cfg(test)]

@@ -28,10 +28,7 @@ pub struct Board {
 impl Board {
     /// A board whose mainline holds only the starter.
     pub fn with_starter(starter: Card) -> Self {
-        Board {
-            mainline: vec![starter],
-            sidelines: vec![Vec::new()],
-        }
+        Board { mainline: vec![starter], sidelines: vec![Vec::new()] }
     }
 
     /// Places a resolved card: appended to the mainline if accepted, else to the sideline

@@ -130,11 +130,7 @@ impl Card {
 
     /// Builds a card, rejecting ranks outside 1..=13 (for untrusted input).
     pub fn try_new(rank: u8, suit: Suit) -> Result<Self, CardParseError> {
-        if (1..=13).contains(&rank) {
-            Ok(Card { rank, suit })
-        } else {
-            Err(CardParseError::RankOutOfRange(rank))
-        }
+        if (1..=13).contains(&rank) { Ok(Card { rank, suit }) } else { Err(CardParseError::RankOutOfRange(rank)) }
     }
 
     /// The card colour (`card.color` of the reference).
@@ -185,8 +181,7 @@ impl FromStr for Card {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut chars = s.chars();
         let last = chars.next_back().ok_or(CardParseError::Empty)?;
-        let suit =
-            Suit::from_symbol(last).ok_or_else(|| CardParseError::MissingSuit(s.to_owned()))?;
+        let suit = Suit::from_symbol(last).ok_or_else(|| CardParseError::MissingSuit(s.to_owned()))?;
         let rank = match chars.as_str() {
             "A" => 1,
             "2" => 2,

@@ -37,11 +37,7 @@ pub const fn universe() -> [Card; 52] {
 /// Position of `card` in [`universe`] (`(rank − 1) · 4 + suit index`); `None` for a rank
 /// outside 1..=13. Bit `i` of an acceptance mask stands for `universe()[i]`.
 pub const fn universe_index(card: Card) -> Option<usize> {
-    if card.rank >= 1 && card.rank <= 13 {
-        Some((card.rank as usize - 1) * 4 + card.suit.index())
-    } else {
-        None
-    }
+    if card.rank >= 1 && card.rank <= 13 { Some((card.rank as usize - 1) * 4 + card.suit.index()) } else { None }
 }
 
 #[cfg(test)]

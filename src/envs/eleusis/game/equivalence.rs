@@ -80,11 +80,7 @@ pub struct SimulationParams {
 
 impl Default for SimulationParams {
     fn default() -> Self {
-        SimulationParams {
-            num_simulations: 100,
-            turns_per_simulation: 40,
-            seed: 42,
-        }
+        SimulationParams { num_simulations: 100, turns_per_simulation: 40, seed: 42 }
     }
 }
 
@@ -105,23 +101,13 @@ pub struct Verdict {
 impl Verdict {
     /// The reference verdict when the compiler produced no code for the guess.
     pub fn no_code() -> Self {
-        Verdict {
-            equivalent: false,
-            message: "No code provided for guessed rule".to_owned(),
-            comparisons: 0,
-            mismatches: 0,
-        }
+        Verdict { equivalent: false, message: "No code provided for guessed rule".to_owned(), comparisons: 0, mismatches: 0 }
     }
 
     /// The reference verdict when the guess code fails to compile (`error` = Python's
     /// error text).
     pub fn syntax_error(error: &str) -> Self {
-        Verdict {
-            equivalent: false,
-            message: format!("Guessed rule code has syntax errors: {error}"),
-            comparisons: 0,
-            mismatches: 0,
-        }
+        Verdict { equivalent: false, message: format!("Guessed rule code has syntax errors: {error}"), comparisons: 0, mismatches: 0 }
     }
 }
 
@@ -134,12 +120,7 @@ fn py_bool(b: bool) -> &'static str {
 fn mismatch_message(sim: u32, turn: u32, card: &Card, actual: bool, guessed: bool) -> String {
     let mut message = String::with_capacity(72);
     // Writing to a String cannot fail.
-    let _ = write!(
-        message,
-        "Mismatch at sim {sim}, turn {turn}: card={card}, actual={}, guessed={}",
-        py_bool(actual),
-        py_bool(guessed)
-    );
+    let _ = write!(message, "Mismatch at sim {sim}, turn {turn}: card={card}, actual={}, guessed={}", py_bool(actual), py_bool(guessed));
     message
 }
 
@@ -159,12 +140,7 @@ fn nth_set_bit(mut mask: u64, k: u32) -> usize {
 /// exception-path mismatches; else extend the walk with `choice` over the cards the
 /// *actual* rule accepted (a walk ends early when none is accepted). Rules offering
 /// [`RuleFn::acceptance_mask`] are evaluated a whole step at a time, with identical results.
-pub fn check(
-    actual: &dyn RuleFn,
-    guessed: &dyn RuleFn,
-    start_mainline: &[Card],
-    params: &SimulationParams,
-) -> Verdict {
+pub fn check(actual: &dyn RuleFn, guessed: &dyn RuleFn, start_mainline: &[Card], params: &SimulationParams) -> Verdict {
     const UNIVERSE: [Card; 52] = universe();
     // Bits 52..64 of a foreign mask are ignored, so indexing UNIVERSE never goes out of range.
     const FULL: u64 = (1u64 << 52) - 1;
@@ -187,19 +163,8 @@ pub fn check(
                     comparisons += u64::from(i) + 1;
                     mismatches += 1;
                     let bit = 1u64 << i;
-                    let message = mismatch_message(
-                        sim,
-                        turn,
-                        &UNIVERSE[i as usize],
-                        a & bit != 0,
-                        g & bit != 0,
-                    );
-                    return Verdict {
-                        equivalent: false,
-                        message,
-                        comparisons,
-                        mismatches,
-                    };
+                    let message = mismatch_message(sim, turn, &UNIVERSE[i as usize], a & bit != 0, g & bit != 0);
+                    return Verdict { equivalent: false, message, comparisons, mismatches };
                 }
                 comparisons += 52;
                 a
@@ -223,12 +188,7 @@ pub fn check(
                         Ok((a, g)) if a != g => {
                             mismatches += 1;
                             let message = mismatch_message(sim, turn, card, a, g);
-                            return Verdict {
-                                equivalent: false,
-                                message,
-                                comparisons,
-                                mismatches,
-                            };
+                            return Verdict { equivalent: false, message, comparisons, mismatches };
                         }
                         Ok((true, _)) => acc |= bit,
                         Ok(_) => {}
@@ -257,12 +217,7 @@ pub fn check(
             mainline.push(UNIVERSE[nth_set_bit(accepted, k)]);
         }
     }
-    Verdict {
-        equivalent: true,
-        message: format!("Rules appear equivalent: {comparisons} comparisons, all matched"),
-        comparisons,
-        mismatches,
-    }
+    Verdict { equivalent: true, message: format!("Rules appear equivalent: {comparisons} comparisons, all matched"), comparisons, mismatches }
 }
 
 #[cfg(test)]

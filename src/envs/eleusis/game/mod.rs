@@ -11,6 +11,6 @@ pub mod rule;
 pub mod setup;
 
 pub use round::{
-    Action, GameConfig, GameError, GameOverReason, GuessCheck, GuessKind, Judge, JudgeRequest,
-    NativeJudge, Observation, Play, PreparedTurn, Round, RoundResult, TurnRecord,
+    Action, GameConfig, GameError, GameOverReason, GuessCheck, GuessKind, Judge, JudgeRequest, NativeJudge, Observation, Play, PreparedTurn, Round,
+    RoundResult, TurnRecord,
 };

@@ -19,9 +19,7 @@ pub struct PyRandom {
 
 impl std::fmt::Debug for PyRandom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PyRandom")
-            .field("index", &self.index)
-            .finish_non_exhaustive()
+        f.debug_struct("PyRandom").field("index", &self.index).finish_non_exhaustive()
     }
 }
 
@@ -32,20 +30,13 @@ impl PyRandom {
         // Truncations are intended: we split the seed into its two 32-bit limbs.
         let low = seed as u32;
         let high = (seed >> 32) as u32;
-        if high == 0 {
-            Self::from_key(&[low])
-        } else {
-            Self::from_key(&[low, high])
-        }
+        if high == 0 { Self::from_key(&[low]) } else { Self::from_key(&[low, high]) }
     }
 
     /// Seeds from an explicit `init_by_array` key (CPython's limb list for big integers).
     /// An empty key behaves like `[0]`, as CPython always uses at least one limb.
     pub fn from_key(key: &[u32]) -> Self {
-        let mut rng = PyRandom {
-            mt: [0; N],
-            index: N,
-        };
+        let mut rng = PyRandom { mt: [0; N], index: N };
         rng.init_genrand(19_650_218);
         let key: &[u32] = if key.is_empty() { &[0] } else { key };
         let mut i = 1usize;
@@ -53,9 +44,7 @@ impl PyRandom {
         let mut k = N.max(key.len());
         while k > 0 {
             let prev = rng.mt[i - 1];
-            rng.mt[i] = (rng.mt[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525))
-                .wrapping_add(key[j])
-                .wrapping_add(j as u32);
+            rng.mt[i] = (rng.mt[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525)).wrapping_add(key[j]).wrapping_add(j as u32);
             i += 1;
             j += 1;
             if i >= N {
@@ -70,8 +59,7 @@ impl PyRandom {
         k = N - 1;
         while k > 0 {
             let prev = rng.mt[i - 1];
-            rng.mt[i] = (rng.mt[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_566_083_941))
-                .wrapping_sub(i as u32);
+            rng.mt[i] = (rng.mt[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_566_083_941)).wrapping_sub(i as u32);
             i += 1;
             if i >= N {
                 rng.mt[0] = rng.mt[N - 1];
@@ -88,9 +76,7 @@ impl PyRandom {
         self.mt[0] = s;
         for i in 1..N {
             let prev = self.mt[i - 1];
-            self.mt[i] = 1_812_433_253u32
-                .wrapping_mul(prev ^ (prev >> 30))
-                .wrapping_add(i as u32);
+            self.mt[i] = 1_812_433_253u32.wrapping_mul(prev ^ (prev >> 30)).wrapping_add(i as u32);
         }
         self.index = N;
     }

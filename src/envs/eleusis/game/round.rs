@@ -27,11 +27,7 @@ pub struct GameConfig {
 
 impl Default for GameConfig {
     fn default() -> Self {
-        GameConfig {
-            hand_size: 12,
-            max_turns: 30,
-            wrong_guess_penalty: 2,
-        }
+        GameConfig { hand_size: 12, max_turns: 30, wrong_guess_penalty: 2 }
     }
 }
 
@@ -430,8 +426,7 @@ impl Round {
             failed_guesses: self.failed_guesses.clone(),
             failed_guess_count: f,
             penalty_so_far: penalty,
-            potential_score: (i64::from(self.config.max_turns) - i64::from(turn))
-                .saturating_sub(penalty),
+            potential_score: (i64::from(self.config.max_turns) - i64::from(turn)).saturating_sub(penalty),
         }
     }
 
@@ -450,29 +445,14 @@ impl Round {
             mainline_after.push(action.card);
         }
         let kind = action.check_kind();
-        Ok(PreparedTurn {
-            turn: self.current_turn(),
-            rule: self.rule,
-            seed: self.seed,
-            action,
-            accepted,
-            mainline_after,
-            kind,
-        })
+        Ok(PreparedTurn { turn: self.current_turn(), rule: self.rule, seed: self.seed, action, accepted, mainline_after, kind })
     }
 
     /// Applies a prepared turn with the verdict of its check (§1.6 steps 3–8).
-    pub fn commit(
-        &mut self,
-        prepared: PreparedTurn,
-        verdict: Option<Verdict>,
-    ) -> Result<TurnRecord, GameError> {
+    pub fn commit(&mut self, prepared: PreparedTurn, verdict: Option<Verdict>) -> Result<TurnRecord, GameError> {
         let turn = self.current_turn();
         if prepared.turn != turn || prepared.rule != self.rule || prepared.seed != self.seed {
-            return Err(GameError::StalePreparedTurn {
-                prepared: prepared.turn,
-                current: turn,
-            });
+            return Err(GameError::StalePreparedTurn { prepared: prepared.turn, current: turn });
         }
         if self.is_over() {
             return Err(GameError::RoundOver);
@@ -483,14 +463,8 @@ impl Round {
             (None, Some(_)) => return Err(GameError::UnexpectedVerdict(turn)),
             (None, None) => None,
         };
-        let PreparedTurn {
-            action, accepted, ..
-        } = prepared;
-        let pos = self
-            .hand
-            .iter()
-            .position(|c| *c == action.card)
-            .ok_or(GameError::CardNotInHand(action.card))?;
+        let PreparedTurn { action, accepted, .. } = prepared;
+        let pos = self.hand.iter().position(|c| *c == action.card).ok_or(GameError::CardNotInHand(action.card))?;
         let board_before = self.board.board_string();
         let hand_before = self.hand.clone();
         // Step 3: play, place, draw.
@@ -500,11 +474,7 @@ impl Round {
             self.hand.push(drawn);
         }
         // Step 4: history.
-        self.history.push(Play {
-            card: action.card,
-            accepted,
-            reasoning: action.reasoning.clone(),
-        });
+        self.history.push(Play { card: action.card, accepted, reasoning: action.reasoning.clone() });
         // Steps 5–6: formal or shadow check.
         let text = action.tentative_rule.clone().unwrap_or_default();
         let check = verdict.map(|(kind, v)| {
@@ -518,14 +488,7 @@ impl Round {
                     self.failed_guesses.push(text.clone());
                 }
             }
-            GuessCheck {
-                kind,
-                guess: text,
-                correct: v.equivalent,
-                message: v.message,
-                comparisons: v.comparisons,
-                mismatches: v.mismatches,
-            }
+            GuessCheck { kind, guess: text, correct: v.equivalent, message: v.message, comparisons: v.comparisons, mismatches: v.mismatches }
         });
         // Step 7: record.
         let record = TurnRecord {
@@ -545,11 +508,7 @@ impl Round {
     }
 
     /// Plays one turn synchronously: prepare, ask `judge` if a check is due, commit.
-    pub fn apply(
-        &mut self,
-        action: Action,
-        judge: &mut dyn Judge,
-    ) -> Result<TurnRecord, GameError> {
+    pub fn apply(&mut self, action: Action, judge: &mut dyn Judge) -> Result<TurnRecord, GameError> {
         let prepared = self.prepare(action)?;
         let verdict = prepared.judge_request().map(|req| judge.judge(&req));
         self.commit(prepared, verdict)
@@ -585,9 +544,7 @@ impl Round {
             score,
             floored_score: score.max(0),
             first_correct_turn: self.first_correct_turn,
-            no_stakes_score: self
-                .first_correct_turn
-                .map_or(0, |t| max_turns - i64::from(t) + 1),
+            no_stakes_score: self.first_correct_turn.map_or(0, |t| max_turns - i64::from(t) + 1),
             game_over_reason,
             final_board: self.board.board_string(),
         }

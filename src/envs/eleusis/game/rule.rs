@@ -74,143 +74,29 @@ struct RuleInfo {
     node_count: u32,
 }
 
-const fn info(
-    name: &'static str,
-    description: &'static str,
-    md5_low32: u32,
-    cyclomatic: u32,
-    node_count: u32,
-) -> RuleInfo {
-    RuleInfo {
-        name,
-        description,
-        md5_low32,
-        cyclomatic,
-        node_count,
-    }
+const fn info(name: &'static str, description: &'static str, md5_low32: u32, cyclomatic: u32, node_count: u32) -> RuleInfo {
+    RuleInfo { name, description, md5_low32, cyclomatic, node_count }
 }
 
 const INFO: [RuleInfo; 26] = [
-    info(
-        "even_ranks_only",
-        "Only cards with an even rank (2,4,6,8,10,12).",
-        3991486006,
-        1,
-        12,
-    ),
-    info(
-        "face_cards_only",
-        "Only face cards (11,12,13).",
-        3086841670,
-        1,
-        12,
-    ),
-    info(
-        "ranks_one_to_seven",
-        "Only cards between 1 and 7 inclusive.",
-        1359679224,
-        1,
-        11,
-    ),
-    info(
-        "ranks_five_to_nine",
-        "Only cards between 5 and 9 inclusive.",
-        2774731231,
-        1,
-        11,
-    ),
-    info(
-        "prime_ranks_only",
-        "Only ranks that are prime numbers (2,3,5,7,11,13).",
-        2863803574,
-        1,
-        20,
-    ),
+    info("even_ranks_only", "Only cards with an even rank (2,4,6,8,10,12).", 3991486006, 1, 12),
+    info("face_cards_only", "Only face cards (11,12,13).", 3086841670, 1, 12),
+    info("ranks_one_to_seven", "Only cards between 1 and 7 inclusive.", 1359679224, 1, 11),
+    info("ranks_five_to_nine", "Only cards between 5 and 9 inclusive.", 2774731231, 1, 11),
+    info("prime_ranks_only", "Only ranks that are prime numbers (2,3,5,7,11,13).", 2863803574, 1, 20),
     info("only_aces", "Only Aces (rank 1) .", 1750743651, 1, 9),
-    info(
-        "spades_only",
-        "Only cards of the suit spades.",
-        1220911492,
-        1,
-        11,
-    ),
-    info(
-        "only_red_cards",
-        "Only red cards (hearts or diamonds).",
-        2113998201,
-        1,
-        9,
-    ),
-    info(
-        "spades_and_diamonds_only",
-        "Only spades and diamonds.",
-        784747691,
-        1,
-        14,
-    ),
-    info(
-        "no_spades",
-        "Only hearts, clubs, and diamonds allowed. Spades are forbidden.",
-        3522207709,
-        1,
-        11,
-    ),
-    info(
-        "black_face_cards",
-        "Only black face cards.",
-        1177824251,
-        4,
-        40,
-    ),
-    info(
-        "red_rank_up_to_seven",
-        "Only red cards whose rank is <=7.",
-        3649017041,
-        2,
-        18,
-    ),
-    info(
-        "face_cards_red_number_cards_black",
-        "Face cards (11-13) must be red; number cards (1-10) must be black.",
-        1223659498,
-        2,
-        25,
-    ),
-    info(
-        "alternating_face_number",
-        "Alternate face and number cards. Any card may start the line.",
-        837406042,
-        3,
-        42,
-    ),
-    info(
-        "opposite_parity",
-        "Card rank must have opposite odd/even parity to the previous card's rank. Any card may start the line.",
-        3819063779,
-        2,
-        30,
-    ),
-    info(
-        "rank_non_decreasing_start_ace",
-        "Each card must have a rank greater or equal to the previous card. Only Ace can start the line.",
-        3211319022,
-        2,
-        30,
-    ),
-    info(
-        "alternating_colors",
-        "Cards must alternate between red and black colors. Any card may start the line.",
-        401830225,
-        2,
-        24,
-    ),
-    info(
-        "different_suit",
-        "The card must be of a different suit than the card just before it. Any card may start the line.",
-        82487880,
-        2,
-        28,
-    ),
+    info("spades_only", "Only cards of the suit spades.", 1220911492, 1, 11),
+    info("only_red_cards", "Only red cards (hearts or diamonds).", 2113998201, 1, 9),
+    info("spades_and_diamonds_only", "Only spades and diamonds.", 784747691, 1, 14),
+    info("no_spades", "Only hearts, clubs, and diamonds allowed. Spades are forbidden.", 3522207709, 1, 11),
+    info("black_face_cards", "Only black face cards.", 1177824251, 4, 40),
+    info("red_rank_up_to_seven", "Only red cards whose rank is <=7.", 3649017041, 2, 18),
+    info("face_cards_red_number_cards_black", "Face cards (11-13) must be red; number cards (1-10) must be black.", 1223659498, 2, 25),
+    info("alternating_face_number", "Alternate face and number cards. Any card may start the line.", 837406042, 3, 42),
+    info("opposite_parity", "Card rank must have opposite odd/even parity to the previous card's rank. Any card may start the line.", 3819063779, 2, 30),
+    info("rank_non_decreasing_start_ace", "Each card must have a rank greater or equal to the previous card. Only Ace can start the line.", 3211319022, 2, 30),
+    info("alternating_colors", "Cards must alternate between red and black colors. Any card may start the line.", 401830225, 2, 24),
+    info("different_suit", "The card must be of a different suit than the card just before it. Any card may start the line.", 82487880, 2, 28),
     info(
         "different_suit_same_color",
         "The card must be of a different suit than but same color as the card just before it. Any card may start the line.",
@@ -347,10 +233,7 @@ impl SecretRule {
 
     /// Looks a rule up by its verbatim description (how the analysis joins results).
     pub fn from_description(description: &str) -> Option<Self> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|r| r.description() == description)
+        Self::ALL.iter().copied().find(|r| r.description() == description)
     }
 
     /// Whether the rule accepts `card` after `mainline` (the exact semantics column of
@@ -467,11 +350,7 @@ const EMPTY_KEY: usize = 52;
 type MaskTable = [[[u64; 2]; 53]];
 
 fn compute_mask(rule: SecretRule, mainline: &[Card]) -> u64 {
-    universe()
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| rule.accepts(c, mainline))
-        .fold(0u64, |m, (i, _)| m | (1u64 << i))
+    universe().iter().enumerate().filter(|(_, c)| rule.accepts(c, mainline)).fold(0u64, |m, (i, _)| m | (1u64 << i))
 }
 
 fn mask_table() -> &'static MaskTable {
@@ -485,10 +364,7 @@ fn mask_table() -> &'static MaskTable {
             row[EMPTY_KEY] = [empty, empty];
             for (k, last) in cards.iter().enumerate() {
                 // Representative mainlines of even (2) and odd (1) length ending in `last`.
-                row[k] = [
-                    compute_mask(rule, &[*last, *last]),
-                    compute_mask(rule, &[*last]),
-                ];
+                row[k] = [compute_mask(rule, &[*last, *last]), compute_mask(rule, &[*last])];
             }
         }
         table

@@ -71,22 +71,13 @@ impl RoundSetup {
     pub fn from_seed(rule: SecretRule, seed: u64, hand_size: usize) -> Result<Self, SetupError> {
         let mut deck: VecDeque<Card> = shuffled_deck(seed).into();
         if hand_size > deck.len() {
-            return Err(SetupError::HandTooLarge {
-                hand_size,
-                deck_size: deck.len(),
-            });
+            return Err(SetupError::HandTooLarge { hand_size, deck_size: deck.len() });
         }
         let hand: Vec<Card> = deck.drain(..hand_size).collect();
         let mut discarded = Vec::new();
         while let Some(card) = deck.pop_front() {
             if rule.accepts(&card, &[]) {
-                return Ok(RoundSetup {
-                    seed,
-                    deck,
-                    hand,
-                    discarded,
-                    starter: card,
-                });
+                return Ok(RoundSetup { seed, deck, hand, discarded, starter: card });
             }
             discarded.push(card);
         }

@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 use crate::envs::eleusis::game::card::Card;
 use crate::envs::eleusis::game::deck::{universe, universe_index};
 use crate::envs::eleusis::game::equivalence::{RuleFn, SimulationParams, Verdict};
-use crate::envs::eleusis::game::{Judge, JudgeRequest};
 use crate::envs::eleusis::game::pyrandom::PyRandom;
+use crate::envs::eleusis::game::{Judge, JudgeRequest};
 
 mod process;
 mod rulefn;
@@ -124,12 +124,7 @@ pub struct PyVerdict {
 
 impl PyVerdict {
     fn plain(verdict: Verdict) -> Self {
-        PyVerdict {
-            verdict,
-            judge_error: None,
-            first_exception: None,
-            round_trips: 0,
-        }
+        PyVerdict { verdict, judge_error: None, first_exception: None, round_trips: 0 }
     }
 }
 
@@ -217,12 +212,7 @@ impl<'a> Walk<'a> {
                 }
             }
         }
-        let state = PendingState {
-            sim: self.sim,
-            turn: self.turn,
-            mainline: self.mainline.clone(),
-            actual: verdicts,
-        };
+        let state = PendingState { sim: self.sim, turn: self.turn, mainline: self.mainline.clone(), actual: verdicts };
         if raised {
             // The check necessarily ends at this state.
             self.done = true;
@@ -242,10 +232,7 @@ impl<'a> Walk<'a> {
 
 fn indices(mainline: &[Card]) -> Vec<usize> {
     // Cards with an invalid rank cannot come from the game; map them to A♥ rather than panic.
-    mainline
-        .iter()
-        .map(|c| universe_index(*c).unwrap_or(0))
-        .collect()
+    mainline.iter().map(|c| universe_index(*c).unwrap_or(0)).collect()
 }
 
 fn ms(d: Duration) -> u64 {
@@ -264,12 +251,7 @@ pub struct PyJudge {
 impl PyJudge {
     /// Starts the worker now, so a missing `python3` is reported up front.
     pub fn new(config: PyJudgeConfig) -> Result<Self, JudgeError> {
-        let mut judge = PyJudge {
-            config,
-            worker: None,
-            restarts: 0,
-            last_info: None,
-        };
+        let mut judge = PyJudge { config, worker: None, restarts: 0, last_info: None };
         judge.ensure_worker()?;
         Ok(judge)
     }
@@ -293,10 +275,7 @@ impl PyJudge {
         if self.worker.is_none() {
             let startup = self.config.check_time_limit.max(Duration::from_secs(10));
             let worker =
-                Worker::spawn(&self.config.python, self.config.memory_limit_bytes, startup)
-                    .map_err(|e| JudgeError::Unavailable {
-                        detail: e.to_string(),
-                    })?;
+                Worker::spawn(&self.config.python, self.config.memory_limit_bytes, startup).map_err(|e| JudgeError::Unavailable { detail: e.to_string() })?;
             if self.last_info.is_some() {
                 self.restarts += 1;
             }
@@ -304,9 +283,7 @@ impl PyJudge {
             self.worker = Some(worker);
         }
         // Just ensured above.
-        self.worker.as_mut().ok_or(JudgeError::Unavailable {
-            detail: "worker vanished".to_owned(),
-        })
+        self.worker.as_mut().ok_or(JudgeError::Unavailable { detail: "worker vanished".to_owned() })
     }
 
     /// One request; on failure the worker is dropped (killed) and the error returned.
@@ -317,19 +294,14 @@ impl PyJudge {
             Ok(reply) => Ok(reply),
             Err(failure) => {
                 self.worker = None;
-                Err(JudgeError::WorkerFailed {
-                    detail: failure.to_string(),
-                })
+                Err(JudgeError::WorkerFailed { detail: failure.to_string() })
             }
         }
     }
 
     fn compile(&mut self, code: &str, load: bool) -> Result<(), GuessLoadError> {
         let deadline = Instant::now() + self.config.check_time_limit + self.config.kill_grace;
-        let reply = self.call(
-            json!({"op": "compile", "code": code, "load": load}),
-            deadline,
-        )?;
+        let reply = self.call(json!({"op": "compile", "code": code, "load": load}), deadline)?;
         if reply.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(());
         }
@@ -347,35 +319,19 @@ impl PyJudge {
     }
 
     /// Judges a game request with already compiled code (`None` = the compiler gave up).
-    pub fn judge_request(
-        &mut self,
-        request: &JudgeRequest<'_>,
-        code: Option<&str>,
-        params: &SimulationParams,
-    ) -> PyVerdict {
+    pub fn judge_request(&mut self, request: &JudgeRequest<'_>, code: Option<&str>, params: &SimulationParams) -> PyVerdict {
         self.check(&request.secret, code, request.mainline, params)
     }
 
     /// The §3.3 equivalence check of `actual` against the Python guess `code` from `start`.
     /// Never panics and never blocks longer than the configured limits.
-    pub fn check(
-        &mut self,
-        actual: &dyn RuleFn,
-        code: Option<&str>,
-        start: &[Card],
-        params: &SimulationParams,
-    ) -> PyVerdict {
+    pub fn check(&mut self, actual: &dyn RuleFn, code: Option<&str>, start: &[Card], params: &SimulationParams) -> PyVerdict {
         let code = match code {
             Some(c) if !c.is_empty() => c,
             _ => return PyVerdict::plain(Verdict::no_code()),
         };
         let began = Instant::now();
-        let mut out = PyVerdict::plain(Verdict {
-            equivalent: false,
-            message: String::new(),
-            comparisons: 0,
-            mismatches: 0,
-        });
+        let mut out = PyVerdict::plain(Verdict { equivalent: false, message: String::new(), comparisons: 0, mismatches: 0 });
         out.round_trips = 1;
         match self.compile(code, true) {
             Ok(()) => {}
@@ -400,8 +356,7 @@ impl PyJudge {
             if batch.is_empty() {
                 let n = out.verdict.comparisons;
                 out.verdict.equivalent = true;
-                out.verdict.message =
-                    format!("Rules appear equivalent: {n} comparisons, all matched");
+                out.verdict.message = format!("Rules appear equivalent: {n} comparisons, all matched");
                 return out;
             }
             let remaining = self.config.check_time_limit.saturating_sub(began.elapsed());
@@ -422,23 +377,13 @@ impl PyJudge {
             };
             if reply.get("ok").and_then(Value::as_bool) != Some(true) {
                 let error = reply.get("error").and_then(Value::as_str).unwrap_or("?");
-                let e = JudgeError::WorkerFailed {
-                    detail: format!("eval request refused: {error}"),
-                };
+                let e = JudgeError::WorkerFailed { detail: format!("eval request refused: {error}") };
                 return self.failed(out, e);
             }
             if out.first_exception.is_none() {
-                out.first_exception = reply
-                    .get("errors")
-                    .and_then(|e| e.get(0))
-                    .and_then(|e| e.get(2))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
+                out.first_exception = reply.get("errors").and_then(|e| e.get(0)).and_then(|e| e.get(2)).and_then(Value::as_str).map(str::to_owned);
             }
-            let results: Vec<String> = reply
-                .get("results")
-                .and_then(|r| serde_json::from_value(r.clone()).ok())
-                .unwrap_or_default();
+            let results: Vec<String> = reply.get("results").and_then(|r| serde_json::from_value(r.clone()).ok()).unwrap_or_default();
             let aborted = reply.get("deadline").and_then(Value::as_bool) == Some(true);
             for (state, result) in batch.iter().zip(&results) {
                 let r = result.as_bytes();
@@ -448,9 +393,7 @@ impl PyJudge {
                         if aborted {
                             break;
                         }
-                        let e = JudgeError::WorkerFailed {
-                            detail: "truncated eval reply".to_owned(),
-                        };
+                        let e = JudgeError::WorkerFailed { detail: "truncated eval reply".to_owned() };
                         return self.failed(out, e);
                     }
                     v.comparisons += 1;
@@ -498,9 +441,7 @@ impl PyJudge {
                 return out;
             }
             if results.len() < batch.len() {
-                let e = JudgeError::WorkerFailed {
-                    detail: "eval reply has fewer states than requested".to_owned(),
-                };
+                let e = JudgeError::WorkerFailed { detail: "eval reply has fewer states than requested".to_owned() };
                 return self.failed(out, e);
             }
             batch_size = (batch_size * 2).min(self.config.max_batch_states.max(1));
@@ -546,9 +487,7 @@ pub struct CodeJudge<'a, F: FnMut(&str) -> Option<String>> {
 impl<F: FnMut(&str) -> Option<String>> Judge for CodeJudge<'_, F> {
     fn judge(&mut self, request: &JudgeRequest<'_>) -> Verdict {
         let code = (self.code_for)(request.guess);
-        let verdict = self
-            .py
-            .judge_request(request, code.as_deref(), &self.params);
+        let verdict = self.py.judge_request(request, code.as_deref(), &self.params);
         let plain = verdict.verdict.clone();
         self.last = Some(verdict);
         plain
@@ -558,22 +497,14 @@ impl<F: FnMut(&str) -> Option<String>> Judge for CodeJudge<'_, F> {
 fn mismatch_message(state: &PendingState, i: usize, actual: bool, guessed: bool) -> String {
     let card = universe()[i];
     let py = |b: bool| if b { "True" } else { "False" };
-    format!(
-        "Mismatch at sim {}, turn {}: card={card}, actual={}, guessed={}",
-        state.sim,
-        state.turn,
-        py(actual),
-        py(guessed)
-    )
+    format!("Mismatch at sim {}, turn {}: card={card}, actual={}, guessed={}", state.sim, state.turn, py(actual), py(guessed))
 }
 
 fn with_flags(mut out: PyVerdict, timeouts: u64, memory_errors: u64) -> PyVerdict {
     if timeouts > 0 {
         out.judge_error = Some(JudgeError::CallTimeouts { count: timeouts });
     } else if memory_errors > 0 {
-        out.judge_error = Some(JudgeError::MemoryLimit {
-            count: memory_errors,
-        });
+        out.judge_error = Some(JudgeError::MemoryLimit { count: memory_errors });
     }
     out
 }

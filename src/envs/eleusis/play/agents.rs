@@ -7,9 +7,7 @@ use crate::envs::eleusis::game::deck::universe;
 use crate::envs::eleusis::game::equivalence::{RuleFn, SimulationParams};
 use crate::envs::eleusis::game::pyrandom::PyRandom;
 use crate::envs::eleusis::game::rule::SecretRule;
-use crate::envs::eleusis::game::{
-    Action, GameConfig, GameError, NativeJudge, Observation, Round, RoundResult,
-};
+use crate::envs::eleusis::game::{Action, GameConfig, GameError, NativeJudge, Observation, Round, RoundResult};
 
 /// An agent's turn: the action plus, when it guesses, the rule its guess text stands for
 /// (built-in agents guess native rules; `None` is judged as "no code").
@@ -22,13 +20,7 @@ pub struct AgentAction {
 
 impl std::fmt::Debug for AgentAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentAction")
-            .field("action", &self.action)
-            .field(
-                "guessed_rule",
-                &self.guessed_rule.as_ref().map(|_| "<rule>"),
-            )
-            .finish()
+        f.debug_struct("AgentAction").field("action", &self.action).field("guessed_rule", &self.guessed_rule.as_ref().map(|_| "<rule>")).finish()
     }
 }
 
@@ -48,9 +40,7 @@ pub struct RandomAgent {
 impl RandomAgent {
     /// A random agent whose choices are fully determined by `seed`.
     pub fn new(seed: u64) -> Self {
-        RandomAgent {
-            rng: PyRandom::new(seed),
-        }
+        RandomAgent { rng: PyRandom::new(seed) }
     }
 }
 
@@ -61,21 +51,8 @@ fn any_card(hand: &[Card]) -> Card {
 
 impl Agent for RandomAgent {
     fn act(&mut self, obs: &Observation) -> AgentAction {
-        let card = self
-            .rng
-            .choice(&obs.hand)
-            .copied()
-            .unwrap_or_else(|| any_card(&obs.hand));
-        AgentAction {
-            action: Action {
-                card,
-                reasoning: String::new(),
-                tentative_rule: None,
-                confidence: None,
-                guess: false,
-            },
-            guessed_rule: None,
-        }
+        let card = self.rng.choice(&obs.hand).copied().unwrap_or_else(|| any_card(&obs.hand));
+        AgentAction { action: Action { card, reasoning: String::new(), tentative_rule: None, confidence: None, guess: false }, guessed_rule: None }
     }
 }
 
@@ -110,27 +87,16 @@ impl Agent for OracleAgent {
 
 /// Plays one full round of `rule`/`batch` with `agent`, judging guesses natively with the
 /// reference simulation parameters.
-pub fn play_round(
-    rule: SecretRule,
-    batch: u32,
-    config: GameConfig,
-    agent: &mut dyn Agent,
-) -> Result<RoundResult, GameError> {
+pub fn play_round(rule: SecretRule, batch: u32, config: GameConfig, agent: &mut dyn Agent) -> Result<RoundResult, GameError> {
     let mut round = Round::new(rule, batch, config)?;
     while !round.is_over() {
         let obs = round.observation();
-        let AgentAction {
-            action,
-            guessed_rule,
-        } = agent.act(&obs);
+        let AgentAction { action, guessed_rule } = agent.act(&obs);
         let guessed: Option<&dyn RuleFn> = match &guessed_rule {
             Some(rule) => Some(rule.as_ref()),
             None => None,
         };
-        let mut judge = NativeJudge {
-            guessed,
-            params: SimulationParams::default(),
-        };
+        let mut judge = NativeJudge { guessed, params: SimulationParams::default() };
         round.apply(action, &mut judge)?;
     }
     Ok(round.finish())

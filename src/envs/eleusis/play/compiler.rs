@@ -170,19 +170,12 @@ pub struct CompileAttempts {
 impl CompileAttempts {
     /// A loop with `max_attempts` attempts (at least 1).
     pub fn new(max_attempts: u32) -> Self {
-        CompileAttempts {
-            max_attempts: max_attempts.max(1),
-            attempts: 0,
-            failures: Vec::new(),
-            done: None,
-        }
+        CompileAttempts { max_attempts: max_attempts.max(1), attempts: 0, failures: Vec::new(), done: None }
     }
 
     /// The next step without feeding anything.
     pub fn step(&self) -> CompileStep {
-        self.done.clone().unwrap_or(CompileStep::Ask {
-            attempt: self.attempts + 1,
-        })
+        self.done.clone().unwrap_or(CompileStep::Ask { attempt: self.attempts + 1 })
     }
 
     /// The failures so far, in attempt order.
@@ -191,11 +184,7 @@ impl CompileAttempts {
     }
 
     /// Feeds a compiler reply; `validate` byte-compiles a body (`Err` = Python's error).
-    pub fn on_reply(
-        &mut self,
-        reply: &str,
-        validate: impl FnOnce(&str) -> Result<(), String>,
-    ) -> CompileStep {
+    pub fn on_reply(&mut self, reply: &str, validate: impl FnOnce(&str) -> Result<(), String>) -> CompileStep {
         if self.done.is_some() {
             return self.step();
         }
@@ -204,10 +193,7 @@ impl CompileAttempts {
             None => CompileFailure::NoCode,
             Some(code) => match validate(&code) {
                 Ok(()) => {
-                    self.done = Some(CompileStep::Compiled {
-                        code,
-                        attempt: self.attempts,
-                    });
+                    self.done = Some(CompileStep::Compiled { code, attempt: self.attempts });
                     return self.step();
                 }
                 Err(error) => CompileFailure::Syntax { error },
@@ -222,9 +208,7 @@ impl CompileAttempts {
             return self.step();
         }
         self.attempts += 1;
-        self.fail(CompileFailure::CallFailed {
-            detail: detail.to_owned(),
-        })
+        self.fail(CompileFailure::CallFailed { detail: detail.to_owned() })
     }
 
     fn fail(&mut self, failure: CompileFailure) -> CompileStep {

@@ -110,14 +110,7 @@ impl Space {
     }
 
     fn build() -> Self {
-        let mut sp = Space {
-            atoms: Atoms::new(),
-            tables: Vec::new(),
-            hyps: Vec::new(),
-            classes: 0,
-            expressions: 0,
-            library_extras: Vec::new(),
-        };
+        let mut sp = Space { atoms: Atoms::new(), tables: Vec::new(), hyps: Vec::new(), classes: 0, expressions: 0, library_extras: Vec::new() };
         let (mut index, mut best) = (HashMap::new(), Vec::new());
         let mut all = Vec::new();
         grammar::expressions(&sp.atoms, &mut |e, p| all.push((e, p)));
@@ -134,8 +127,7 @@ impl Space {
                 continue;
             }
             let n = sp.hyps.len() as u32;
-            let class: f64 =
-                (0..n).filter(|h| sp.table(*h)[..EMPTY] == t[..EMPTY]).map(|h| sp.hyps[h as usize].prior).sum();
+            let class: f64 = (0..n).filter(|h| sp.table(*h)[..EMPTY] == t[..EMPTY]).map(|h| sp.hyps[h as usize].prior).sum();
             let start = sp.atoms.start_prior(t[EMPTY]);
             sp.tables.extend_from_slice(&t);
             let prior = if class > 0.0 { class * start } else { start * start };
@@ -361,11 +353,7 @@ impl IdealAgent {
             self.class_mass[k] += w;
         }
         let mut order = touched.clone();
-        order.sort_by(|a, b| {
-            self.class_mass[*b as usize]
-                .total_cmp(&self.class_mass[*a as usize])
-                .then(a.cmp(b))
-        });
+        order.sort_by(|a, b| self.class_mass[*b as usize].total_cmp(&self.class_mass[*a as usize]).then(a.cmp(b)));
         // The guess is judged from the mainline after this play: for each possible truth,
         // that is the current state or the played card's, depending on its verdict.
         let mut guess: Option<(u32, f64)> = None;
@@ -389,13 +377,8 @@ impl IdealAgent {
             self.class_mass[t as usize] = 0.0;
             self.class_best[t as usize] = (u32::MAX, 0.0);
         }
-        let decision = Decision {
-            hypothesis,
-            rule_text: sp.text(hypothesis),
-            probability: (p / total).clamp(0.0, 1.0),
-            entropy_bits,
-            live_hypotheses: self.live.len(),
-        };
+        let decision =
+            Decision { hypothesis, rule_text: sp.text(hypothesis), probability: (p / total).clamp(0.0, 1.0), entropy_bits, live_hypotheses: self.live.len() };
         Some((card, decision))
     }
 }
@@ -437,11 +420,7 @@ fn agree_on_reach(guess: &[u64], truth: &[u64], s0: usize) -> bool {
 /// guess earns now (`max_turns + 1 − turn − penalty·F`).
 fn should_guess(p: f64, bits: f64, obs: &Observation) -> bool {
     let gain = obs.potential_score as f64 + 1.0;
-    let penalty = if obs.failed_guess_count > 0 {
-        obs.penalty_so_far as f64 / f64::from(obs.failed_guess_count)
-    } else {
-        2.0
-    };
+    let penalty = if obs.failed_guess_count > 0 { obs.penalty_so_far as f64 / f64::from(obs.failed_guess_count) } else { 2.0 };
     p >= GUESS_THRESHOLD || (bits < STUCK_BITS && p * gain > penalty * (1.0 - p))
 }
 
@@ -454,10 +433,7 @@ fn entropy(p: f64) -> f64 {
 impl Agent for IdealAgent {
     fn act(&mut self, obs: &Observation) -> AgentAction {
         let sp = space();
-        if obs.history.is_empty()
-            || self.starter != obs.mainline.first().copied()
-            || obs.history.len() < self.processed
-        {
+        if obs.history.is_empty() || self.starter != obs.mainline.first().copied() || obs.history.len() < self.processed {
             self.start(obs, sp);
         }
         self.update(obs, sp);

@@ -7,7 +7,6 @@
 //! verdict is cached under (secret rule, guessed code, start mainline,
 //! simulation parameters), so a resumed round replays for free.
 
-
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -19,8 +18,8 @@ use crate::envs::eleusis::game::rule::SecretRule;
 use crate::envs::eleusis::game::{self, GameConfig, Round};
 use crate::envs::eleusis::judge::pyjudge::{JudgeError, PyJudge, PyJudgeConfig, PyVerdict};
 use crate::exec::{CallSite, EpisodeContext, Fresh, StepError, SubStep};
-use crate::plan::key::key_components;
 use crate::plan::StepKind;
+use crate::plan::key::key_components;
 use crate::providers::{ChatRequest, FinishReason, Message};
 use crate::spec::ModelConfig;
 
@@ -75,7 +74,15 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
 }
 
 /// Plays one round of `rule`, repetition `batch`, with an API model.
-pub async fn run(ctx: EpisodeContext<'_>, model: &ModelConfig, compiler: &ModelConfig, rule: SecretRule, batch: u32, config: GameConfig, sample: u64) -> Result<Value, StepError> {
+pub async fn run(
+    ctx: EpisodeContext<'_>,
+    model: &ModelConfig,
+    compiler: &ModelConfig,
+    rule: SecretRule,
+    batch: u32,
+    config: GameConfig,
+    sample: u64,
+) -> Result<Value, StepError> {
     let mut round = Round::new(rule, batch, config).map_err(|e| StepError::Episode(e.to_string()))?;
     let params: Map<String, Value> = model.params.clone().into_iter().collect();
     let mut meta = Vec::new();
@@ -143,9 +150,8 @@ async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -
                 match ctx.chat(compiler, &request, &site).await {
                     Ok(reply) => {
                         let text = reply.text;
-                        let valid = tokio::task::spawn_blocking(move || validate(&text).map(|r| (text, r)))
-                            .await
-                            .map_err(|e| StepError::Worker(e.to_string()))??;
+                        let valid =
+                            tokio::task::spawn_blocking(move || validate(&text).map(|r| (text, r))).await.map_err(|e| StepError::Worker(e.to_string()))??;
                         let (text, result) = valid;
                         attempts.on_reply(&text, |_| result);
                     }
@@ -182,9 +188,7 @@ async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<
     let step = SubStep::new(ctx.episode_key, StepKind::Verdict, verdict_components(rule, code.as_deref(), &mainline));
     let done = step
         .run(ctx.calls.store(), || async move {
-            let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline))
-                .await
-                .map_err(|e| StepError::Worker(e.to_string()))??;
+            let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline)).await.map_err(|e| StepError::Worker(e.to_string()))??;
             // Verdicts decided by a limit or a judge failure are not cached: a
             // rerun on a quieter machine may judge them cleanly.
             Ok(if verdict.judge_error.is_none() { Fresh::cacheable(verdict) } else { Fresh::uncached(verdict) })

@@ -59,11 +59,7 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
 pub fn render_game_rules(config: &GameConfig) -> String {
     fill(
         GAME_RULES_TEMPLATE,
-        &[
-            ("hand_size", &config.hand_size.to_string()),
-            ("penalty", &config.wrong_guess_penalty.to_string()),
-            ("max_turns", &config.max_turns.to_string()),
-        ],
+        &[("hand_size", &config.hand_size.to_string()), ("penalty", &config.wrong_guess_penalty.to_string()), ("max_turns", &config.max_turns.to_string())],
     )
 }
 
@@ -74,21 +70,11 @@ pub fn render_history(obs: &Observation) -> String {
     let start = obs.history.len().saturating_sub(HISTORY_WINDOW);
     let mut out = String::new();
     for play in &obs.history[start..] {
-        let verdict = if play.accepted {
-            "✓ ACCEPTED"
-        } else {
-            "✗ REJECTED"
-        };
+        let verdict = if play.accepted { "✓ ACCEPTED" } else { "✗ REJECTED" };
         let card = play.card.to_string();
-        out.push_str(&fill(
-            t::HISTORY_LINE,
-            &[("card", &card), ("verdict", verdict)],
-        ));
+        out.push_str(&fill(t::HISTORY_LINE, &[("card", &card), ("verdict", verdict)]));
         if !play.reasoning.is_empty() {
-            out.push_str(&fill(
-                t::HISTORY_REASONING_LINE,
-                &[("reasoning", &play.reasoning)],
-            ));
+            out.push_str(&fill(t::HISTORY_REASONING_LINE, &[("reasoning", &play.reasoning)]));
         }
     }
     out

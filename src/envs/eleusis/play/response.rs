@@ -66,8 +66,7 @@ fn match_ci(s: &str, pat: &str) -> Option<usize> {
 /// Finds `pat` (case-insensitive) in `s` at or after byte `from`: (start, end).
 fn find_ci(s: &str, pat: &str, from: usize) -> Option<(usize, usize)> {
     let tail = s.get(from..)?;
-    tail.char_indices()
-        .find_map(|(i, _)| match_ci(&tail[i..], pat).map(|n| (from + i, from + i + n)))
+    tail.char_indices().find_map(|(i, _)| match_ci(&tail[i..], pat).map(|n| (from + i, from + i + n)))
 }
 
 /// The last non-greedy `<tag>(.*?)</tag>` match (case-insensitive, dot matches newline).
@@ -149,24 +148,16 @@ pub fn parse_card_choice(raw: &str, hand: &[Card]) -> Result<Card, CardChoiceErr
         ("spades", Suit::Spades),
     ];
     let s = py_strip(raw);
-    let (marker, suit) = MARKERS
-        .iter()
-        .find(|(m, _)| s.contains(m))
-        .ok_or_else(|| CardChoiceError::NoSuit(raw.to_owned()))?;
+    let (marker, suit) = MARKERS.iter().find(|(m, _)| s.contains(m)).ok_or_else(|| CardChoiceError::NoSuit(raw.to_owned()))?;
     let rest = py_strip(&s.replace(marker, "")).to_uppercase();
     let rank: i64 = match rest.as_str() {
         "A" => 1,
         "J" => 11,
         "Q" => 12,
         "K" => 13,
-        other => py_int(other)
-            .ok_or_else(|| CardChoiceError::BadRank(raw.to_owned()))?
-            .saturating_i64(),
+        other => py_int(other).ok_or_else(|| CardChoiceError::BadRank(raw.to_owned()))?.saturating_i64(),
     };
-    hand.iter()
-        .find(|c| c.suit == *suit && i64::from(c.rank) == rank)
-        .copied()
-        .ok_or_else(|| CardChoiceError::NotInHand(raw.to_owned()))
+    hand.iter().find(|c| c.suit == *suit && i64::from(c.rank) == rank).copied().ok_or_else(|| CardChoiceError::NotInHand(raw.to_owned()))
 }
 
 /// A response field that does not have the requested type (§8 Q13/Q14): accepted with the
@@ -200,13 +191,7 @@ pub struct ParsedResponse {
 impl ParsedResponse {
     fn new(object: PyValue) -> Self {
         let mut violations = Vec::new();
-        for key in [
-            "reasoning_summary",
-            "card",
-            "tentative_rule",
-            "confidence_level",
-            "guess_rule",
-        ] {
+        for key in ["reasoning_summary", "card", "tentative_rule", "confidence_level", "guess_rule"] {
             if object.get(key).is_none() {
                 violations.push(SchemaViolation::MissingField(key.to_owned()));
             }
@@ -233,11 +218,7 @@ impl ParsedResponse {
 
     /// The history text: `str(reasoning_summary)` when truthy, else empty.
     pub fn reasoning(&self) -> String {
-        self.object
-            .get("reasoning_summary")
-            .filter(|v| v.truthy())
-            .map(PyValue::py_str)
-            .unwrap_or_default()
+        self.object.get("reasoning_summary").filter(|v| v.truthy()).map(PyValue::py_str).unwrap_or_default()
     }
 
     /// The guess text, only when `tentative_rule` is a string (§1.6 needs a non-empty one).
@@ -265,13 +246,7 @@ impl ParsedResponse {
 
     /// The game action for `card`.
     pub fn to_action(&self, card: Card) -> Action {
-        Action {
-            card,
-            reasoning: self.reasoning(),
-            tentative_rule: self.tentative_rule(),
-            confidence: self.confidence(),
-            guess: self.guess(),
-        }
+        Action { card, reasoning: self.reasoning(), tentative_rule: self.tentative_rule(), confidence: self.confidence(), guess: self.guess() }
     }
 
     /// The `llm_response` record in the published format (lossy: NaN/Infinity → null, big
@@ -306,23 +281,14 @@ pub struct ParseFailure {
 }
 
 /// Parses one reply (§4.3): truncation, extraction, `json.loads`, object check, card.
-pub fn parse_action(
-    reply: &str,
-    truncated: bool,
-    hand: &[Card],
-) -> Result<(ParsedResponse, Card), ParseFailure> {
-    let fail = |cause, detail: String, parsed| ParseFailure {
-        cause,
-        detail,
-        parsed,
-    };
+pub fn parse_action(reply: &str, truncated: bool, hand: &[Card]) -> Result<(ParsedResponse, Card), ParseFailure> {
+    let fail = |cause, detail: String, parsed| ParseFailure { cause, detail, parsed };
     if truncated {
         let detail = "reply truncated (finish_reason = length)".to_owned();
         return Err(fail(FailureCause::MaxTokenReached, detail, None));
     }
     let json = extract_tagged(reply, "ACTION");
-    let value = loads(&json)
-        .map_err(|e| fail(FailureCause::OtherError, format!("invalid JSON: {e}"), None))?;
+    let value = loads(&json).map_err(|e| fail(FailureCause::OtherError, format!("invalid JSON: {e}"), None))?;
     if !matches!(value, PyValue::Dict(_)) {
         let detail = format!("'{}' object has no attribute 'get'", value.type_name());
         return Err(fail(FailureCause::OtherError, detail, None));
@@ -338,11 +304,7 @@ pub fn parse_action(
     };
     match parse_card_choice(&card_text, hand) {
         Ok(card) => Ok((parsed, card)),
-        Err(e) => Err(fail(
-            FailureCause::CardParseError,
-            e.to_string(),
-            Some(parsed),
-        )),
+        Err(e) => Err(fail(FailureCause::CardParseError, e.to_string(), Some(parsed))),
     }
 }
 
@@ -480,10 +442,7 @@ impl AttemptLoop {
     pub fn step(&self) -> AttemptStep {
         match &self.decided {
             Some(d) => AttemptStep::Decided(Box::new(d.clone())),
-            None => AttemptStep::Ask {
-                attempt: self.attempts + 1,
-                retry: self.attempts > 0,
-            },
+            None => AttemptStep::Ask { attempt: self.attempts + 1, retry: self.attempts > 0 },
         }
     }
 
@@ -520,41 +479,22 @@ impl AttemptLoop {
     }
 
     fn fail(&mut self, cause: FailureCause, detail: String) -> AttemptStep {
-        self.failures.push(AttemptRecord {
-            attempt: self.attempts,
-            cause,
-            detail,
-        });
+        self.failures.push(AttemptRecord { attempt: self.attempts, cause, detail });
         if self.attempts < self.max_attempts {
             return self.step();
         }
-        let action = Action {
-            card: self.fallback,
-            reasoning: String::new(),
-            tentative_rule: None,
-            confidence: None,
-            guess: false,
-        };
+        let action = Action { card: self.fallback, reasoning: String::new(), tentative_rule: None, confidence: None, guess: false };
         self.decide(action, true, None)
     }
 
-    fn decide(
-        &mut self,
-        action: Action,
-        fallback: bool,
-        response: Option<ParsedResponse>,
-    ) -> AttemptStep {
+    fn decide(&mut self, action: Action, fallback: bool, response: Option<ParsedResponse>) -> AttemptStep {
         let decision = TurnDecision {
             action,
             fallback,
             retry_count: self.failures.last().map_or(0, |f| f.attempt),
             failures: self.failures.clone(),
             response,
-            last_parsed: if fallback {
-                self.last_parsed.clone()
-            } else {
-                None
-            },
+            last_parsed: if fallback { self.last_parsed.clone() } else { None },
             tokens_parsed: self.tokens_parsed,
             tokens_all: self.tokens_all,
         };

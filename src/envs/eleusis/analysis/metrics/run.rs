@@ -6,11 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::{HEADLINE_METRICS, RoundRow, TurnRow, mean, median, quantile, ratio, sample_var, sorted, sum_i64, sum_u64};
 use crate::envs::eleusis::game::pyrandom::PyRandom;
-use super::{
-    HEADLINE_METRICS, RoundRow, TurnRow, mean, median, quantile, ratio, sample_var, sorted,
-    sum_i64, sum_u64,
-};
 
 /// The eight headline metrics (none when undefined, e.g. no successful round for caution).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -360,19 +357,12 @@ fn caution_stats(rounds: &[RoundRow]) -> CautionStats {
 fn variance(rounds: &[RoundRow]) -> VarianceDecomposition {
     let mut by_rule: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for r in rounds {
-        by_rule
-            .entry(&r.rule_description)
-            .or_default()
-            .push(r.floored_score as f64);
+        by_rule.entry(&r.rule_description).or_default().push(r.floored_score as f64);
     }
     let vars: Vec<f64> = by_rule.values().filter_map(|v| sample_var(v)).collect();
     let means: Vec<f64> = by_rule.values().filter_map(|v| mean(v)).collect();
     let (intra, inter) = (mean(&vars), sample_var(&means));
-    VarianceDecomposition {
-        intra_rule_variance: intra,
-        inter_rule_variance: inter,
-        variance_ratio: intra.zip(inter).and_then(|(a, b)| ratio(a, b)),
-    }
+    VarianceDecomposition { intra_rule_variance: intra, inter_rule_variance: inter, variance_ratio: intra.zip(inter).and_then(|(a, b)| ratio(a, b)) }
 }
 
 fn calibration(turns: &[TurnRow]) -> (Calibration, Vec<GuessRateLevel>) {
@@ -395,74 +385,38 @@ fn calibration(turns: &[TurnRow]) -> (Calibration, Vec<GuessRateLevel>) {
     let levels: Vec<CalibrationLevel> = (5i64..=10)
         .zip(cal)
         .filter(|(_, (k, _))| *k > 0)
-        .map(|(level, (k, c))| CalibrationLevel {
-            level,
-            accuracy: f64::from(c) / f64::from(k),
-            n: k,
-        })
+        .map(|(level, (k, c))| CalibrationLevel { level, accuracy: f64::from(c) / f64::from(k), n: k })
         .collect();
-    let ece = (n > 0).then(|| {
-        levels
-            .iter()
-            .map(|l| f64::from(l.n) / f64::from(n) * (l.accuracy - l.level as f64 / 10.0).abs())
-            .sum()
-    });
+    let ece = (n > 0).then(|| levels.iter().map(|l| f64::from(l.n) / f64::from(n) * (l.accuracy - l.level as f64 / 10.0).abs()).sum());
     let guess_rate = (5i64..=10)
         .zip(rate)
         .map(|(level, (total, guesses))| {
             let r = ratio(f64::from(guesses), f64::from(total));
-            GuessRateLevel {
-                level,
-                rate: r,
-                compat_rate: r.unwrap_or(1.0),
-                total_turns: total,
-                guess_count: guesses,
-            }
+            GuessRateLevel { level, rate: r, compat_rate: r.unwrap_or(1.0), total_turns: total, guess_count: guesses }
         })
         .collect();
     let brier = ratio(brier_sum, f64::from(n));
-    (
-        Calibration {
-            levels,
-            n,
-            ece,
-            brier,
-        },
-        guess_rate,
-    )
+    (Calibration { levels, n, ece, brier }, guess_rate)
 }
 
-fn complexity_ratio(
-    rounds: &[RoundRow],
-    turns: &[TurnRow],
-    ctx: &RunContext<'_>,
-) -> ComplexityRatio {
+fn complexity_ratio(rounds: &[RoundRow], turns: &[TurnRow], ctx: &RunContext<'_>) -> ComplexityRatio {
     let k = ctx.k_ratio;
     let mut actual: BTreeMap<u32, f64> = BTreeMap::new();
     for r in rounds {
         if let (Some(cc), Some(nc)) = (r.rule_cyclomatic, r.rule_node_count) {
-            actual
-                .entry(r.round_number)
-                .or_insert(f64::from(cc) + k * f64::from(nc));
+            actual.entry(r.round_number).or_insert(f64::from(cc) + k * f64::from(nc));
         }
     }
     let ratios: Vec<f64> = turns
         .iter()
         .filter(|t| t.confidence.is_some_and(|c| c >= ctx.confidence_threshold))
         .filter_map(|t| {
-            let tentative =
-                f64::from(t.tentative_cyclomatic?) + k * f64::from(t.tentative_node_count?);
+            let tentative = f64::from(t.tentative_cyclomatic?) + k * f64::from(t.tentative_node_count?);
             ratio(tentative, *actual.get(&t.round_number)?)
         })
         .collect();
     let s = sorted(ratios);
-    ComplexityRatio {
-        k,
-        median: median(&s),
-        q25: quantile(&s, 0.25),
-        q75: quantile(&s, 0.75),
-        count: s.len(),
-    }
+    ComplexityRatio { k, median: median(&s), q25: quantile(&s, 0.25), q75: quantile(&s, 0.75), count: s.len() }
 }
 
 fn tokens_by_turn(turns: &[TurnRow]) -> TokensByTurn {
@@ -473,12 +427,7 @@ fn tokens_by_turn(turns: &[TurnRow]) -> TokensByTurn {
         e.1 += 1;
     }
     let mean_where = |pred: &dyn Fn(u32) -> bool| {
-        let (s, n) = turns
-            .iter()
-            .filter(|t| pred(t.turn_number))
-            .fold((0u64, 0u32), |(s, n), t| {
-                (s.saturating_add(t.output_tokens), n + 1)
-            });
+        let (s, n) = turns.iter().filter(|t| pred(t.turn_number)).fold((0u64, 0u32), |(s, n), t| (s.saturating_add(t.output_tokens), n + 1));
         ratio(s as f64, f64::from(n))
     };
     let last = turns.iter().map(|t| t.turn_number).max().unwrap_or(0);
@@ -488,18 +437,11 @@ fn tokens_by_turn(turns: &[TurnRow]) -> TokensByTurn {
     TokensByTurn {
         by_turn: by
             .into_iter()
-            .map(|(turn_number, (s, n))| TurnTokenMean {
-                turn_number,
-                avg_output_tokens: s as f64 / f64::from(n),
-                sample_count: n,
-            })
+            .map(|(turn_number, (s, n))| TurnTokenMean { turn_number, avg_output_tokens: s as f64 / f64::from(n), sample_count: n })
             .collect(),
         early_mean: early,
         late_mean: late,
-        change_pct: early
-            .zip(late)
-            .filter(|(e, _)| *e > 0.0)
-            .map(|(e, l)| (l - e) / e * 100.0),
+        change_pct: early.zip(late).filter(|(e, _)| *e > 0.0).map(|(e, l)| (l - e) / e * 100.0),
     }
 }
 
@@ -530,40 +472,22 @@ fn reckless(turns: &[TurnRow]) -> (DoubleDown, Streaks) {
         }
     }
     let total: u64 = lengths.iter().map(|&l| u64::from(l)).sum();
-    let streaks = Streaks {
-        count: lengths.len(),
-        mean: ratio(total as f64, lengths.len() as f64),
-        max: lengths.iter().copied().max().unwrap_or(0),
-        total,
-        lengths,
-    };
+    let streaks =
+        Streaks { count: lengths.len(), mean: ratio(total as f64, lengths.len() as f64), max: lengths.iter().copied().max().unwrap_or(0), total, lengths };
     let rate = ratio(f64::from(next), f64::from(wrong)).unwrap_or(0.0);
-    (
-        DoubleDown {
-            wrong_guesses: wrong,
-            next_turn_guesses: next,
-            rate,
-        },
-        streaks,
-    )
+    (DoubleDown { wrong_guesses: wrong, next_turn_guesses: next, rate }, streaks)
 }
 
 fn quartiles(rounds: &[RoundRow], quartile_of: &BTreeMap<String, usize>) -> Vec<QuartileStats> {
     (0..4)
         .map(|q| {
-            let rs: Vec<&RoundRow> = rounds
-                .iter()
-                .filter(|r| quartile_of.get(&r.rule_description) == Some(&q))
-                .collect();
+            let rs: Vec<&RoundRow> = rounds.iter().filter(|r| quartile_of.get(&r.rule_description) == Some(&q)).collect();
             let n = rs.len() as f64;
             QuartileStats {
                 quartile: format!("Q{}", q + 1),
                 n_rounds: rs.len(),
                 avg_floored_score: ratio(sum_i64(rs.iter().map(|r| r.floored_score)) as f64, n),
-                success_rate_counting: ratio(
-                    rs.iter().filter(|r| r.counting_success).count() as f64,
-                    n,
-                ),
+                success_rate_counting: ratio(rs.iter().filter(|r| r.counting_success).count() as f64, n),
             }
         })
         .collect()
@@ -589,24 +513,13 @@ fn bootstrap(rounds: &[RoundRow], estimate: &Headline, b: usize, seed: u64) -> V
         .zip(samples)
         .map(|((metric, estimate), s)| {
             let s = sorted(s);
-            BootstrapCi {
-                metric: metric.to_owned(),
-                estimate,
-                lower: quantile(&s, 0.025),
-                upper: quantile(&s, 0.975),
-                resamples: s.len(),
-            }
+            BootstrapCi { metric: metric.to_owned(), estimate, lower: quantile(&s, 0.025), upper: quantile(&s, 0.975), resamples: s.len() }
         })
         .collect()
 }
 
 /// All per-run metrics from the run's rows.
-pub(super) fn run_metrics(
-    model: &str,
-    rounds: &[RoundRow],
-    turns: &[TurnRow],
-    ctx: &RunContext<'_>,
-) -> RunMetrics {
+pub(super) fn run_metrics(model: &str, rounds: &[RoundRow], turns: &[TurnRow], ctx: &RunContext<'_>) -> RunMetrics {
     let headline = Headline::of(rounds.iter());
     let total_turns = sum_i64(rounds.iter().map(|r| r.counting_turn_count));
     let total_wall_clock: f64 = rounds.iter().map(|r| r.wall_clock_seconds).sum();
@@ -627,15 +540,9 @@ pub(super) fn run_metrics(
     let (double_down, streaks) = reckless(turns);
     let n = rounds.len() as f64;
     let engine = EngineScores {
-        avg_floored_score: ratio(
-            sum_i64(rounds.iter().map(|r| r.engine_score.max(0))) as f64,
-            n,
-        ),
+        avg_floored_score: ratio(sum_i64(rounds.iter().map(|r| r.engine_score.max(0))) as f64, n),
         avg_score: ratio(sum_i64(rounds.iter().map(|r| r.engine_score)) as f64, n),
-        inflated_rounds: rounds
-            .iter()
-            .filter(|r| r.success && r.engine_score.checked_add(1) == Some(r.score))
-            .count(),
+        inflated_rounds: rounds.iter().filter(|r| r.success && r.engine_score.checked_add(1) == Some(r.score)).count(),
     };
     RunMetrics {
         model: model.to_owned(),
@@ -646,16 +553,10 @@ pub(super) fn run_metrics(
         total_output_tokens: sum_u64(rounds.iter().map(|r| r.output_tokens)),
         counting_output_tokens,
         total_no_stakes_score: sum_i64(rounds.iter().map(|r| r.no_stakes_score)),
-        no_stakes_delta: headline
-            .avg_no_stakes_score
-            .zip(headline.avg_floored_score)
-            .map(|(a, b)| a - b),
+        no_stakes_delta: headline.avg_no_stakes_score.zip(headline.avg_floored_score).map(|(a, b)| a - b),
         total_wall_clock,
         wall_clock_per_turn: ratio(total_wall_clock, total_turns as f64),
-        avg_output_tokens_per_counting_turn: ratio(
-            counting_output_tokens as f64,
-            counting_turns as f64,
-        ),
+        avg_output_tokens_per_counting_turn: ratio(counting_output_tokens as f64, counting_turns as f64),
         cutoff_rounds: rounds.iter().filter(|r| r.cutoff_turn.is_some()).count(),
         checks,
         caution: caution_stats(rounds),

@@ -9,10 +9,7 @@ use super::*;
 use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 
 fn shipped_runs() -> Vec<ResultsFile> {
-    RESULTS_FILES
-        .iter()
-        .map(|f| read_results(&data_dir().join("results").join(f)).expect("shipped file"))
-        .collect()
+    RESULTS_FILES.iter().map(|f| read_results(&data_dir().join("results").join(f)).expect("shipped file")).collect()
 }
 
 fn pool() -> PoolAnalysis {
@@ -54,28 +51,15 @@ fn secondary_values_of_spec_7_2() {
         (511, 1036, 851, 9229131, 5944454, 165334.16, 194.282209, [29.628205, 115.135043, 0.257334], 3.782051),
         (817, 1024, 1207, 1581524, 1389850, 12702.02, 10.523629, [29.923077, 83.049573, 0.360304], 2.589744),
     ];
-    for (m, (score, floored, turns, out, counting, wall, wall_turn, var, delta)) in
-        p.runs.iter().zip(expected)
-    {
+    for (m, (score, floored, turns, out, counting, wall, wall_turn, var, delta)) in p.runs.iter().zip(expected) {
         assert_eq!(
-            (
-                m.total_score,
-                m.total_floored_score,
-                m.total_turns,
-                m.total_output_tokens,
-                m.counting_output_tokens
-            ),
+            (m.total_score, m.total_floored_score, m.total_turns, m.total_output_tokens, m.counting_output_tokens),
             (score, floored, turns, out, counting),
             "{}",
             m.model
         );
         close(Some(m.total_wall_clock), wall, 5e-3, "total_wall_clock");
-        close(
-            m.wall_clock_per_turn,
-            wall_turn,
-            5e-7,
-            "wall_clock_per_turn",
-        );
+        close(m.wall_clock_per_turn, wall_turn, 5e-7, "wall_clock_per_turn");
         close(m.variance.intra_rule_variance, var[0], 5e-7, "intra");
         close(m.variance.inter_rule_variance, var[1], 5e-7, "inter");
         close(m.variance.variance_ratio, var[2], 5e-7, "ratio");
@@ -88,26 +72,16 @@ fn secondary_values_of_spec_7_2() {
         (2.0, 1.797283, 60, 75, 15, 63, 1.190476, 4, [0.958333, 0.733333, 0.722222, 0.380952]),
     ];
     let rates = [0.0, 0.530120, 0.2];
-    for ((m, (median, std, n, wrong, next, streaks, mean_streak, max_streak, quart)), rate) in
-        p.runs.iter().zip(behaviour).zip(rates)
-    {
+    for ((m, (median, std, n, wrong, next, streaks, mean_streak, max_streak, quart)), rate) in p.runs.iter().zip(behaviour).zip(rates) {
         close(m.caution.median, median, 0.0, "caution median");
         close(m.caution.std, std, 5e-7, "caution std");
         assert_eq!(m.caution.count, n);
-        assert_eq!(
-            (m.double_down.wrong_guesses, m.double_down.next_turn_guesses),
-            (wrong, next)
-        );
+        assert_eq!((m.double_down.wrong_guesses, m.double_down.next_turn_guesses), (wrong, next));
         close(Some(m.double_down.rate), rate, 5e-7, "double-down");
         assert_eq!((m.streaks.count, m.streaks.max), (streaks, max_streak));
         close(m.streaks.mean, mean_streak, 5e-7, "mean streak");
         for (q, e) in m.quartiles.iter().zip(quart) {
-            close(
-                q.success_rate_counting,
-                e,
-                5e-7,
-                &format!("{} {}", m.model, q.quartile),
-            );
+            close(q.success_rate_counting, e, 5e-7, &format!("{} {}", m.model, q.quartile));
         }
     }
 }
@@ -123,9 +97,7 @@ fn complexity_ratio_engine_scores_and_counts() {
         ((0.758541, 1.750636, 933), 12.897, 30, 28, (460, 65, 475, 47), (65, 13)),
         ((0.774840, 1.520635, 1016), 12.577, 44, 23, (194, 60, 823, 138), (60, 18)),
     ];
-    for (m, ((q25, q75, n), engine, inflated, cutoffs, checks, (wins, max_turn))) in
-        p.runs.iter().zip(expected)
-    {
+    for (m, ((q25, q75, n), engine, inflated, cutoffs, checks, (wins, max_turn))) in p.runs.iter().zip(expected) {
         let c = &m.complexity_ratio;
         close(c.median, 1.0, 0.0, "median ratio");
         close(c.q25, q25, 5e-7, "q25");
@@ -135,14 +107,8 @@ fn complexity_ratio_engine_scores_and_counts() {
         assert_eq!(m.engine.inflated_rounds, inflated);
         assert_eq!(m.cutoff_rounds, cutoffs);
         let k = &m.checks;
-        assert_eq!(
-            (k.formal, k.formal_correct, k.shadow, k.shadow_correct),
-            checks
-        );
-        assert_eq!(
-            (m.caution.count, m.rounds_played - m.caution.count),
-            (wins, max_turn)
-        );
+        assert_eq!((k.formal, k.formal_correct, k.shadow, k.shadow_correct), checks);
+        assert_eq!((m.caution.count, m.rounds_played - m.caution.count), (wins, max_turn));
     }
 }
 
@@ -169,13 +135,7 @@ fn calibration_and_guess_rate_of_spec_7_3() {
             close(Some(l.accuracy), *acc, 5e-4, "accuracy");
         }
         for (g, (guesses, turns)) in m.guess_rate.iter().zip(rate) {
-            assert_eq!(
-                (g.guess_count, g.total_turns),
-                (guesses, turns),
-                "{} level {}",
-                m.model,
-                g.level
-            );
+            assert_eq!((g.guess_count, g.total_turns), (guesses, turns), "{} level {}", m.model, g.level);
             if turns == 0 {
                 assert_eq!((g.rate, g.compat_rate), (None, 1.0));
             } else {
@@ -185,12 +145,7 @@ fn calibration_and_guess_rate_of_spec_7_3() {
         // ECE/Brier are consistent with the table they summarise.
         let n: u32 = m.calibration.levels.iter().map(|l| l.n).sum();
         assert_eq!(n, m.calibration.n);
-        let ece: f64 = m
-            .calibration
-            .levels
-            .iter()
-            .map(|l| f64::from(l.n) / f64::from(n) * (l.accuracy - l.level as f64 / 10.0).abs())
-            .sum();
+        let ece: f64 = m.calibration.levels.iter().map(|l| f64::from(l.n) / f64::from(n) * (l.accuracy - l.level as f64 / 10.0).abs()).sum();
         close(m.calibration.ece, ece, 1e-12, "ece");
         let brier = m.calibration.brier.expect("brier");
         assert!((0.0..=1.0).contains(&brier));
@@ -210,31 +165,15 @@ fn quartiles_follow_spec_2_3() {
         let q = r.quartile.as_deref().expect("binned");
         counts[usize::from(q.as_bytes()[1] - b'1')] += 1;
         let rule = SecretRule::from_description(&r.description).expect("library rule");
-        assert_eq!(
-            (r.cyclomatic, r.node_count),
-            (rule.cyclomatic(), rule.node_count())
-        );
+        assert_eq!((r.cyclomatic, r.node_count), (rule.cyclomatic(), rule.node_count()));
     }
     assert_eq!(counts, [8, 5, 6, 7]);
-    let q = |name: &str| {
-        p.rules
-            .iter()
-            .find(|r| r.name == name)
-            .and_then(|r| r.quartile.clone())
-    };
+    let q = |name: &str| p.rules.iter().find(|r| r.name == name).and_then(|r| r.quartile.clone());
     assert_eq!(q("even_ranks_only").as_deref(), Some("Q1"));
     assert_eq!(q("black_face_cards").as_deref(), Some("Q3"));
     assert_eq!(p.by_rule.len(), 26);
-    assert!(
-        p.by_rule
-            .iter()
-            .all(|r| r.n_rounds == 9 && r.floored_scores_by_model.len() == 3)
-    );
-    assert!(
-        p.by_rule
-            .windows(2)
-            .all(|w| w[0].avg_floored_score >= w[1].avg_floored_score)
-    );
+    assert!(p.by_rule.iter().all(|r| r.n_rounds == 9 && r.floored_scores_by_model.len() == 3));
+    assert!(p.by_rule.windows(2).all(|w| w[0].avg_floored_score >= w[1].avg_floored_score));
 }
 
 #[test]
@@ -247,49 +186,28 @@ fn bootstrap_is_deterministic_and_brackets_the_estimate() {
     assert_eq!(a.bootstrap.len(), 8);
     for ci in &a.bootstrap {
         assert_eq!(ci.resamples, 2000);
-        let (lo, hi, est) = (
-            ci.lower.expect("lo"),
-            ci.upper.expect("hi"),
-            ci.estimate.expect("est"),
-        );
+        let (lo, hi, est) = (ci.lower.expect("lo"), ci.upper.expect("hi"), ci.estimate.expect("est"));
         assert!(lo <= est && est <= hi, "{ci:?}");
         assert!(lo < hi, "{ci:?}");
     }
-    let other = analyze_run(
-        &runs[0],
-        &AnalysisOptions {
-            bootstrap_seed: 7,
-            ..opts
-        },
-    )
-    .expect("run");
+    let other = analyze_run(&runs[0], &AnalysisOptions { bootstrap_seed: 7, ..opts }).expect("run");
     assert_ne!(a.bootstrap, other.bootstrap);
 }
 
 #[test]
 fn k_search_is_deterministic_and_on_the_grid() {
     let runs = shipped_runs();
-    let opts = AnalysisOptions {
-        k_quartile: KChoice::Search,
-        k_ratio: KChoice::Search,
-        ..Default::default()
-    };
+    let opts = AnalysisOptions { k_quartile: KChoice::Search, k_ratio: KChoice::Search, ..Default::default() };
     let p = analyze(&runs, &opts);
     for k in [p.k_quartile, p.k_ratio] {
         assert!(k.searched);
         assert!(k.correlation.is_some_and(|r| r < 0.0), "{k:?}");
         let i = ((k.k - 0.01) / 0.01).round();
-        assert!(
-            (0.0..100.0).contains(&i) && (0.01 + i * 0.01 - k.k).abs() < 1e-15,
-            "{k:?}"
-        );
+        assert!((0.0..100.0).contains(&i) && (0.01 + i * 0.01 - k.k).abs() < 1e-15, "{k:?}");
     }
     assert_eq!(p, analyze(&runs, &opts));
     let fixed = pool();
-    assert_eq!(
-        (fixed.k_quartile.k, fixed.k_quartile.searched),
-        (PUBLISHED_K_QUARTILE, false)
-    );
+    assert_eq!((fixed.k_quartile.k, fixed.k_quartile.searched), (PUBLISHED_K_QUARTILE, false));
 }
 
 #[test]
@@ -300,12 +218,7 @@ fn statistics_helpers_match_numpy_and_pandas() {
     assert_eq!(quantile(&[], 0.5), None);
     assert_eq!(median(&[1.0, 2.0, 3.0, 10.0]), Some(2.5));
     assert_eq!(median(&[1.0, 2.0, 30.0]), Some(2.0));
-    close(
-        sample_var(&[30.0, 28.0, 0.0]),
-        844.0 / 3.0,
-        1e-12,
-        "sample_var",
-    );
+    close(sample_var(&[30.0, 28.0, 0.0]), 844.0 / 3.0, 1e-12, "sample_var");
     assert_eq!(sample_var(&[1.0]), None);
     assert_eq!(pearson(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
     assert_eq!(pearson(&[1.0, 1.0, 1.0], &[3.0, 2.0, 1.0]), None);
@@ -354,10 +267,7 @@ fn synthetic(wrong: &[u32], win: Option<u32>, shadow_ok: &[u32]) -> ResultsFile 
 fn counting_cutoff_and_round_quantities() {
     // No guesses: cutoff at 30, turn 30 never counts.
     let r = &per_round_rows(&synthetic(&[], None, &[]))[0];
-    assert_eq!(
-        (r.cutoff_turn, r.counting_turn_count, r.counting_turns),
-        (Some(30), 30, 29)
-    );
+    assert_eq!((r.cutoff_turn, r.counting_turn_count, r.counting_turns), (Some(30), 30, 29));
     // Ten wrong guesses on turns 1..=10: 2·F_n ≥ 30 − n first at n = 10.
     let wrong: Vec<u32> = (1..=10).collect();
     let run = synthetic(&wrong, Some(12), &[11]);
@@ -365,28 +275,16 @@ fn counting_cutoff_and_round_quantities() {
     assert_eq!(r.cutoff_turn, Some(10));
     assert_eq!((r.counting_failed_guesses, r.formal_wrong_guesses), (9, 10));
     assert!(r.success && !r.counting_success);
-    assert_eq!(
-        (r.win_turn, r.first_correct_turn, r.no_stakes_score),
-        (Some(12), Some(11), 20)
-    );
-    assert_eq!(
-        (r.caution, r.engine_score, r.counting_turn_count),
-        (Some(1), -1, 10)
-    );
+    assert_eq!((r.win_turn, r.first_correct_turn, r.no_stakes_score), (Some(12), Some(11), 20));
+    assert_eq!((r.caution, r.engine_score, r.counting_turn_count), (Some(1), -1, 10));
     let turns = per_turn_rows(&run);
     assert_eq!(turns.iter().filter(|t| t.counts_for_analysis).count(), 9);
     let m = analyze_run(&run, &AnalysisOptions::default()).expect("run");
     assert_eq!((m.streaks.count, m.streaks.max), (1, 9));
-    assert_eq!(
-        (m.double_down.wrong_guesses, m.double_down.next_turn_guesses),
-        (9, 8)
-    );
+    assert_eq!((m.double_down.wrong_guesses, m.double_down.next_turn_guesses), (9, 8));
     // Rows serialise flat for a dataframe layer.
     let row = serde_json::to_value(&turns[0]).expect("json");
-    assert!(
-        row.as_object()
-            .is_some_and(|o| o.values().all(|v| !v.is_object()))
-    );
+    assert!(row.as_object().is_some_and(|o| o.values().all(|v| !v.is_object())));
 }
 
 #[test]
@@ -394,11 +292,7 @@ fn empty_run_has_undefined_metrics_and_does_not_panic() {
     let run = from_value(&json!({"rounds": []})).expect("empty");
     let m = analyze_run(&run, &AnalysisOptions::default()).expect("run");
     assert!(m.headline.values().iter().all(|(_, v)| v.is_none()));
-    assert!(
-        m.bootstrap
-            .iter()
-            .all(|ci| ci.lower.is_none() && ci.resamples == 0)
-    );
+    assert!(m.bootstrap.iter().all(|ci| ci.lower.is_none() && ci.resamples == 0));
     assert_eq!(m.complexity_ratio.count, 0);
     assert!(analyze(&[], &AnalysisOptions::default()).runs.is_empty());
 }
@@ -415,24 +309,11 @@ fn extreme_stored_values_saturate_instead_of_panicking() {
                          {"turn_number": u32::MAX, "tokens": {"output_tokens": u64::MAX},
                           "guess_attempt": {"correct": false}}]})
     };
-    let run = from_value(
-        &json!({"config": {"wrong_guess_penalty": i64::MIN, "max_turns": u32::MAX},
-                                 "rounds": [round(1), round(2)]}),
-    )
+    let run = from_value(&json!({"config": {"wrong_guess_penalty": i64::MIN, "max_turns": u32::MAX},
+                                 "rounds": [round(1), round(2)]}))
     .expect("parse");
-    let m = analyze_run(
-        &run,
-        &AnalysisOptions {
-            bootstrap_resamples: 50,
-            ..Default::default()
-        },
-    )
-    .expect("run");
+    let m = analyze_run(&run, &AnalysisOptions { bootstrap_resamples: 50, ..Default::default() }).expect("run");
     assert_eq!((m.total_score, m.total_output_tokens), (i64::MAX, u64::MAX));
     assert!(m.headline.avg_floored_score.is_some());
-    assert!(
-        super::super::replay::replay_run(&run)
-            .iter()
-            .all(|d| d.field == "rule")
-    );
+    assert!(super::super::replay::replay_run(&run).iter().all(|d| d.field == "rule"));
 }

@@ -4,14 +4,11 @@
 use serde_json::{Value, json};
 
 use super::super::results::{Confidence, from_value};
-use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 use super::*;
+use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
 
 fn paths() -> Vec<PathBuf> {
-    RESULTS_FILES
-        .iter()
-        .map(|f| data_dir().join("results").join(f))
-        .collect()
+    RESULTS_FILES.iter().map(|f| data_dir().join("results").join(f)).collect()
 }
 
 fn shipped(i: usize) -> ResultsFile {
@@ -23,12 +20,7 @@ fn shipped_files_replay_without_differences() {
     for path in paths() {
         let run = read_results(&path).expect("read");
         let diffs = replay_run(&run);
-        assert!(
-            diffs.is_empty(),
-            "{}: {:?}",
-            path.display(),
-            &diffs[..diffs.len().min(5)]
-        );
+        assert!(diffs.is_empty(), "{}: {:?}", path.display(), &diffs[..diffs.len().min(5)]);
     }
 }
 
@@ -52,10 +44,7 @@ fn corrupted_hand_board_and_verdict_are_reported() {
 
     let d = replay_edited(0, |r| r.turns[2].mainline_state = Some("A♠".to_owned()));
     assert_eq!(fields(&d), [(Some(3), "board")]);
-    assert_eq!(
-        (d[0].recorded.as_str(), d[0].replayed.is_empty()),
-        ("A♠", false)
-    );
+    assert_eq!((d[0].recorded.as_str(), d[0].replayed.is_empty()), ("A♠", false));
 
     let d = replay_edited(0, |r| {
         let a = r.turns[0].action_result.as_mut().expect("action");
@@ -72,23 +61,11 @@ fn check_kind_and_outcome_differences_are_reported() {
         .rounds
         .iter()
         .enumerate()
-        .find_map(|(i, r)| {
-            r.turns
-                .iter()
-                .position(|t| {
-                    t.guess_attempt
-                        .as_ref()
-                        .is_some_and(|g| g.is_shadow() && !g.is_correct())
-                })
-                .map(|t| (i, t))
-        })
+        .find_map(|(i, r)| r.turns.iter().position(|t| t.guess_attempt.as_ref().is_some_and(|g| g.is_shadow() && !g.is_correct())).map(|t| (i, t)))
         .expect("a wrong shadow check");
     let d = replay_edited(r, |round| round.turns[t].guess_attempt = None);
     assert_eq!(fields(&d), [(Some(t as u32 + 1), "check_kind")]);
-    assert_eq!(
-        (d[0].recorded.as_str(), d[0].replayed.as_str()),
-        ("none", "shadow")
-    );
+    assert_eq!((d[0].recorded.as_str(), d[0].replayed.as_str()), ("none", "shadow"));
 
     // A float confidence never triggers a shadow check, so the recorded one is unexpected.
     let d = replay_edited(r, |round| {
@@ -102,10 +79,7 @@ fn check_kind_and_outcome_differences_are_reported() {
         last.guess_attempt.as_mut().expect("winning guess").correct = Some(false);
     });
     let f = fields(&d);
-    assert!(
-        f.contains(&(None, "success")) && f.contains(&(None, "game_over_reason")),
-        "{f:?}"
-    );
+    assert!(f.contains(&(None, "success")) && f.contains(&(None, "game_over_reason")), "{f:?}");
 }
 
 #[test]
@@ -133,22 +107,10 @@ fn impossible_rounds_stop_with_a_diff_instead_of_panicking() {
 
 #[test]
 fn recorded_judge_returns_the_stored_verdict() {
-    let attempt = GuessAttempt {
-        correct: Some(true),
-        reasoning: Some("Rules appear equivalent: 208000 comparisons, all matched".to_owned()),
-        ..GuessAttempt::default()
-    };
-    let req = JudgeRequest {
-        kind: GuessKind::Formal,
-        guess: "g",
-        secret: SecretRule::OnlyAces,
-        mainline: &[],
-        turn: 1,
-    };
-    let v = RecordedJudge {
-        attempt: Some(&attempt),
-    }
-    .judge(&req);
+    let attempt =
+        GuessAttempt { correct: Some(true), reasoning: Some("Rules appear equivalent: 208000 comparisons, all matched".to_owned()), ..GuessAttempt::default() };
+    let req = JudgeRequest { kind: GuessKind::Formal, guess: "g", secret: SecretRule::OnlyAces, mainline: &[], turn: 1 };
+    let v = RecordedJudge { attempt: Some(&attempt) }.judge(&req);
     assert!(v.equivalent && v.message.starts_with("Rules appear equivalent"));
     let v = RecordedJudge { attempt: None }.judge(&req);
     assert!(!v.equivalent);
@@ -158,12 +120,7 @@ fn recorded_judge_returns_the_stored_verdict() {
 fn import_reports_metrics_replay_and_csv() {
     let report = import(&paths()).expect("import");
     assert_eq!(report.files.len(), 3);
-    assert!(
-        report
-            .files
-            .iter()
-            .all(|f| f.replay_diffs.is_empty() && f.rounds == 78)
-    );
+    assert!(report.files.iter().all(|f| f.replay_diffs.is_empty() && f.rounds == 78));
     assert_eq!((report.k_quartile.k, report.k_ratio.k), (0.20, 0.49));
     let csv = metrics_csv(&report);
     let mut lines = csv.lines();
@@ -182,11 +139,7 @@ fn import_reports_metrics_replay_and_csv() {
         for (name, cell) in header.iter().zip(&cells).skip(1).take(8) {
             let value: f64 = cell.parse().expect("float cell");
             let expected = row[*name].as_f64().expect("published");
-            assert!(
-                (value - expected).abs() <= 1e-9,
-                "{} {name}: {value} vs {expected}",
-                cells[0]
-            );
+            assert!((value - expected).abs() <= 1e-9, "{} {name}: {value} vs {expected}", cells[0]);
         }
         assert_eq!(cells.last(), Some(&"0"));
     }
@@ -196,12 +149,7 @@ fn import_reports_metrics_replay_and_csv() {
 fn import_errors_and_csv_quoting() {
     assert!(matches!(import(&[]), Err(ImportError::NoInput)));
     let missing = import(&[PathBuf::from("/nonexistent.results.json")]).expect_err("missing");
-    assert!(
-        missing
-            .to_string()
-            .starts_with("/nonexistent.results.json: cannot read"),
-        "{missing}"
-    );
+    assert!(missing.to_string().starts_with("/nonexistent.results.json: cannot read"), "{missing}");
     let run = from_value(&json!({"config": {"player": "A, \"B\""}, "rounds": []})).expect("run");
     let pool = super::super::metrics::analyze(&[run], &AnalysisOptions::default());
     let report = ImportReport {
@@ -221,10 +169,5 @@ fn import_errors_and_csv_quoting() {
         by_rule: pool.by_rule,
     };
     let csv = metrics_csv(&report);
-    assert!(
-        csv.lines()
-            .nth(1)
-            .is_some_and(|l| l.starts_with("\"A, \"\"B\"\"\",,,")),
-        "{csv}"
-    );
+    assert!(csv.lines().nth(1).is_some_and(|l| l.starts_with("\"A, \"\"B\"\"\",,,")), "{csv}");
 }

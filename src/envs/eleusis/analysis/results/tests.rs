@@ -5,9 +5,9 @@ use std::io::Read;
 
 use serde_json::json;
 
+use super::*;
 use crate::envs::eleusis::game::pyrandom::PyRandom;
 use crate::envs::eleusis::test_support::{RESULTS_FILES, data_dir};
-use super::*;
 
 fn shipped(file: &str) -> ResultsFile {
     read_results(&data_dir().join("results").join(file)).expect("shipped results file")
@@ -16,9 +16,7 @@ fn shipped(file: &str) -> ResultsFile {
 fn gunzip(file: &str) -> Vec<u8> {
     let raw = std::fs::read(data_dir().join("results").join(file)).expect("read");
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(raw.as_slice())
-        .read_to_end(&mut out)
-        .expect("gunzip");
+    flate2::read::GzDecoder::new(raw.as_slice()).read_to_end(&mut out).expect("gunzip");
     out
 }
 
@@ -49,11 +47,7 @@ fn schema_path(v: &Value) -> String {
 
 #[test]
 fn shipped_files_parse() {
-    let expected = [
-        ("Gpt 5.2 High", 75),
-        ("Deepseek R1", 65),
-        ("Gemini 3 Flash Preview Low", 60),
-    ];
+    let expected = [("Gpt 5.2 High", 75), ("Deepseek R1", 65), ("Gemini 3 Flash Preview Low", 60)];
     for (file, (model, successes)) in RESULTS_FILES.iter().zip(expected) {
         let run = shipped(file);
         assert_eq!(run.model_name(), model);
@@ -87,11 +81,7 @@ fn deepseek_float_confidence_is_kept() {
     // §4.2: Deepseek R1 round 9 turn 11 has confidence 9.5 (a formal guess anyway).
     let run = shipped(RESULTS_FILES[1]);
     let turn = &run.rounds[8].turns[10];
-    let c = turn
-        .llm_response
-        .confidence_level
-        .as_ref()
-        .expect("confidence");
+    let c = turn.llm_response.confidence_level.as_ref().expect("confidence");
     assert_eq!(c, &Confidence::Float(9.5));
     assert_eq!(c.as_python_int(), None);
     assert_eq!(c.truncated(), Some(9));
@@ -147,20 +137,13 @@ fn tolerant_of_missing_null_and_extra_fields() {
     let r = &run.rounds[0];
     assert!(r.turns[0].hand.is_empty());
     assert_eq!(r.turns[0].llm_response, LlmResponse::default());
-    assert_eq!(
-        r.llm_usage
-            .as_ref()
-            .and_then(|u| u.player.as_ref())
-            .map(Usage::output),
-        Some(99)
-    );
+    assert_eq!(r.llm_usage.as_ref().and_then(|u| u.player.as_ref()).map(Usage::output), Some(99));
     assert!(run.rules_library().is_empty());
     // No config at all: defaults and a fallback name.
     let bare = from_value(&json!({"rounds": []})).expect("bare");
     assert_eq!(bare.model_name(), "unknown");
     assert_eq!(bare.config.max_turns(), 30);
-    let nested = from_value(&json!({"config": {"game": {"max_turns": 20}, "max_turns": 30}}))
-        .expect("nested game config");
+    let nested = from_value(&json!({"config": {"game": {"max_turns": 20}, "max_turns": 30}})).expect("nested game config");
     assert_eq!(nested.config.max_turns(), 20);
 }
 
@@ -190,10 +173,7 @@ fn schema_errors_name_the_json_path() {
 
     let mut v = minimal();
     v["rounds"][0]["llm_usage"] = json!({"player": {"duration_seconds": "slow"}});
-    assert_eq!(
-        schema_path(&v),
-        "rounds[0].llm_usage.player.duration_seconds"
-    );
+    assert_eq!(schema_path(&v), "rounds[0].llm_usage.player.duration_seconds");
 
     let mut v = minimal();
     v["config"]["max_turns"] = json!(30.5);
@@ -208,19 +188,10 @@ fn schema_errors_name_the_json_path() {
 #[test]
 fn bad_bytes_are_errors() {
     assert!(matches!(parse_results(b""), Err(ResultsError::Json { .. })));
-    assert!(matches!(
-        parse_results(b"{\n  \"rounds\": [1,"),
-        Err(ResultsError::Json { line: 2, .. })
-    ));
+    assert!(matches!(parse_results(b"{\n  \"rounds\": [1,"), Err(ResultsError::Json { line: 2, .. })));
     let gz = std::fs::read(data_dir().join("results").join(RESULTS_FILES[0])).expect("read");
-    assert!(matches!(
-        parse_results(&gz[..gz.len() / 2]),
-        Err(ResultsError::Gzip(_))
-    ));
-    assert!(matches!(
-        read_results(Path::new("/nonexistent/results.json")),
-        Err(ResultsError::Io { .. })
-    ));
+    assert!(matches!(parse_results(&gz[..gz.len() / 2]), Err(ResultsError::Gzip(_))));
+    assert!(matches!(read_results(Path::new("/nonexistent/results.json")), Err(ResultsError::Io { .. })));
 }
 
 #[test]

@@ -23,18 +23,12 @@ fn spec_example_board_string() {
 fn multiple_rejections_and_empty() {
     let mut b = Board::default();
     assert_eq!(b.board_string(), "(empty)");
-    assert_eq!(
-        b.play(c("2♥"), false),
-        Err(BoardError::EmptyMainline(c("2♥")))
-    );
+    assert_eq!(b.play(c("2♥"), false), Err(BoardError::EmptyMainline(c("2♥"))));
     b.play(c("2♥"), true).expect("play");
     b.play(c("3♥"), false).expect("play");
     b.play(c("4♥"), false).expect("play");
     assert_eq!(b.board_string(), "2♥ [3♥] [4♥]");
     // Inconsistent hand-built sidelines never panic.
-    let b2 = Board {
-        mainline: vec![c("A♠"), c("2♠")],
-        sidelines: vec![],
-    };
+    let b2 = Board { mainline: vec![c("A♠"), c("2♠")], sidelines: vec![] };
     assert_eq!(b2.board_string(), "A♠ 2♠");
 }

@@ -24,34 +24,13 @@ fn parse_roundtrips_all_52() {
 #[test]
 fn parse_rejects_bad_input() {
     assert_eq!("".parse::<Card>(), Err(CardParseError::Empty));
-    assert!(matches!(
-        "10".parse::<Card>(),
-        Err(CardParseError::MissingSuit(_))
-    ));
-    assert!(matches!(
-        "1♥".parse::<Card>(),
-        Err(CardParseError::InvalidRank(_))
-    ));
-    assert!(matches!(
-        "11♥".parse::<Card>(),
-        Err(CardParseError::InvalidRank(_))
-    ));
-    assert!(matches!(
-        " A♥".parse::<Card>(),
-        Err(CardParseError::InvalidRank(_))
-    ));
-    assert!(matches!(
-        "A♥\u{fe0f}".parse::<Card>(),
-        Err(CardParseError::MissingSuit(_))
-    ));
-    assert!(matches!(
-        "♥".parse::<Card>(),
-        Err(CardParseError::InvalidRank(_))
-    ));
-    assert_eq!(
-        Card::try_new(0, Suit::Hearts),
-        Err(CardParseError::RankOutOfRange(0))
-    );
+    assert!(matches!("10".parse::<Card>(), Err(CardParseError::MissingSuit(_))));
+    assert!(matches!("1♥".parse::<Card>(), Err(CardParseError::InvalidRank(_))));
+    assert!(matches!("11♥".parse::<Card>(), Err(CardParseError::InvalidRank(_))));
+    assert!(matches!(" A♥".parse::<Card>(), Err(CardParseError::InvalidRank(_))));
+    assert!(matches!("A♥\u{fe0f}".parse::<Card>(), Err(CardParseError::MissingSuit(_))));
+    assert!(matches!("♥".parse::<Card>(), Err(CardParseError::InvalidRank(_))));
+    assert_eq!(Card::try_new(0, Suit::Hearts), Err(CardParseError::RankOutOfRange(0)));
     assert_eq!(Card::new(14, Suit::Hearts).to_string(), "14♥");
 }
 
@@ -75,8 +54,5 @@ fn serde_as_string() {
     assert!(serde_json::from_str::<Card>("\"Z♦\"").is_err());
     assert!(serde_json::from_str::<Card>("3").is_err());
     let v: Vec<Card> = serde_json::from_str(r#"["A♥","K♠"]"#).expect("vec");
-    assert_eq!(
-        v,
-        vec![Card::new(1, Suit::Hearts), Card::new(13, Suit::Spades)]
-    );
+    assert_eq!(v, vec![Card::new(1, Suit::Hearts), Card::new(13, Suit::Spades)]);
 }

@@ -4,8 +4,8 @@
 
 use super::super::card::Suit;
 use super::super::setup::RoundSetup;
-use crate::envs::eleusis::test_support::*;
 use super::*;
+use crate::envs::eleusis::test_support::*;
 
 type Res = Result<bool, RuleEvalError>;
 
@@ -29,10 +29,7 @@ fn every_rule_is_equivalent_to_itself() {
         assert!(v.equivalent, "{}: {}", rule.name(), v.message);
         assert_eq!(v.comparisons, 208_000);
         assert_eq!(v.mismatches, 0);
-        assert_eq!(
-            v.message,
-            "Rules appear equivalent: 208000 comparisons, all matched"
-        );
+        assert_eq!(v.message, "Rules appear equivalent: 208000 comparisons, all matched");
     }
 }
 
@@ -40,36 +37,15 @@ fn every_rule_is_equivalent_to_itself() {
 /// only_red_cards accepts it (red): direct mismatch at sim 1, turn 1, first comparison.
 #[test]
 fn simple_mismatch_message() {
-    let v = run(
-        &SecretRule::EvenRanksOnly,
-        &SecretRule::OnlyRedCards,
-        &cards("4♠"),
-    );
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 1: card=A♥, actual=False, guessed=True"
-    );
+    let v = run(&SecretRule::EvenRanksOnly, &SecretRule::OnlyRedCards, &cards("4♠"));
+    assert_eq!(v.message, "Mismatch at sim 1, turn 1: card=A♥, actual=False, guessed=True");
     assert_eq!((v.equivalent, v.comparisons, v.mismatches), (false, 1, 1));
     // Reversed roles: A♥ still differs first.
-    let v = run(
-        &SecretRule::OnlyRedCards,
-        &SecretRule::EvenRanksOnly,
-        &cards("4♠"),
-    );
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 1: card=A♥, actual=True, guessed=False"
-    );
+    let v = run(&SecretRule::OnlyRedCards, &SecretRule::EvenRanksOnly, &cards("4♠"));
+    assert_eq!(v.message, "Mismatch at sim 1, turn 1: card=A♥, actual=True, guessed=False");
     // face_cards_only vs black_face_cards: first difference is J♥ (index 40).
-    let v = run(
-        &SecretRule::FaceCardsOnly,
-        &SecretRule::BlackFaceCards,
-        &cards("K♠"),
-    );
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 1: card=J♥, actual=True, guessed=False"
-    );
+    let v = run(&SecretRule::FaceCardsOnly, &SecretRule::BlackFaceCards, &cards("K♠"));
+    assert_eq!(v.message, "Mismatch at sim 1, turn 1: card=J♥, actual=True, guessed=False");
     assert_eq!(v.comparisons, 41);
 }
 
@@ -77,15 +53,11 @@ fn simple_mismatch_message() {
 /// red mainline (the write-up's example, §3.3).
 #[test]
 fn forward_walk_equivalence() {
-    let same_color =
-        |card: &Card, m: &[Card]| -> Res { Ok(m.last().is_none_or(|l| l.color() == card.color())) };
+    let same_color = |card: &Card, m: &[Card]| -> Res { Ok(m.last().is_none_or(|l| l.color() == card.color())) };
     let v = run(&SecretRule::OnlyRedCards, &same_color, &cards("5♥"));
     assert!(v.equivalent, "{}", v.message);
     let v = run(&SecretRule::OnlyRedCards, &same_color, &cards("5♠"));
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 1: card=A♥, actual=True, guessed=False"
-    );
+    assert_eq!(v.message, "Mismatch at sim 1, turn 1: card=A♥, actual=True, guessed=False");
 }
 
 #[test]
@@ -95,45 +67,25 @@ fn exception_path_counts_and_continues() {
         match m.last() {
             None => Ok(true),
             Some(last) if card.rank == last.rank => Ok(false),
-            Some(_) => Err(RuleEvalError::Exception(
-                "NameError: name 'getattr' is not defined".into(),
-            )),
+            Some(_) => Err(RuleEvalError::Exception("NameError: name 'getattr' is not defined".into())),
         }
     };
     let ml = cards("6♥ J♦ 10♠ K♠ 7♣ J♠ 9♥ K♦ 8♥");
     let v = run(&SecretRule::AlternatingFaceNumber, &raising, &ml);
-    assert_eq!(
-        v.message,
-        "Rules differ: 48/52 comparisons mismatched. Stopped at simulation 1, turn 1."
-    );
+    assert_eq!(v.message, "Rules differ: 48/52 comparisons mismatched. Stopped at simulation 1, turn 1.");
     assert_eq!((v.comparisons, v.mismatches), (52, 48));
     // An exception followed by a direct mismatch in the same turn: the direct mismatch
     // message wins, both mismatches are counted.
-    let mixed = |card: &Card, _: &[Card]| -> Res {
-        if card.rank == 1 {
-            Err(RuleEvalError::Timeout { limit_ms: 1 })
-        } else {
-            Ok(card.rank != 2)
-        }
-    };
+    let mixed = |card: &Card, _: &[Card]| -> Res { if card.rank == 1 { Err(RuleEvalError::Timeout { limit_ms: 1 }) } else { Ok(card.rank != 2) } };
     let v = run(&SecretRule::NoSpades, &mixed, &cards("3♥"));
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 1: card=2♥, actual=True, guessed=False"
-    );
+    assert_eq!(v.message, "Mismatch at sim 1, turn 1: card=2♥, actual=True, guessed=False");
     assert_eq!((v.comparisons, v.mismatches), (5, 5));
 }
 
 #[test]
 fn pre_check_verdicts() {
-    assert_eq!(
-        Verdict::no_code().message,
-        "No code provided for guessed rule"
-    );
-    assert_eq!(
-        Verdict::syntax_error("invalid syntax (<string>, line 2)").message,
-        "Guessed rule code has syntax errors: invalid syntax (<string>, line 2)"
-    );
+    assert_eq!(Verdict::no_code().message, "No code provided for guessed rule");
+    assert_eq!(Verdict::syntax_error("invalid syntax (<string>, line 2)").message, "Guessed rule code has syntax errors: invalid syntax (<string>, line 2)");
     assert!(!Verdict::no_code().equivalent);
 }
 
@@ -148,10 +100,7 @@ fn deep_rng_paths_match_python() {
         Ok(r != flip)
     };
     let v = run(&ds, &g1, &cards("9♣"));
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 3, turn 40: card=A♥, actual=True, guessed=False"
-    );
+    assert_eq!(v.message, "Mismatch at sim 3, turn 40: card=A♥, actual=True, guessed=False");
 
     let pr = SecretRule::PairedRanksDistinct;
     let g2 = |card: &Card, m: &[Card]| -> Res {
@@ -161,10 +110,7 @@ fn deep_rng_paths_match_python() {
         Ok(pr.accepts(card, m))
     };
     let v = run(&pr, &g2, &cards("7♥"));
-    assert_eq!(
-        v.message,
-        "Rules differ: 4/45760 comparisons mismatched. Stopped at simulation 22, turn 40."
-    );
+    assert_eq!(v.message, "Rules differ: 4/45760 comparisons mismatched. Stopped at simulation 22, turn 40.");
 
     let cy = SecretRule::CyclicSuitOrder;
     let g3 = |card: &Card, m: &[Card]| -> Res {
@@ -175,22 +121,12 @@ fn deep_rng_paths_match_python() {
         Ok(cy.accepts(card, m))
     };
     let v = run(&cy, &g3, &cards("A♥"));
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 30: card=2♦, actual=False, guessed=True"
-    );
+    assert_eq!(v.message, "Mismatch at sim 1, turn 30: card=2♦, actual=False, guessed=True");
 
-    let small = SimulationParams {
-        num_simulations: 3,
-        turns_per_simulation: 7,
-        seed: 42,
-    };
+    let small = SimulationParams { num_simulations: 3, turns_per_simulation: 7, seed: 42 };
     let rb = SecretRule::RedUpBlackDown;
     let v = check(&rb, &rb, &cards("K♠"), &small);
-    assert_eq!(
-        v.message,
-        "Rules appear equivalent: 1092 comparisons, all matched"
-    );
+    assert_eq!(v.message, "Rules appear equivalent: 1092 comparisons, all matched");
 
     // Walks that die early (nothing accepted after a King) and their RNG path.
     let a5 = |card: &Card, m: &[Card]| -> Res {
@@ -202,15 +138,9 @@ fn deep_rng_paths_match_python() {
         Ok(base && !(m.len() >= 12 && card.rank == 12 && m.last() == Some(&c("Q♣"))))
     };
     let v = run(&a5, &g5, &cards("2♥"));
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 7, turn 25: card=Q♥, actual=True, guessed=False"
-    );
+    assert_eq!(v.message, "Mismatch at sim 7, turn 25: card=Q♥, actual=True, guessed=False");
     let v = run(&a5, &a5, &cards("2♥"));
-    assert_eq!(
-        v.message,
-        "Rules appear equivalent: 69784 comparisons, all matched"
-    );
+    assert_eq!(v.message, "Rules appear equivalent: 69784 comparisons, all matched");
 }
 
 /// All 26 × 26 (actual, guessed) library pairs from each actual rule's round-1 starter:
@@ -241,15 +171,8 @@ fn library_matrix_matches_python() {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     assert_eq!(h, 0x2db9_efce_fe7b_59fc);
-    let v = run(
-        &SecretRule::DifferentSuit,
-        &SecretRule::FaceCardImposesSuit,
-        &cards("3♦"),
-    );
-    assert_eq!(
-        v.message,
-        "Mismatch at sim 1, turn 9: card=A♥, actual=True, guessed=False"
-    );
+    let v = run(&SecretRule::DifferentSuit, &SecretRule::FaceCardImposesSuit, &cards("3♦"));
+    assert_eq!(v.message, "Mismatch at sim 1, turn 9: card=A♥, actual=True, guessed=False");
 }
 
 /// The 13 recorded checks of `vectors.json`, with the recorded guess code translated
@@ -267,9 +190,7 @@ fn recorded_simulation_vectors() {
     for sv in &v.simulation_vectors {
         let actual = SecretRule::from_name(&sv.rule_name).expect("rule");
         let guessed: Box<dyn RuleFn> = match (sv.round_number, sv.turn_number) {
-            (2, 6) => Box::new(|c: &Card, _: &[Card]| -> Res {
-                Ok(!matches!(c.rank, 2 | 3 | 5 | 7 | 11 | 13))
-            }),
+            (2, 6) => Box::new(|c: &Card, _: &[Card]| -> Res { Ok(!matches!(c.rank, 2 | 3 | 5 | 7 | 11 | 13)) }),
             (5, 6) => Box::new(|c: &Card, m: &[Card]| -> Res {
                 Ok(match m.last().map(|l| l.suit) {
                     None => matches!(c.suit, Suit::Hearts | Suit::Clubs),
@@ -278,20 +199,13 @@ fn recorded_simulation_vectors() {
                     Some(_) => false,
                 })
             }),
-            (5, 8) | (5, 9) => Box::new(|c: &Card, m: &[Card]| -> Res {
-                Ok(m.last().is_none_or(|l| c.rank == l.rank))
-            }),
-            (46, 5) => Box::new(|c: &Card, m: &[Card]| -> Res {
-                Ok(m.last().is_none_or(|l| c.rank >= l.rank))
-            }),
+            (5, 8) | (5, 9) => Box::new(|c: &Card, m: &[Card]| -> Res { Ok(m.last().is_none_or(|l| c.rank == l.rank)) }),
+            (46, 5) => Box::new(|c: &Card, m: &[Card]| -> Res { Ok(m.last().is_none_or(|l| c.rank >= l.rank)) }),
             (49, 4) => Box::new(SecretRule::AlternatingColors),
             (55, 7) => Box::new(|c: &Card, m: &[Card]| -> Res {
                 Ok(match m.last().map(|l| l.suit) {
                     None => c.color() == super::super::card::Color::Black,
-                    Some(p) => {
-                        (p == Suit::Clubs && c.suit == Suit::Spades)
-                            || (p == Suit::Spades && c.suit == Suit::Clubs)
-                    }
+                    Some(p) => (p == Suit::Clubs && c.suit == Suit::Spades) || (p == Suit::Spades && c.suit == Suit::Clubs),
                 })
             }),
             (58, 9) => Box::new(SecretRule::CyclicSuitOrder),
@@ -310,27 +224,20 @@ fn recorded_simulation_vectors() {
                     Suit::Spades => 2,
                     Suit::Clubs => 3,
                 };
-                Ok(m.last()
-                    .is_none_or(|l| (pos(l.suit) - pos(c.suit)).abs() == 1))
+                Ok(m.last().is_none_or(|l| (pos(l.suit) - pos(c.suit)).abs() == 1))
             }),
             (70, 6) | (70, 7) => Box::new(SecretRule::DifferentSuit),
             (42, 11) => Box::new(|c: &Card, m: &[Card]| -> Res {
                 match m.last() {
                     None => Ok(true),
                     Some(l) if c.rank == l.rank => Ok(false),
-                    Some(_) => Err(RuleEvalError::Exception(
-                        "NameError: name 'getattr' is not defined".into(),
-                    )),
+                    Some(_) => Err(RuleEvalError::Exception("NameError: name 'getattr' is not defined".into())),
                 }
             }),
             other => panic!("unexpected vector {other:?} ({})", sv.kind),
         };
         let verdict = run(&actual, guessed.as_ref(), &sv.mainline_after_turn);
-        assert_eq!(
-            verdict.message, sv.expected_reasoning,
-            "{} r{} t{}",
-            sv.results_file, sv.round_number, sv.turn_number
-        );
+        assert_eq!(verdict.message, sv.expected_reasoning, "{} r{} t{}", sv.results_file, sv.round_number, sv.turn_number);
         assert_eq!(verdict.equivalent, sv.expected_correct);
     }
 }

@@ -6,19 +6,14 @@ use super::*;
 fn first_outputs_seed_42() {
     let mut r = PyRandom::new(42);
     let got: Vec<u32> = (0..5).map(|_| r.next_u32()).collect();
-    assert_eq!(
-        got,
-        vec![2746317213, 478163327, 107420369, 3184935163, 1181241943]
-    );
+    assert_eq!(got, vec![2746317213, 478163327, 107420369, 3184935163, 1181241943]);
 }
 
 #[test]
 fn choice_vector_seed_42() {
     let mut r = PyRandom::new(42);
     let items: Vec<usize> = (0..52).collect();
-    let got: Vec<usize> = (0..10)
-        .map(|_| *r.choice(&items).expect("non-empty"))
-        .collect();
+    let got: Vec<usize> = (0..10).map(|_| *r.choice(&items).expect("non-empty")).collect();
     assert_eq!(got, vec![40, 7, 1, 47, 17, 15, 14, 8, 47, 6]);
 }
 
@@ -43,16 +38,7 @@ fn cpython_seeding_and_wide_bits() {
     assert_eq!(PyRandom::new(7).getrandbits(40), 1_040_772_936_760);
     let mut r = PyRandom::new(12345);
     let got: Vec<u64> = (0..5).map(|_| r.randbelow(1_000_000_000_000)).collect();
-    assert_eq!(
-        got,
-        vec![
-            804_948_253_063,
-            897_691_841_093,
-            884_012_530_637,
-            937_585_518_914,
-            297_184_512_596
-        ]
-    );
+    assert_eq!(got, vec![804_948_253_063, 897_691_841_093, 884_012_530_637, 937_585_518_914, 297_184_512_596]);
 }
 
 #[test]

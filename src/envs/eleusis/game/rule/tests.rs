@@ -1,13 +1,11 @@
 //! Tests of the 26 library rules: identity data against `vectors.json`, the semantics
 //! table of spec §2.2 and the cached acceptance masks.
 
-use crate::envs::eleusis::test_support::*;
 use super::*;
+use crate::envs::eleusis::test_support::*;
 
 fn cards(s: &str) -> Vec<Card> {
-    s.split_whitespace()
-        .map(|c| c.parse().expect("card"))
-        .collect()
+    s.split_whitespace().map(|c| c.parse().expect("card")).collect()
 }
 
 fn c(s: &str) -> Card {
@@ -41,19 +39,10 @@ fn static_rules_ignore_mainline() {
     let ml = cards("K♠ 2♥");
     for rule in &SecretRule::ALL[..13] {
         for card in super::super::deck::universe() {
-            assert_eq!(
-                rule.accepts(&card, &[]),
-                rule.accepts(&card, &ml),
-                "{rule:?} {card}"
-            );
+            assert_eq!(rule.accepts(&card, &[]), rule.accepts(&card, &ml), "{rule:?} {card}");
         }
     }
-    let n = |r: SecretRule| {
-        super::super::deck::universe()
-            .iter()
-            .filter(|x| r.accepts(x, &[]))
-            .count()
-    };
+    let n = |r: SecretRule| super::super::deck::universe().iter().filter(|x| r.accepts(x, &[])).count();
     assert_eq!(n(SecretRule::EvenRanksOnly), 24);
     assert_eq!(n(SecretRule::FaceCardsOnly), 12);
     assert_eq!(n(SecretRule::PrimeRanksOnly), 24);
@@ -73,20 +62,13 @@ fn acceptance_mask_matches_accepts() {
             for rule in SecretRule::ALL {
                 let mask = rule.acceptance_mask(&ml);
                 for (i, card) in u.iter().enumerate() {
-                    assert_eq!(
-                        mask >> i & 1 == 1,
-                        rule.accepts(card, &ml),
-                        "{rule:?} {card} {ml:?}"
-                    );
+                    assert_eq!(mask >> i & 1 == 1, rule.accepts(card, &ml), "{rule:?} {card} {ml:?}");
                 }
             }
         }
     }
     let odd = [Card::new(14, Suit::Hearts)];
-    assert_eq!(
-        SecretRule::OppositeParity.acceptance_mask(&odd),
-        SecretRule::OppositeParity.acceptance_mask(&[c("2♣")])
-    );
+    assert_eq!(SecretRule::OppositeParity.acceptance_mask(&odd), SecretRule::OppositeParity.acceptance_mask(&[c("2♣")]));
 }
 
 #[test]

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::envs::eleusis::game::card::Card;
-use crate::sandbox::worker::{SandboxedWorker, WorkerLimits, WorkerSpec};
 use crate::envs::eleusis::game::deck::universe;
+use crate::sandbox::worker::{SandboxedWorker, WorkerLimits, WorkerSpec};
 
 /// The worker script, embedded so that the judge needs nothing on disk but `python3`.
 pub const WORKER_SOURCE: &str = include_str!("worker.py");
@@ -78,9 +78,7 @@ pub(super) fn resolve_program(name: &Path) -> Option<PathBuf> {
         return name.is_file().then(|| name.to_path_buf());
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
 }
 
 fn reader_thread(stdout: impl Read + Send + 'static, tx: Sender<Result<String, String>>) {
@@ -88,9 +86,7 @@ fn reader_thread(stdout: impl Read + Send + 'static, tx: Sender<Result<String, S
         let mut reader = BufReader::new(stdout);
         loop {
             let mut buf = Vec::new();
-            let read = (&mut reader)
-                .take(MAX_LINE_BYTES)
-                .read_until(b'\n', &mut buf);
+            let read = (&mut reader).take(MAX_LINE_BYTES).read_until(b'\n', &mut buf);
             match read {
                 Ok(0) => return,
                 Ok(_) if buf.last() != Some(&b'\n') => {
@@ -98,8 +94,7 @@ fn reader_thread(stdout: impl Read + Send + 'static, tx: Sender<Result<String, S
                     return;
                 }
                 Ok(_) => {
-                    let line =
-                        String::from_utf8(buf).map_err(|_| "reply line is not UTF-8".to_owned());
+                    let line = String::from_utf8(buf).map_err(|_| "reply line is not UTF-8".to_owned());
                     if tx.send(line).is_err() {
                         return;
                     }
@@ -147,16 +142,9 @@ fn stderr_thread(mut stderr: impl Read + Send + 'static, tail: Arc<Mutex<Vec<u8>
 
 impl Worker {
     /// Starts a worker and completes the hello handshake within `startup_limit`.
-    pub(super) fn spawn(
-        python: &Path,
-        memory_limit_bytes: u64,
-        startup_limit: Duration,
-    ) -> Result<Self, WorkerFailure> {
-        let program = resolve_program(python).ok_or_else(|| {
-            WorkerFailure::Spawn(format!("{} not found on PATH", python.display()))
-        })?;
-        let sandbox = crate::sandbox::shared(&program)
-            .map_err(|e| WorkerFailure::Spawn(format!("no sandbox for the python judge: {e}")))?;
+    pub(super) fn spawn(python: &Path, memory_limit_bytes: u64, startup_limit: Duration) -> Result<Self, WorkerFailure> {
+        let program = resolve_program(python).ok_or_else(|| WorkerFailure::Spawn(format!("{} not found on PATH", python.display())))?;
+        let sandbox = crate::sandbox::shared(&program).map_err(|e| WorkerFailure::Spawn(format!("no sandbox for the python judge: {e}")))?;
         let spec = WorkerSpec {
             args: ["-s", "-S", "-B", "-c", WORKER_SOURCE].iter().map(|s| (*s).to_owned()).chain([memory_limit_bytes.to_string()]).collect(),
             env: [("PYTHONHASHSEED".to_owned(), "0".to_owned())].into(),
@@ -166,12 +154,8 @@ impl Worker {
                 ..WorkerLimits::default()
             },
         };
-        let mut child = sandbox
-            .spawn_worker(&spec)
-            .map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", program.display())))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take())
-        else {
+        let mut child = sandbox.spawn_worker(&spec).map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", program.display())))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take()) else {
             return Err(WorkerFailure::Spawn("worker pipes unavailable".to_owned()));
         };
         let (tx, from_worker) = mpsc::channel();
@@ -184,15 +168,9 @@ impl Worker {
             from_worker,
             stderr_tail,
             next_id: 1,
-            info: WorkerInfo {
-                python_version: String::new(),
-                python_path: program,
-                hash_seed_fixed: false,
-            },
+            info: WorkerInfo { python_version: String::new(), python_path: program, hash_seed_fixed: false },
         };
-        let hello = worker
-            .receive(None, Instant::now() + startup_limit, startup_limit)
-            .map_err(|e| WorkerFailure::Spawn(e.to_string()))?;
+        let hello = worker.receive(None, Instant::now() + startup_limit, startup_limit).map_err(|e| WorkerFailure::Spawn(e.to_string()))?;
         worker.check_hello(&hello)?;
         Ok(worker)
     }
@@ -202,23 +180,12 @@ impl Worker {
             return Err(WorkerFailure::Spawn(format!("unexpected hello: {hello}")));
         }
         let expected: Vec<String> = universe().iter().map(Card::to_string).collect();
-        let got: Option<Vec<String>> = hello
-            .get("universe")
-            .and_then(|u| serde_json::from_value(u.clone()).ok());
+        let got: Option<Vec<String>> = hello.get("universe").and_then(|u| serde_json::from_value(u.clone()).ok());
         if got.as_ref() != Some(&expected) {
-            return Err(WorkerFailure::Spawn(
-                "worker card universe differs from the Rust universe".to_owned(),
-            ));
+            return Err(WorkerFailure::Spawn("worker card universe differs from the Rust universe".to_owned()));
         }
-        self.info.python_version = hello
-            .get("python")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        self.info.hash_seed_fixed = hello
-            .get("hash_seed_fixed")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        self.info.python_version = hello.get("python").and_then(Value::as_str).unwrap_or("").to_owned();
+        self.info.hash_seed_fixed = hello.get("hash_seed_fixed").and_then(Value::as_bool).unwrap_or(false);
         Ok(())
     }
 
@@ -229,36 +196,22 @@ impl Worker {
 
     /// Sends `request` (an object; an `id` is added) and waits for its reply until
     /// `deadline`. On any failure the worker is killed; the caller must drop it.
-    pub(super) fn request(
-        &mut self,
-        mut request: Value,
-        deadline: Instant,
-        budget: Duration,
-    ) -> Result<Value, WorkerFailure> {
+    pub(super) fn request(&mut self, mut request: Value, deadline: Instant, budget: Duration) -> Result<Value, WorkerFailure> {
         let id = self.next_id;
         self.next_id += 1;
         if let Value::Object(map) = &mut request {
             map.insert("id".to_owned(), Value::from(id));
         }
-        let mut line = serde_json::to_vec(&request)
-            .map_err(|e| WorkerFailure::Protocol(format!("cannot encode request: {e}")))?;
+        let mut line = serde_json::to_vec(&request).map_err(|e| WorkerFailure::Protocol(format!("cannot encode request: {e}")))?;
         line.push(b'\n');
-        let sent = self
-            .to_worker
-            .as_ref()
-            .is_some_and(|tx| tx.send(line).is_ok());
+        let sent = self.to_worker.as_ref().is_some_and(|tx| tx.send(line).is_ok());
         if !sent {
             return Err(self.crashed());
         }
         self.receive(Some(id), deadline, budget)
     }
 
-    fn receive(
-        &mut self,
-        id: Option<u64>,
-        deadline: Instant,
-        budget: Duration,
-    ) -> Result<Value, WorkerFailure> {
+    fn receive(&mut self, id: Option<u64>, deadline: Instant, budget: Duration) -> Result<Value, WorkerFailure> {
         loop {
             let wait = deadline.saturating_duration_since(Instant::now());
             let line = match self.from_worker.recv_timeout(wait) {
@@ -269,9 +222,7 @@ impl Worker {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.kill();
-                    return Err(WorkerFailure::Timeout {
-                        limit_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
-                    });
+                    return Err(WorkerFailure::Timeout { limit_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX) });
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err(self.crashed()),
             };
@@ -310,17 +261,9 @@ impl Worker {
         self.child.kill();
         // Give the stderr thread a moment to drain the last bytes.
         std::thread::sleep(Duration::from_millis(20));
-        let tail = self
-            .stderr_tail
-            .lock()
-            .map(|t| String::from_utf8_lossy(&t).trim().to_owned())
-            .unwrap_or_default();
+        let tail = self.stderr_tail.lock().map(|t| String::from_utf8_lossy(&t).trim().to_owned()).unwrap_or_default();
         let last = tail.lines().last().unwrap_or("").to_owned();
-        if last.is_empty() {
-            WorkerFailure::Crashed(status)
-        } else {
-            WorkerFailure::Crashed(format!("{status}; stderr: {last}"))
-        }
+        if last.is_empty() { WorkerFailure::Crashed(status) } else { WorkerFailure::Crashed(format!("{status}; stderr: {last}")) }
     }
 }
 

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::{JudgeError, PyJudge, indices, ms};
 use crate::envs::eleusis::game::card::Card;
 use crate::envs::eleusis::game::deck::universe_index;
 use crate::envs::eleusis::game::equivalence::{RuleEvalError, RuleFn};
-use super::{JudgeError, PyJudge, indices, ms};
 
 /// A compiled Python guess as a [`RuleFn`], so the unchanged
 /// [`check`](crate::envs::eleusis::game::equivalence::check)
@@ -30,12 +30,7 @@ impl<'j> PyGuessRule<'j> {
     /// Wraps a judge whose worker holds the compiled guess; the check budget ends at
     /// `deadline`.
     pub(super) fn new(judge: &'j mut PyJudge, deadline: Instant) -> Self {
-        PyGuessRule {
-            judge: RefCell::new(judge),
-            deadline,
-            cache: RefCell::new(None),
-            error: RefCell::new(None),
-        }
+        PyGuessRule { judge: RefCell::new(judge), deadline, cache: RefCell::new(None), error: RefCell::new(None) }
     }
 
     /// The judge failure that poisoned this rule, if any (the spec's `judge_error`).
@@ -64,18 +59,14 @@ impl<'j> PyGuessRule<'j> {
         let reply = judge.call(request, deadline);
         let limit_ms = ms(judge.config.check_time_limit);
         let row = match reply {
-            Ok(r) if r.get("deadline").and_then(Value::as_bool) == Some(true) => {
-                Err(JudgeError::CheckTimeout { limit_ms })
-            }
+            Ok(r) if r.get("deadline").and_then(Value::as_bool) == Some(true) => Err(JudgeError::CheckTimeout { limit_ms }),
             Ok(r) => r
                 .get("results")
                 .and_then(|x| x.get(0))
                 .and_then(Value::as_str)
                 .filter(|s| s.len() == 52)
                 .map(|s| s.as_bytes().to_vec())
-                .ok_or(JudgeError::WorkerFailed {
-                    detail: "malformed eval reply".to_owned(),
-                }),
+                .ok_or(JudgeError::WorkerFailed { detail: "malformed eval reply".to_owned() }),
             Err(e) => Err(e),
         };
         match row {
@@ -99,17 +90,12 @@ impl<'j> PyGuessRule<'j> {
 impl RuleFn for PyGuessRule<'_> {
     fn eval(&self, card: &Card, mainline: &[Card]) -> Result<bool, RuleEvalError> {
         let row = self.state_results(mainline).ok_or_else(|| self.timeout())?;
-        let i = universe_index(*card).ok_or_else(|| {
-            RuleEvalError::Exception(format!("card {card} is not in the universe"))
-        })?;
+        let i = universe_index(*card).ok_or_else(|| RuleEvalError::Exception(format!("card {card} is not in the universe")))?;
         match row[i] {
             b'1' => Ok(true),
             b'0' => Ok(false),
             b'T' => Err(self.timeout()),
-            other => Err(RuleEvalError::Exception(format!(
-                "guess raised (worker code {})",
-                char::from(other)
-            ))),
+            other => Err(RuleEvalError::Exception(format!("guess raised (worker code {})", char::from(other)))),
         }
     }
 

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::envs::eleusis::game::equivalence::check as native_check;
+use super::*;
 use crate::envs::eleusis::analysis::results::{ResultsFile, parse_results};
+use crate::envs::eleusis::game::equivalence::check as native_check;
 use crate::envs::eleusis::game::rule::SecretRule;
 use crate::envs::eleusis::test_support::data_dir;
-use super::*;
 
 /// A judge with test-friendly limits, or `None` (with a note) when python3 is unavailable.
 fn judge_with(config: PyJudgeConfig) -> Option<PyJudge> {
@@ -31,16 +31,11 @@ fn judge_with(config: PyJudgeConfig) -> Option<PyJudge> {
 }
 
 fn judge() -> Option<PyJudge> {
-    judge_with(PyJudgeConfig {
-        check_time_limit: Duration::from_secs(20),
-        ..PyJudgeConfig::default()
-    })
+    judge_with(PyJudgeConfig { check_time_limit: Duration::from_secs(20), ..PyJudgeConfig::default() })
 }
 
 fn cards(s: &str) -> Vec<Card> {
-    s.split_whitespace()
-        .map(|c| c.parse().expect("card"))
-        .collect()
+    s.split_whitespace().map(|c| c.parse().expect("card")).collect()
 }
 
 fn params() -> SimulationParams {
@@ -53,20 +48,14 @@ fn load(file: &str) -> ResultsFile {
 }
 
 fn sha256_hex(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Mainline after a recorded turn: the mainline cards of `mainline_state` (sidelines are the
 /// bracketed items) plus the played card if it was accepted.
 fn mainline_after(board: &str, played: Option<&str>, accepted: bool) -> Vec<Card> {
-    let mut m: Vec<Card> = board
-        .split(' ')
-        .filter(|t| !t.starts_with('[') && !t.is_empty() && *t != "(empty)")
-        .map(|t| t.parse().expect("board card"))
-        .collect();
+    let mut m: Vec<Card> =
+        board.split(' ').filter(|t| !t.starts_with('[') && !t.is_empty() && *t != "(empty)").map(|t| t.parse().expect("board card")).collect();
     if accepted && let Some(card) = played {
         m.push(card.parse().expect("played card"));
     }
@@ -118,34 +107,15 @@ fn simulation_vectors_reproduce_byte_for_byte() {
         let turn = &run.rounds[v.round - 1].turns[v.turn - 1];
         let attempt = turn.guess_attempt.as_ref().expect("guess attempt");
         let code = attempt.guessed_code.as_deref().expect("code");
-        assert_eq!(
-            sha256_hex(code),
-            v.code_sha256,
-            "{} r{} t{}",
-            v.kind,
-            v.round,
-            v.turn
-        );
+        assert_eq!(sha256_hex(code), v.code_sha256, "{} r{} t{}", v.kind, v.round, v.turn);
         // The mainline derivation used by the full replay test agrees with the vector.
         let action = turn.action_result.as_ref().expect("action");
-        let derived = mainline_after(
-            turn.mainline_state.as_deref().expect("board"),
-            action.card.as_deref(),
-            action.accepted == Some(true),
-        );
+        let derived = mainline_after(turn.mainline_state.as_deref().expect("board"), action.card.as_deref(), action.accepted == Some(true));
         assert_eq!(derived, v.mainline);
 
         let got = judge.check(&v.rule, Some(code), &v.mainline, &params());
-        assert_eq!(
-            got.verdict.equivalent, v.correct,
-            "{}: {}",
-            v.kind, got.verdict.message
-        );
-        assert_eq!(
-            got.verdict.message, v.reasoning,
-            "{} r{} t{}",
-            v.kind, v.round, v.turn
-        );
+        assert_eq!(got.verdict.equivalent, v.correct, "{}: {}", v.kind, got.verdict.message);
+        assert_eq!(got.verdict.message, v.reasoning, "{} r{} t{}", v.kind, v.round, v.turn);
         assert_eq!(got.judge_error, None);
         if v.kind == "exception_path" {
             let first = got.first_exception.as_deref().unwrap_or("");
@@ -186,11 +156,7 @@ fn every_recorded_check_reproduces() {
                     continue;
                 };
                 let action = turn.action_result.as_ref().expect("action");
-                let mainline = mainline_after(
-                    turn.mainline_state.as_deref().expect("board"),
-                    action.card.as_deref(),
-                    action.accepted == Some(true),
-                );
+                let mainline = mainline_after(turn.mainline_state.as_deref().expect("board"), action.card.as_deref(), action.accepted == Some(true));
                 total += 1;
                 let got = judge.check(&rule, Some(code), &mainline, &params());
                 let want = attempt.reasoning.as_deref().unwrap_or("");
@@ -205,11 +171,7 @@ fn every_recorded_check_reproduces() {
             }
         }
     }
-    eprintln!(
-        "recorded checks: {matched}/{total} match ({:.1} s, {} restarts)",
-        began.elapsed().as_secs_f64(),
-        judge.restarts()
-    );
+    eprintln!("recorded checks: {matched}/{total} match ({:.1} s, {} restarts)", began.elapsed().as_secs_f64(), judge.restarts());
     assert_eq!(total, 2807);
     assert!(failures.is_empty(), "{failures:#?}");
     assert_eq!(matched, total);
@@ -225,25 +187,13 @@ fn no_code_and_syntax_errors_use_reference_messages() {
     let v = judge.check(&rule, Some(""), &start, &params());
     assert_eq!(v.verdict, Verdict::no_code());
     let v = judge.check(&rule, Some("return (card.rank"), &start, &params());
-    assert_eq!(
-        v.verdict.message,
-        "Guessed rule code has syntax errors: '(' was never closed (<string>, line 3)"
-    );
+    assert_eq!(v.verdict.message, "Guessed rule code has syntax errors: '(' was never closed (<string>, line 3)");
     assert!(!v.verdict.equivalent);
     // Whitespace-only code is not "empty": the wrapper has no body.
     let v = judge.check(&rule, Some("  \n"), &start, &params());
-    assert!(
-        v.verdict
-            .message
-            .starts_with("Guessed rule code has syntax errors: expected an indented block"),
-        "{}",
-        v.verdict.message
-    );
+    assert!(v.verdict.message.starts_with("Guessed rule code has syntax errors: expected an indented block"), "{}", v.verdict.message);
     assert_eq!(judge.validate("return True"), Ok(()));
-    assert!(matches!(
-        judge.validate("return ("),
-        Err(GuessLoadError::Syntax(_))
-    ));
+    assert!(matches!(judge.validate("return ("), Err(GuessLoadError::Syntax(_))));
     assert_eq!(judge.validate(""), Err(GuessLoadError::NoCode));
 }
 
@@ -257,65 +207,27 @@ fn python_semantics_of_guess_code() {
     assert!(v.verdict.equivalent, "{}", v.verdict.message);
     // Enum members never equal strings (§1.1): rejects everything.
     let spades = SecretRule::SpadesOnly;
-    let v = judge.check(
-        &spades,
-        Some("return card.suit == 'spades'"),
-        &start,
-        &params(),
-    );
-    assert_eq!(
-        v.verdict.message,
-        "Mismatch at sim 1, turn 1: card=A♠, actual=True, guessed=False"
-    );
+    let v = judge.check(&spades, Some("return card.suit == 'spades'"), &start, &params());
+    assert_eq!(v.verdict.message, "Mismatch at sim 1, turn 1: card=A♠, actual=True, guessed=False");
     let code = "return card.suit.suit_name == 'spades' and card.suit.name == 'SPADES' \
                 and card.suit.value == ('spades', '♠', 'black') and str(card)[-1] == '♠' \
                 and card.rank_name == str(card)[:-1] and card.suit.symbol == '♠' \
                 and card.color == card.suit.color == 'black' and Card(card.rank, card.suit) == card \
                 and len({card, Card(card.rank, card.suit)}) == 1";
     let v = judge.check(&spades, Some(code), &start, &params());
-    assert!(
-        v.verdict.equivalent,
-        "{} {:?}",
-        v.verdict.message, v.first_exception
-    );
+    assert!(v.verdict.equivalent, "{} {:?}", v.verdict.message, v.first_exception);
     // Cards have no ordering: `<` raises, every card takes the exception path.
     let v = judge.check(&even, Some("return card < mainline[-1]"), &start, &params());
-    assert_eq!(
-        v.verdict.message,
-        "Rules differ: 52/52 comparisons mismatched. Stopped at simulation 1, turn 1."
-    );
-    assert!(
-        v.first_exception
-            .as_deref()
-            .unwrap_or("")
-            .starts_with("TypeError")
-    );
+    assert_eq!(v.verdict.message, "Rules differ: 52/52 comparisons mismatched. Stopped at simulation 1, turn 1.");
+    assert!(v.first_exception.as_deref().unwrap_or("").starts_with("TypeError"));
     // `isinstance` is not whitelisted (NameError), `round`/`divmod`/`dict` are.
-    let v = judge.check(
-        &even,
-        Some("return isinstance(card, Card)"),
-        &start,
-        &params(),
-    );
+    let v = judge.check(&even, Some("return isinstance(card, Card)"), &start, &params());
     assert!(v.verdict.message.starts_with("Rules differ: 52/52"));
     let code = "q, r = divmod(card.rank, 2)\nreturn dict(a=r)['a'] == round(0.4)";
-    assert!(
-        judge
-            .check(&even, Some(code), &start, &params())
-            .verdict
-            .equivalent
-    );
+    assert!(judge.check(&even, Some(code), &start, &params()).verdict.equivalent);
     // A body starting with `def` defines a nested function; the wrapper returns None.
-    let v = judge.check(
-        &even,
-        Some("def f(card, mainline):\n    return True"),
-        &start,
-        &params(),
-    );
-    assert_eq!(
-        v.verdict.message,
-        "Mismatch at sim 1, turn 1: card=2♥, actual=True, guessed=False"
-    );
+    let v = judge.check(&even, Some("def f(card, mainline):\n    return True"), &start, &params());
+    assert_eq!(v.verdict.message, "Mismatch at sim 1, turn 1: card=2♥, actual=True, guessed=False");
 }
 
 fn hostile_config() -> PyJudgeConfig {
@@ -339,15 +251,9 @@ fn hostile_guess_code_is_contained() {
     let good = "if not mainline:\n    return True\nreturn card.color != mainline[-1].color";
     let cases: &[(&str, &str)] = &[
         ("infinite loop", "while True:\n    pass"),
-        (
-            "loop swallowing exceptions",
-            "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
-        ),
+        ("loop swallowing exceptions", "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"),
         ("uninterruptible C loop", "return sum(range(10 ** 12)) > 0"),
-        (
-            "10 GB allocation",
-            "x = 'a' * (10 * 1024 ** 3)\nreturn True",
-        ),
+        ("10 GB allocation", "x = 'a' * (10 * 1024 ** 3)\nreturn True"),
         ("import os", "import os\nreturn os.system('true') == 0"),
         ("open", "return len(open('/etc/passwd').read()) > 0"),
         ("__import__", "return __import__('os') is not None"),
@@ -355,21 +261,12 @@ fn hostile_guess_code_is_contained() {
             "escape via subclasses",
             "for c in ().__class__.__base__.__subclasses__():\n    if c.__name__ == '_wrap_close':\n        c.__init__.__globals__['system']('touch pwned')\nreturn True",
         ),
-        (
-            "mutating mainline",
-            "mainline.clear()\nmainline.append(card)\nreturn card.color == 'red'",
-        ),
+        ("mutating mainline", "mainline.clear()\nmainline.append(card)\nreturn card.color == 'red'"),
         ("raise", "raise ValueError('boom')"),
         ("bare raise", "raise"),
         ("non-bool return", "return 'yes'"),
-        (
-            "deep recursion",
-            "def f(n):\n    return f(n + 1)\nreturn f(0)",
-        ),
-        (
-            "loop on some cards",
-            "while card.rank == 7:\n    pass\nif not mainline:\n    return True\nreturn card.color != mainline[-1].color",
-        ),
+        ("deep recursion", "def f(n):\n    return f(n + 1)\nreturn f(0)"),
+        ("loop on some cards", "while card.rank == 7:\n    pass\nif not mainline:\n    return True\nreturn card.color != mainline[-1].color"),
     ];
     for (name, code) in cases {
         let began = Instant::now();
@@ -386,11 +283,7 @@ fn hostile_guess_code_is_contained() {
             v.first_exception
         );
         let after = judge.check(&alternating, Some(good), &start, &params());
-        assert!(
-            after.verdict.equivalent,
-            "after {name}: {}",
-            after.verdict.message
-        );
+        assert!(after.verdict.equivalent, "after {name}: {}", after.verdict.message);
     }
     assert!(!std::path::Path::new("pwned").exists());
     // The C-level loop can only be stopped by killing the worker.
@@ -404,12 +297,7 @@ fn mutation_is_isolated_by_copies() {
     // (the reference's live list would corrupt the walk, §8 Q8).
     let code = "if not mainline:\n    return True\nr = card.color != mainline[-1].color\n\
                 mainline.clear()\nmainline.extend([card] * 5)\nreturn r";
-    let v = judge.check(
-        &SecretRule::AlternatingColors,
-        Some(code),
-        &cards("9♠"),
-        &params(),
-    );
+    let v = judge.check(&SecretRule::AlternatingColors, Some(code), &cards("9♠"), &params());
     assert!(v.verdict.equivalent, "{}", v.verdict.message);
     assert_eq!(v.verdict.comparisons, 208_000);
 }
@@ -417,24 +305,13 @@ fn mutation_is_isolated_by_copies() {
 #[test]
 fn per_call_timeouts_take_the_exception_path() {
     // Generous wall budget: 4 × 100 ms of CPU must fit even on a loaded machine.
-    let config = PyJudgeConfig {
-        check_time_limit: Duration::from_secs(15),
-        ..hostile_config()
-    };
+    let config = PyJudgeConfig { check_time_limit: Duration::from_secs(15), ..hostile_config() };
     let Some(mut judge) = judge_with(config) else {
         return;
     };
     let code = "while card.rank == 2:\n    pass\nreturn card.rank % 2 == 0";
-    let v = judge.check(
-        &SecretRule::EvenRanksOnly,
-        Some(code),
-        &cards("4♠"),
-        &params(),
-    );
-    assert_eq!(
-        v.verdict.message,
-        "Rules differ: 4/52 comparisons mismatched. Stopped at simulation 1, turn 1."
-    );
+    let v = judge.check(&SecretRule::EvenRanksOnly, Some(code), &cards("4♠"), &params());
+    assert_eq!(v.verdict.message, "Rules differ: 4/52 comparisons mismatched. Stopped at simulation 1, turn 1.");
     assert_eq!(v.judge_error, Some(JudgeError::CallTimeouts { count: 4 }));
     // Through the adapter and the unchanged checker: same exception-path verdict.
     let rule = judge.guess_rule(Some(code)).expect("load");
@@ -444,11 +321,7 @@ fn per_call_timeouts_take_the_exception_path() {
 
 #[test]
 fn missing_interpreter_is_reported() {
-    let err = PyJudge::new(PyJudgeConfig {
-        python: PathBuf::from("/nonexistent/python3"),
-        ..PyJudgeConfig::default()
-    })
-    .expect_err("must fail");
+    let err = PyJudge::new(PyJudgeConfig { python: PathBuf::from("/nonexistent/python3"), ..PyJudgeConfig::default() }).expect_err("must fail");
     assert!(matches!(err, JudgeError::Unavailable { .. }), "{err}");
 }
 
@@ -460,23 +333,13 @@ fn timing_full_equivalent_check() {
     let code = "if not mainline:\n    return True\nreturn card.color != mainline[-1].color";
     let start = cards("7♥");
     let native = Instant::now();
-    let reference = native_check(
-        &SecretRule::AlternatingColors,
-        &SecretRule::AlternatingColors,
-        &start,
-        &params(),
-    );
+    let reference = native_check(&SecretRule::AlternatingColors, &SecretRule::AlternatingColors, &start, &params());
     let native = native.elapsed();
     assert!(reference.equivalent);
     for batch in [256usize, 1] {
         judge.config.max_batch_states = batch;
         let t = Instant::now();
-        let v = judge.check(
-            &SecretRule::AlternatingColors,
-            Some(code),
-            &start,
-            &params(),
-        );
+        let v = judge.check(&SecretRule::AlternatingColors, Some(code), &start, &params());
         let took = t.elapsed();
         assert!(v.verdict.equivalent, "{}", v.verdict.message);
         assert_eq!(v.verdict.comparisons, 208_000);
@@ -490,10 +353,7 @@ fn timing_full_equivalent_check() {
     let rule = judge.guess_rule(Some(code)).expect("load");
     let t = Instant::now();
     let via = native_check(&SecretRule::AlternatingColors, &rule, &start, &params());
-    eprintln!(
-        "TIMING RuleFn adapter (1 round trip per step): {:.1} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    eprintln!("TIMING RuleFn adapter (1 round trip per step): {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
     assert!(via.equivalent);
 }
 
@@ -510,48 +370,23 @@ fn code_judge_drives_round_apply() {
     let mut round = Round::new(rule, batch, GameConfig::default()).expect("round");
     let mut checks = 0;
     for turn in &record.turns {
-        let code = turn
-            .guess_attempt
-            .as_ref()
-            .and_then(|g| g.guessed_code.clone());
-        let mut judge = CodeJudge {
-            py: &mut py,
-            code_for: |_: &str| code.clone(),
-            params: params(),
-            last: None,
-        };
+        let code = turn.guess_attempt.as_ref().and_then(|g| g.guessed_code.clone());
+        let mut judge = CodeJudge { py: &mut py, code_for: |_: &str| code.clone(), params: params(), last: None };
         let resp = &turn.llm_response;
         let action = Action {
-            card: turn
-                .action_result
-                .as_ref()
-                .and_then(|a| a.card.as_deref())
-                .expect("card")
-                .parse()
-                .expect("card"),
+            card: turn.action_result.as_ref().and_then(|a| a.card.as_deref()).expect("card").parse().expect("card"),
             reasoning: resp.reasoning_text().unwrap_or("").to_owned(),
             tentative_rule: resp.tentative_text().map(str::to_owned),
-            confidence: resp
-                .confidence_level
-                .as_ref()
-                .and_then(|c| c.as_python_int()),
+            confidence: resp.confidence_level.as_ref().and_then(|c| c.as_python_int()),
             guess: resp.guess_flag(),
         };
         let rec = round.apply(action, &mut judge).expect("apply");
         match (&rec.check, &turn.guess_attempt) {
             (Some(c), Some(g)) => {
                 checks += 1;
-                assert_eq!(
-                    Some(&c.message),
-                    g.reasoning.as_ref(),
-                    "turn {}",
-                    turn.turn_number
-                );
+                assert_eq!(Some(&c.message), g.reasoning.as_ref(), "turn {}", turn.turn_number);
                 assert_eq!(c.correct, g.is_correct());
-                assert_eq!(
-                    judge.last.as_ref().and_then(|v| v.judge_error.clone()),
-                    None
-                );
+                assert_eq!(judge.last.as_ref().and_then(|v| v.judge_error.clone()), None);
             }
             (None, None) => {}
             other => panic!("turn {}: check mismatch {other:?}", turn.turn_number),

@@ -2,11 +2,11 @@
 //! validation through the Python worker (skipped without python3) and a check that the
 //! prompt's worked examples really implement library rules 16, 0 and 15.
 
+use super::*;
 use crate::envs::eleusis::game::equivalence::SimulationParams;
-use crate::envs::eleusis::judge::pyjudge::{PyJudge, PyJudgeConfig};
 use crate::envs::eleusis::game::rule::SecretRule;
 use crate::envs::eleusis::game::setup::RoundSetup;
-use super::*;
+use crate::envs::eleusis::judge::pyjudge::{PyJudge, PyJudgeConfig};
 
 #[test]
 fn prompt_has_the_reference_parts_in_order() {
@@ -37,9 +37,7 @@ fn prompt_has_the_reference_parts_in_order() {
     ];
     let mut at = 0;
     for part in parts {
-        let found = p[at..]
-            .find(part)
-            .unwrap_or_else(|| panic!("missing {part:?}"));
+        let found = p[at..].find(part).unwrap_or_else(|| panic!("missing {part:?}"));
         at += found + part.len();
     }
     assert!(!p.contains("{{guess}}"));
@@ -48,20 +46,10 @@ fn prompt_has_the_reference_parts_in_order() {
 #[test]
 fn code_extraction() {
     let reply = "<think>draft <CODE>return False</CODE></think>\n<NAME>odd</NAME>\n<CODE>\nreturn card.rank % 2 == 1\n</CODE>";
-    assert_eq!(
-        extract_code(reply).as_deref(),
-        Some("return card.rank % 2 == 1")
-    );
-    assert_eq!(
-        extract_code("Here:\n```python\nreturn True\n```").as_deref(),
-        Some("python\nreturn True"),
-        "the language tag stays (reference behaviour)"
-    );
+    assert_eq!(extract_code(reply).as_deref(), Some("return card.rank % 2 == 1"));
+    assert_eq!(extract_code("Here:\n```python\nreturn True\n```").as_deref(), Some("python\nreturn True"), "the language tag stays (reference behaviour)");
     // An empty tag counts as not found: the whole reply is taken (and fails validation).
-    assert_eq!(
-        extract_code("<CODE>  </CODE>").as_deref(),
-        Some("<CODE>  </CODE>")
-    );
+    assert_eq!(extract_code("<CODE>  </CODE>").as_deref(), Some("<CODE>  </CODE>"));
     assert_eq!(extract_code(" \n "), None);
     assert_eq!(extract_code(""), None);
     assert_eq!(extract_code("return True").as_deref(), Some("return True"));
@@ -73,40 +61,16 @@ fn attempt_loop_is_bounded() {
     let mut a = CompileAttempts::new(DEFAULT_COMPILE_ATTEMPTS);
     assert_eq!(a.step(), CompileStep::Ask { attempt: 1 });
     assert_eq!(a.on_reply("", ok), CompileStep::Ask { attempt: 2 });
-    assert_eq!(
-        a.on_reply("<CODE>return (</CODE>", |_| Err(
-            "'(' was never closed".to_owned()
-        )),
-        CompileStep::Ask { attempt: 3 }
-    );
-    assert_eq!(
-        a.on_reply("<CODE>return True</CODE>", ok),
-        CompileStep::Compiled {
-            code: "return True".to_owned(),
-            attempt: 3
-        }
-    );
+    assert_eq!(a.on_reply("<CODE>return (</CODE>", |_| Err("'(' was never closed".to_owned())), CompileStep::Ask { attempt: 3 });
+    assert_eq!(a.on_reply("<CODE>return True</CODE>", ok), CompileStep::Compiled { code: "return True".to_owned(), attempt: 3 });
     assert_eq!(a.failures().len(), 2);
-    assert_eq!(
-        a.on_call_error("late"),
-        a.step(),
-        "decided loops ignore input"
-    );
+    assert_eq!(a.on_call_error("late"), a.step(), "decided loops ignore input");
 
     let mut a = CompileAttempts::new(2);
     a.on_call_error("HTTP 503");
-    assert_eq!(
-        a.on_reply("no code here", |_| Err("bad".to_owned())),
-        CompileStep::Exhausted
-    );
-    assert_eq!(
-        CompileAttempts::exhausted_verdict().message,
-        "No code provided for guessed rule"
-    );
-    assert_eq!(
-        CompileAttempts::new(0).step(),
-        CompileStep::Ask { attempt: 1 }
-    );
+    assert_eq!(a.on_reply("no code here", |_| Err("bad".to_owned())), CompileStep::Exhausted);
+    assert_eq!(CompileAttempts::exhausted_verdict().message, "No code provided for guessed rule");
+    assert_eq!(CompileAttempts::new(0).step(), CompileStep::Ask { attempt: 1 });
 }
 
 #[test]
@@ -116,34 +80,21 @@ fn validation_and_examples_through_the_python_worker() {
         return;
     };
     let mut a = CompileAttempts::new(3);
-    let step = a.on_reply("<CODE>if card.rank >\n    return True</CODE>", |c| {
-        judge.validate(c).map_err(|e| e.to_string())
-    });
+    let step = a.on_reply("<CODE>if card.rank >\n    return True</CODE>", |c| judge.validate(c).map_err(|e| e.to_string()));
     assert_eq!(step, CompileStep::Ask { attempt: 2 });
-    assert!(
-        matches!(&a.failures()[0], CompileFailure::Syntax { error } if error.contains("invalid syntax"))
-    );
+    assert!(matches!(&a.failures()[0], CompileFailure::Syntax { error } if error.contains("invalid syntax")));
 
     // The three worked examples of the prompt are equivalent to their library rules.
     let examples = [
         (SecretRule::AlternatingColors, "Cards must alternate"),
         (SecretRule::EvenRanksOnly, "Only cards with an even rank."),
-        (
-            SecretRule::RankNonDecreasingStartAce,
-            "greater than or equal",
-        ),
+        (SecretRule::RankNonDecreasingStartAce, "greater than or equal"),
     ];
     for (rule, marker) in examples {
         let at = COMPILER_TEMPLATE.find(marker).expect("example");
-        let code = extract_code(COMPILER_TEMPLATE[at..].split("\n\n").next().unwrap_or(""))
-            .expect("example code");
+        let code = extract_code(COMPILER_TEMPLATE[at..].split("\n\n").next().unwrap_or("")).expect("example code");
         let start = [RoundSetup::new(rule, 0).expect("setup").starter];
         let v = judge.check(&rule, Some(&code), &start, &SimulationParams::default());
-        assert!(
-            v.verdict.equivalent,
-            "{}: {}",
-            rule.name(),
-            v.verdict.message
-        );
+        assert!(v.verdict.equivalent, "{}: {}", rule.name(), v.verdict.message);
     }
 }

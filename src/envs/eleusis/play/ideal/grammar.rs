@@ -221,11 +221,7 @@ impl RelAtom {
     fn phrase(self) -> String {
         use RelAtom::*;
         let group = |p: Suit| {
-            let others: Vec<&str> = Suit::ALL
-                .iter()
-                .filter(|s| **s != Suit::Hearts && **s != p)
-                .map(|s| suit_plural(*s))
-                .collect();
+            let others: Vec<&str> = Suit::ALL.iter().filter(|s| **s != Suit::Hearts && **s != p).map(|s| suit_plural(*s)).collect();
             format!("(hearts+{} vs {})", suit_plural(p), others.join("+"))
         };
         match self {
@@ -247,10 +243,7 @@ impl RelAtom {
             DiffGroup(p) => format!("in the other suit group than the previous card {}", group(p)),
             Cycle(order) => {
                 let names: Vec<&str> = order.iter().map(|s| suit_plural(*s)).collect();
-                format!(
-                    "of the suit after the previous card's in the cycle {} -> hearts",
-                    names.join(" -> ")
-                )
+                format!("of the suit after the previous card's in the cycle {} -> hearts", names.join(" -> "))
             }
             NextRank => "of rank one more than the previous card's".to_owned(),
             PrevRank => "of rank one less than the previous card's".to_owned(),
@@ -344,12 +337,7 @@ impl Atoms {
         let mut statics = vec![S::Color(Color::Red), S::Color(Color::Black)];
         statics.extend(Suit::ALL.map(S::Suit));
         statics.extend(Suit::ALL.map(S::NotSuit));
-        for (a, b) in [
-            (Suit::Hearts, Suit::Clubs),
-            (Suit::Hearts, Suit::Spades),
-            (Suit::Diamonds, Suit::Clubs),
-            (Suit::Diamonds, Suit::Spades),
-        ] {
+        for (a, b) in [(Suit::Hearts, Suit::Clubs), (Suit::Hearts, Suit::Spades), (Suit::Diamonds, Suit::Clubs), (Suit::Diamonds, Suit::Spades)] {
             statics.push(S::SuitPair(a, b));
         }
         statics.extend([S::Even, S::Odd, S::Face, S::Number, S::Prime, S::NonPrime]);
@@ -360,17 +348,25 @@ impl Atoms {
             statics.extend((a + 1..=12).map(|b| S::RankIn(a, b)));
         }
         let cards = universe();
-        let static_mask = statics
-            .iter()
-            .map(|s| mask_of(|c| s.test(c), &cards))
-            .collect();
+        let static_mask = statics.iter().map(|s| mask_of(|c| s.test(c), &cards)).collect();
         let static_p = family_prior(&statics.iter().map(|s| s.family()).collect::<Vec<_>>());
 
         use RelAtom as R;
         let mut rels = vec![
-            R::SameColor, R::DiffColor, R::SameSuit, R::DiffSuit, R::SameParity,
-            R::DiffParity, R::SameFace, R::DiffFace, R::SameRank, R::DiffRank, R::Ge, R::Le,
-            R::Gt, R::Lt,
+            R::SameColor,
+            R::DiffColor,
+            R::SameSuit,
+            R::DiffSuit,
+            R::SameParity,
+            R::DiffParity,
+            R::SameFace,
+            R::DiffFace,
+            R::SameRank,
+            R::DiffRank,
+            R::Ge,
+            R::Le,
+            R::Gt,
+            R::Lt,
         ];
         let branch_rels = rels.len();
         for p in [Suit::Spades, Suit::Clubs] {
@@ -508,12 +504,9 @@ impl Atoms {
                 format!("Each card must be {} {} {}.{start}", st(a), op_word(op), rl(b))
             }
             Expr::RelPair(op, a, b) => format!("Each card must be {} {} {}.{any}", rl(a), op_word(op), rl(b)),
-            Expr::Cond(c, x, y) => format!(
-                "If the previous card is {}, the next card must be {}; otherwise it must be {}.{any}",
-                st(c),
-                self.term_phrase(x),
-                self.term_phrase(y)
-            ),
+            Expr::Cond(c, x, y) => {
+                format!("If the previous card is {}, the next card must be {}; otherwise it must be {}.{any}", st(c), self.term_phrase(x), self.term_phrase(y))
+            }
             Expr::Parity(x, y) => format!(
                 "Cards at even positions of the mainline (2nd, 4th, ...) must be {}; cards at odd positions (1st, 3rd, ...) must be {}.",
                 self.term_phrase(x),
@@ -525,11 +518,7 @@ impl Atoms {
 }
 
 fn mask_of(f: impl Fn(Card) -> bool, cards: &[Card; 52]) -> u64 {
-    cards
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| f(**c))
-        .fold(0, |m, (i, _)| m | 1u64 << i)
+    cards.iter().enumerate().filter(|(_, c)| f(**c)).fold(0, |m, (i, _)| m | 1u64 << i)
 }
 
 /// A library rule's mask after a mainline of parity `p` ending in `universe()[k]`.
@@ -551,9 +540,7 @@ pub(super) fn expressions(a: &Atoms, emit: &mut dyn FnMut(Expr, f64)) {
         emit(Expr::Rel(idx(i)), P_REL * a.rel_p[i]);
     }
     // Rank property with suit property: within-dimension priors renormalised.
-    let mass = |suit: bool| -> f64 {
-        (0..ns).filter(|i| a.statics[*i].is_suit() == suit).map(|i| a.static_p[i]).sum()
-    };
+    let mass = |suit: bool| -> f64 { (0..ns).filter(|i| a.statics[*i].is_suit() == suit).map(|i| a.static_p[i]).sum() };
     let (m_suit, m_rank) = (mass(true), mass(false));
     for i in (0..ns).filter(|i| !a.statics[*i].is_suit()) {
         for j in (0..ns).filter(|j| a.statics[*j].is_suit()) {

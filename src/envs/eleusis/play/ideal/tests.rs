@@ -108,9 +108,7 @@ impl Agent for Recorder {
 fn bootstrap_ci(v: &[bool], seed: u64) -> (f64, f64) {
     const B: usize = 2000;
     let mut rng = PyRandom::new(seed);
-    let mut means: Vec<f64> = (0..B)
-        .map(|_| (0..v.len()).filter(|_| v[rng.randbelow_usize(v.len())]).count() as f64 / v.len() as f64)
-        .collect();
+    let mut means: Vec<f64> = (0..B).map(|_| (0..v.len()).filter(|_| v[rng.randbelow_usize(v.len())]).count() as f64 / v.len() as f64).collect();
     means.sort_by(f64::total_cmp);
     (means[B * 25 / 1000], means[B * 975 / 1000 - 1])
 }
@@ -125,7 +123,7 @@ fn quickstart_calibration_and_scores() {
     let mut scores: Vec<(SecretRule, RoundResult)> = Vec::new();
     let (mut slowest, mut total) = (Duration::ZERO, Duration::ZERO);
     for (rule, batch) in rounds() {
-                let mut rec = Recorder { rule, inner: IdealAgent::new(), turns: Vec::new(), time: Duration::ZERO };
+        let mut rec = Recorder { rule, inner: IdealAgent::new(), turns: Vec::new(), time: Duration::ZERO };
         let res = play_round(rule, batch, GameConfig::default(), &mut rec).expect("round");
         slowest = slowest.max(rec.time);
         total += rec.time;
@@ -151,11 +149,7 @@ fn quickstart_calibration_and_scores() {
     // The failed-guess conditioning ran (and never lost the truth, checked above).
     assert!(scores.iter().any(|(_, r)| r.failed_guesses > 0));
     let rounds_n = scores.len() as f64;
-    eprintln!(
-        "ideal agent time: mean {:.1} ms/round, slowest {:.1} ms",
-        total.as_secs_f64() * 1e3 / rounds_n,
-        slowest.as_secs_f64() * 1e3
-    );
+    eprintln!("ideal agent time: mean {:.1} ms/round, slowest {:.1} ms", total.as_secs_f64() * 1e3 / rounds_n, slowest.as_secs_f64() * 1e3);
     eprintln!("level      n  accuracy  bootstrap 95% CI");
     for (level, v) in by_level.iter().enumerate() {
         if v.is_empty() {
@@ -238,9 +232,7 @@ fn judge_equivalence_depends_on_the_state() {
 
 #[test]
 fn guesses_at_two_thirds_or_when_stuck() {
-    let mut obs = game::Round::new(SecretRule::OnlyAces, 0, GameConfig::default())
-        .expect("round")
-        .observation();
+    let mut obs = game::Round::new(SecretRule::OnlyAces, 0, GameConfig::default()).expect("round").observation();
     assert_eq!(obs.potential_score, 29);
     assert!(should_guess(GUESS_THRESHOLD, 1.0, &obs));
     assert!(!should_guess(0.66, 1.0, &obs));

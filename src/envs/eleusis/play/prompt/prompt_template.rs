@@ -142,5 +142,4 @@ pub const HISTORY_REASONING_LINE: &str = "  Your reasoning: {{reasoning}}\n";
 pub const FAILED_GUESS_LINE: &str = "- \"{{guess}}\"\n";
 
 /// Closing line after the list of failed formal guesses.
-pub const FAILED_GUESSES_FOOTER: &str =
-    "\nAll of the guesses above were judged incorrect. Do not repeat them.\n";
+pub const FAILED_GUESSES_FOOTER: &str = "\nAll of the guesses above were judged incorrect. Do not repeat them.\n";

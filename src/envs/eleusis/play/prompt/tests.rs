@@ -44,11 +44,7 @@ fn last_turn_observation(round: &RoundRecord, config: &GameConfig) -> Observatio
     Observation {
         turn: last.turn_number,
         max_turns: config.max_turns,
-        mainline: board
-            .split(' ')
-            .filter(|t| !t.starts_with('['))
-            .map(|t| t.parse().expect("card"))
-            .collect(),
+        mainline: board.split(' ').filter(|t| !t.starts_with('[')).map(|t| t.parse().expect("card")).collect(),
         board,
         hand: last.hand.iter().map(|c| c.parse().expect("card")).collect(),
         history,
@@ -60,9 +56,7 @@ fn last_turn_observation(round: &RoundRecord, config: &GameConfig) -> Observatio
 }
 
 fn position(haystack: &str, needle: &str) -> usize {
-    haystack
-        .find(needle)
-        .unwrap_or_else(|| panic!("missing {needle:?}"))
+    haystack.find(needle).unwrap_or_else(|| panic!("missing {needle:?}"))
 }
 
 #[test]
@@ -80,14 +74,8 @@ fn final_prompts_of_round_78_have_the_reference_structure() {
             "## RULES OF THE GAME",
             "## YOUR TASK",
             "Turn: 30 / 30\n",
-            &format!(
-                "({} wrong guesses): {}\n",
-                obs.failed_guess_count, obs.penalty_so_far
-            ),
-            &format!(
-                "guess correctly this turn: {}\n",
-                30 - 30 - 2 * i64::from(obs.failed_guess_count)
-            ),
+            &format!("({} wrong guesses): {}\n", obs.failed_guess_count, obs.penalty_so_far),
+            &format!("guess correctly this turn: {}\n", 30 - 30 - 2 * i64::from(obs.failed_guess_count)),
             "#### MAINLINE & SIDELINES",
             &format!("\n{}\n", obs.board),
             "#### YOUR HAND",
@@ -110,21 +98,13 @@ fn final_prompts_of_round_78_have_the_reference_structure() {
         assert!(!prompt.contains("{{"), "unfilled placeholder");
 
         // Exactly the last 3 plays (turns 27-29), oldest first, with their reasoning.
-        let history = &prompt
-            [position(&prompt, "#### RECENT PLAY HISTORY")..position(&prompt, "#### ALL YOUR")];
+        let history = &prompt[position(&prompt, "#### RECENT PLAY HISTORY")..position(&prompt, "#### ALL YOUR")];
         let lines: Vec<&str> = history.lines().filter(|l| l.starts_with("- ")).collect();
         assert_eq!(lines.len(), 3, "{file}");
         for (line, turn) in lines.iter().zip(&round.turns[26..29]) {
             let a = turn.action_result.as_ref().expect("action");
-            let verdict = if a.accepted == Some(true) {
-                "✓ ACCEPTED"
-            } else {
-                "✗ REJECTED"
-            };
-            assert_eq!(
-                *line,
-                format!("- {}: {verdict}", a.card.as_deref().expect("card"))
-            );
+            let verdict = if a.accepted == Some(true) { "✓ ACCEPTED" } else { "✗ REJECTED" };
+            assert_eq!(*line, format!("- {}: {verdict}", a.card.as_deref().expect("card")));
             let reasoning = turn.llm_response.reasoning_text().expect("reasoning");
             assert!(history.contains(&format!("\n  Your reasoning: {reasoning}\n")));
         }
@@ -132,16 +112,12 @@ fn final_prompts_of_round_78_have_the_reference_structure() {
         assert!(!prompt.contains(turn26), "turn 26 is outside the window");
 
         // Every failed formal guess, quoted, then the closing line.
-        let failed =
-            &prompt[position(&prompt, "#### ALL YOUR")..position(&prompt, "#### YOUR ACTION")];
+        let failed = &prompt[position(&prompt, "#### ALL YOUR")..position(&prompt, "#### YOUR ACTION")];
         assert_eq!(failed.matches("\n- \"").count(), obs.failed_guesses.len());
         for g in &obs.failed_guesses {
             assert!(failed.contains(&format!("- \"{g}\"\n")));
         }
-        assert_eq!(
-            failed.contains("judged incorrect"),
-            !obs.failed_guesses.is_empty()
-        );
+        assert_eq!(failed.contains("judged incorrect"), !obs.failed_guesses.is_empty());
 
         // Retry attempts append the suffix after a blank line.
         let retry = render_action_prompt(&obs, &config, 2);
@@ -160,9 +136,7 @@ fn turn_one_prompt_from_the_engine() {
     assert!(prompt.contains("guess correctly this turn: 29\n"));
     assert!(prompt.contains("\n4♠\n"), "board = starter");
     assert!(prompt.contains("\n8♦, 2♥, A♠, 2♠, 3♦, 6♥, 6♠, J♥, 4♣, 4♣, 7♦, 7♥\n"));
-    assert!(prompt.contains(
-        "(your last 3 plays)\n\n#### ALL YOUR PREVIOUS FAILED FORMAL GUESSES\n\n#### YOUR ACTION"
-    ));
+    assert!(prompt.contains("(your last 3 plays)\n\n#### ALL YOUR PREVIOUS FAILED FORMAL GUESSES\n\n#### YOUR ACTION"));
     // No variation selector in card strings of the state (only in the rules text).
     let state = &prompt[position(&prompt, "### CURRENT GAME STATE")..];
     assert!(!state[..position(state, "#### YOUR ACTION")].contains('\u{fe0f}'));
@@ -188,17 +162,11 @@ fn golden_last_prompt_sha256() {
     let config = GameConfig::default();
     for file in RESULTS_FILES {
         let tag = file.trim_end_matches(".results.json.gz");
-        let (_, sha) = golden
-            .iter()
-            .find(|(k, _)| k.ends_with(&format!("_{tag}/last_prompt.md")))
-            .expect("golden hash");
+        let (_, sha) = golden.iter().find(|(k, _)| k.ends_with(&format!("_{tag}/last_prompt.md"))).expect("golden hash");
         let run = load(file);
         let obs = last_turn_observation(&run.rounds[77], &config);
         let prompt = render_action_prompt(&obs, &config, 1);
-        let got: String = Sha256::digest(prompt.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let got: String = Sha256::digest(prompt.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(got, sha.as_str().expect("sha"), "{file}");
     }
 }

@@ -11,8 +11,8 @@ const MAX_INT_DIGITS: usize = 4300;
 /// Nesting limit standing in for CPython's recursion limit while decoding.
 const MAX_DEPTH: usize = 900;
 
-pub use crate::envs::pystr::{py_isspace, py_strip};
 use crate::envs::pystr::decimal_value;
+pub use crate::envs::pystr::{py_isspace, py_strip};
 
 /// A Python `int`: machine-sized when possible, else its decimal digits (no leading zeros).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +31,13 @@ pub enum PyInt {
 impl PyInt {
     fn from_digits(negative: bool, digits: &str) -> PyInt {
         let trimmed = digits.trim_start_matches('0');
-        let text = if negative {
-            format!("-{trimmed}")
-        } else {
-            trimmed.to_owned()
-        };
+        let text = if negative { format!("-{trimmed}") } else { trimmed.to_owned() };
         if trimmed.is_empty() {
             return PyInt::Small(0);
         }
         match text.parse::<i64>() {
             Ok(v) => PyInt::Small(v),
-            Err(_) => PyInt::Big {
-                negative,
-                digits: trimmed.to_owned(),
-            },
+            Err(_) => PyInt::Big { negative, digits: trimmed.to_owned() },
         }
     }
 
@@ -201,10 +194,7 @@ impl PyValue {
                 format!("[{}]", inner.join(", "))
             }
             PyValue::Dict(items) => {
-                let inner: Vec<String> = items
-                    .iter()
-                    .map(|(k, v)| format!("{}: {}", str_repr(k), v.py_repr()))
-                    .collect();
+                let inner: Vec<String> = items.iter().map(|(k, v)| format!("{}: {}", str_repr(k), v.py_repr())).collect();
                 format!("{{{}}}", inner.join(", "))
             }
         }
@@ -218,14 +208,10 @@ impl PyValue {
             PyValue::Bool(b) => Value::Bool(*b),
             PyValue::Int(PyInt::Small(v)) => Value::from(*v),
             PyValue::Int(big) => Value::from(big.to_f64()),
-            PyValue::Float(f) => {
-                serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number)
-            }
+            PyValue::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
             PyValue::Str(s) => Value::String(s.clone()),
             PyValue::List(l) => Value::Array(l.iter().map(PyValue::to_json).collect()),
-            PyValue::Dict(d) => {
-                Value::Object(d.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
-            }
+            PyValue::Dict(d) => Value::Object(d.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
         }
     }
 }
@@ -270,11 +256,7 @@ pub fn float_repr(f: f64) -> String {
         out
     } else {
         let (first, rest) = digits.split_at(1.min(digits.len()));
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
+        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{first}{frac}e{esign}{:02}", exp.unsigned_abs())
     }
@@ -282,11 +264,7 @@ pub fn float_repr(f: f64) -> String {
 
 /// Python's `repr(str)`: single quotes unless the text has `'` and no `"`.
 pub fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -348,10 +326,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, message: &str) -> PyJsonError {
-        PyJsonError {
-            message: message.to_owned(),
-            position: self.i,
-        }
+        PyJsonError { message: message.to_owned(), position: self.i }
     }
 
     fn peek(&self) -> Option<char> {
@@ -366,8 +341,7 @@ impl Parser<'_> {
 
     fn literal(&mut self, word: &str) -> bool {
         let n = word.chars().count();
-        let matches = self.s.len() >= self.i + n
-            && word.chars().eq(self.s[self.i..self.i + n].iter().copied());
+        let matches = self.s.len() >= self.i + n && word.chars().eq(self.s[self.i..self.i + n].iter().copied());
         if matches {
             self.i += n;
         }
@@ -439,9 +413,7 @@ impl Parser<'_> {
         let text: String = self.s[start..self.i].iter().collect();
         if is_float {
             // Rust's parser is correctly rounded like CPython's; overflow gives ±inf.
-            let f = text
-                .parse::<f64>()
-                .map_err(|_| self.err("Expecting value"))?;
+            let f = text.parse::<f64>().map_err(|_| self.err("Expecting value"))?;
             return Ok(PyValue::Float(f));
         }
         let (negative, digits) = match text.strip_prefix('-') {
@@ -457,11 +429,7 @@ impl Parser<'_> {
     fn hex4(&mut self) -> Result<u32, PyJsonError> {
         let mut v = 0u32;
         for k in 0..4 {
-            let d = self
-                .s
-                .get(self.i + k)
-                .and_then(|c| c.to_digit(16))
-                .ok_or_else(|| self.err("Invalid \\uXXXX escape"))?;
+            let d = self.s.get(self.i + k).and_then(|c| c.to_digit(16)).ok_or_else(|| self.err("Invalid \\uXXXX escape"))?;
             v = v * 16 + d;
         }
         self.i += 4;
@@ -495,10 +463,7 @@ impl Parser<'_> {
                         'u' => {
                             let hi = self.hex4()?;
                             let mut cp = hi;
-                            if (0xd800..0xdc00).contains(&hi)
-                                && self.s.get(self.i) == Some(&'\\')
-                                && self.s.get(self.i + 1) == Some(&'u')
-                            {
+                            if (0xd800..0xdc00).contains(&hi) && self.s.get(self.i) == Some(&'\\') && self.s.get(self.i + 1) == Some(&'u') {
                                 let save = self.i;
                                 self.i += 2;
                                 let lo = self.hex4()?;

@@ -10,43 +10,22 @@ fn c(s: &str) -> Card {
 }
 
 fn hand() -> Vec<Card> {
-    "8♦ 2♥ A♠ 2♠ 3♦ 6♥ 6♠ J♥ 4♣ 10♣ 7♦ 7♥"
-        .split(' ')
-        .map(c)
-        .collect()
+    "8♦ 2♥ A♠ 2♠ 3♦ 6♥ 6♠ J♥ 4♣ 10♣ 7♦ 7♥".split(' ').map(c).collect()
 }
 
 #[test]
 fn extraction_follows_the_reference_chain() {
     // Tag, last match wins, case-insensitive, stripped; text before </think> ignored.
-    assert_eq!(
-        extract_tagged("<ACTION> a </ACTION> <action>b</Action>", "ACTION"),
-        "b"
-    );
-    assert_eq!(
-        extract_tagged("<ACTION>x</ACTION></think><ACTION>y</ACTION>", "ACTION"),
-        "y"
-    );
-    assert_eq!(
-        extract_tagged("<think>a</think>b</think>c", "ACTION"),
-        "b</think>c"
-    );
+    assert_eq!(extract_tagged("<ACTION> a </ACTION> <action>b</Action>", "ACTION"), "b");
+    assert_eq!(extract_tagged("<ACTION>x</ACTION></think><ACTION>y</ACTION>", "ACTION"), "y");
+    assert_eq!(extract_tagged("<think>a</think>b</think>c", "ACTION"), "b</think>c");
     // Python re.IGNORECASE also folds İ/ı onto I.
     assert_eq!(extract_tagged("<ACTİON>z</actıon>", "ACTION"), "z");
     // Non-greedy: the first closing tag ends the match; nested opening stays inside.
-    assert_eq!(
-        extract_tagged("<CODE><CODE>q</CODE>r</CODE>", "CODE"),
-        "<CODE>q"
-    );
+    assert_eq!(extract_tagged("<CODE><CODE>q</CODE>r</CODE>", "CODE"), "<CODE>q");
     // An empty or whitespace-only tag counts as not found: fences are tried next.
-    assert_eq!(
-        extract_tagged("<ACTION> </ACTION>```json\n{}\n```", "ACTION"),
-        "{}"
-    );
-    assert_eq!(
-        extract_tagged("x ```python\nreturn 1\n``` y", "CODE"),
-        "python\nreturn 1"
-    );
+    assert_eq!(extract_tagged("<ACTION> </ACTION>```json\n{}\n```", "ACTION"), "{}");
+    assert_eq!(extract_tagged("x ```python\nreturn 1\n``` y", "CODE"), "python\nreturn 1");
     // No closing fence: the reference slice drops the last character.
     assert_eq!(extract_tagged("```json\n{\"a\": 1}", "ACTION"), "{\"a\": 1");
     assert_eq!(extract_tagged("```json", "ACTION"), "");
@@ -58,29 +37,17 @@ fn extraction_follows_the_reference_chain() {
 
 #[test]
 fn json_follows_python() {
-    let v = loads(r#"{"a": NaN, "b": -Infinity, "a": 2, "c": 123456789012345678901234567890}"#)
-        .expect("parse");
-    let PyValue::Dict(items) = &v else {
-        panic!("dict")
-    };
+    let v = loads(r#"{"a": NaN, "b": -Infinity, "a": 2, "c": 123456789012345678901234567890}"#).expect("parse");
+    let PyValue::Dict(items) = &v else { panic!("dict") };
     let keys: Vec<&str> = items.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["a", "b", "c"]);
     assert_eq!(v.get("a"), Some(&PyValue::Int(PyInt::Small(2))));
     assert_eq!(v.get("b"), Some(&PyValue::Float(f64::NEG_INFINITY)));
     let big = v.get("c").expect("c");
     assert_eq!(big.py_repr(), "123456789012345678901234567890");
-    assert!(matches!(
-        big,
-        PyValue::Int(PyInt::Big {
-            negative: false,
-            ..
-        })
-    ));
+    assert!(matches!(big, PyValue::Int(PyInt::Big { negative: false, .. })));
     assert!(loads("{\"a\": \"x\ny\"}").is_err(), "raw control character");
-    assert!(
-        loads("{\"a\": \"x\u{7f}y\"}").is_ok(),
-        "DEL is not a control character for json"
-    );
+    assert!(loads("{\"a\": \"x\u{7f}y\"}").is_ok(), "DEL is not a control character for json");
     assert!(loads("[1,]").is_err());
     assert!(loads("{\"a\":1,}").is_err());
     assert!(loads("1.").is_err());
@@ -88,22 +55,10 @@ fn json_follows_python() {
     assert!(loads("\u{feff}{}").is_err());
     assert!(loads(" {} \n").is_ok());
     assert!(loads("{} x").is_err());
-    assert!(
-        loads(&"9".repeat(4301)).is_err(),
-        "CPython's int digit limit"
-    );
-    assert!(
-        loads(&"[".repeat(5000)).is_err(),
-        "depth limit, no stack overflow"
-    );
-    assert_eq!(
-        loads("\"\\ud83d\\ude00\\u00e9\"").expect("s"),
-        PyValue::Str("😀é".to_owned())
-    );
-    assert_eq!(
-        loads("\"\\ud800x\"").expect("lone"),
-        PyValue::Str("\u{fffd}x".to_owned())
-    );
+    assert!(loads(&"9".repeat(4301)).is_err(), "CPython's int digit limit");
+    assert!(loads(&"[".repeat(5000)).is_err(), "depth limit, no stack overflow");
+    assert_eq!(loads("\"\\ud83d\\ude00\\u00e9\"").expect("s"), PyValue::Str("😀é".to_owned()));
+    assert_eq!(loads("\"\\ud800x\"").expect("lone"), PyValue::Str("\u{fffd}x".to_owned()));
     assert_eq!(loads("1e400").expect("inf"), PyValue::Float(f64::INFINITY));
     assert_eq!(loads("-0").expect("int"), PyValue::Int(PyInt::Small(0)));
 }
@@ -158,19 +113,10 @@ fn card_choice_follows_python() {
     assert_eq!(ok("6 hearts"), Ok(c("6♥")));
     assert_eq!(ok("♥6♥"), Ok(c("6♥")), "all occurrences removed");
     assert!(matches!(ok("7♥\u{fe0f}"), Err(CardChoiceError::BadRank(_))));
-    assert!(
-        matches!(ok("6♠ hearts"), Err(CardChoiceError::BadRank(_))),
-        "♠ found before hearts"
-    );
-    assert!(
-        matches!(ok("6 Hearts"), Err(CardChoiceError::NoSuit(_))),
-        "case-sensitive words"
-    );
+    assert!(matches!(ok("6♠ hearts"), Err(CardChoiceError::BadRank(_))), "♠ found before hearts");
+    assert!(matches!(ok("6 Hearts"), Err(CardChoiceError::NoSuit(_))), "case-sensitive words");
     assert!(matches!(ok("K♠"), Err(CardChoiceError::NotInHand(_))));
-    assert!(matches!(
-        ok("99999999999999999999999♠"),
-        Err(CardChoiceError::NotInHand(_))
-    ));
+    assert!(matches!(ok("99999999999999999999999♠"), Err(CardChoiceError::NotInHand(_))));
     assert!(matches!(ok(""), Err(CardChoiceError::NoSuit(_))));
 }
 
@@ -190,32 +136,16 @@ fn parse_action_causes_and_fields() {
     let bad = parse_action("<ACTION>{nope}</ACTION>", false, &h).expect_err("json");
     assert_eq!(bad.cause, FailureCause::OtherError);
     let list = parse_action("<ACTION>[1]</ACTION>", false, &h).expect_err("list");
-    assert_eq!(
-        (list.cause, list.detail.as_str()),
-        (
-            FailureCause::OtherError,
-            "'list' object has no attribute 'get'"
-        )
-    );
-    let null_card =
-        parse_action(&action_json("null", "\"guess_rule\": false"), false, &h).expect_err("null");
+    assert_eq!((list.cause, list.detail.as_str()), (FailureCause::OtherError, "'list' object has no attribute 'get'"));
+    let null_card = parse_action(&action_json("null", "\"guess_rule\": false"), false, &h).expect_err("null");
     assert_eq!(null_card.cause, FailureCause::OtherError);
-    let missing =
-        parse_action("<ACTION>{\"guess_rule\": true}</ACTION>", false, &h).expect_err("missing");
+    let missing = parse_action("<ACTION>{\"guess_rule\": true}</ACTION>", false, &h).expect_err("missing");
     assert_eq!(missing.cause, FailureCause::CardParseError);
     assert!(missing.parsed.is_some());
     let not_in_hand = parse_action(&action_json("\"K♠\"", ""), false, &h).expect_err("hand");
     assert_eq!(not_in_hand.cause, FailureCause::CardParseError);
 
-    let (p, card) = parse_action(
-        &action_json(
-            "\"7♥\"",
-            "\"confidence_level\": 7, \"guess_rule\": \"false\"",
-        ),
-        false,
-        &h,
-    )
-    .expect("ok");
+    let (p, card) = parse_action(&action_json("\"7♥\"", "\"confidence_level\": 7, \"guess_rule\": \"false\""), false, &h).expect("ok");
     let a = p.to_action(card);
     assert_eq!(a.card, c("7♥"));
     assert!(a.guess, "the string \"false\" is truthy");
@@ -223,47 +153,17 @@ fn parse_action_causes_and_fields() {
     assert_eq!(p.violations, vec![SchemaViolation::GuessRuleNotBool]);
     assert_eq!(a.tentative_rule.as_deref(), Some("Only red"));
     // Floats never qualify for shadow checks; booleans are ints (always < 5).
-    let (p, _) = parse_action(
-        &action_json("\"7♥\"", "\"confidence_level\": 9.5, \"guess_rule\": false"),
-        false,
-        &h,
-    )
-    .expect("ok");
+    let (p, _) = parse_action(&action_json("\"7♥\"", "\"confidence_level\": 9.5, \"guess_rule\": false"), false, &h).expect("ok");
     assert_eq!(p.confidence(), None);
     assert_eq!(p.violations, vec![SchemaViolation::ConfidenceNotInt]);
-    let (p, _) = parse_action(
-        &action_json("\"7♥\"", "\"confidence_level\": true, \"guess_rule\": 0"),
-        false,
-        &h,
-    )
-    .expect("ok");
+    let (p, _) = parse_action(&action_json("\"7♥\"", "\"confidence_level\": true, \"guess_rule\": 0"), false, &h).expect("ok");
     assert_eq!((p.confidence(), p.guess()), (Some(1), false));
-    let (p, _) = parse_action(
-        &action_json(
-            "\"7♥\"",
-            "\"confidence_level\": 1e999999, \"guess_rule\": NaN",
-        ),
-        false,
-        &h,
-    )
-    .expect("ok");
+    let (p, _) = parse_action(&action_json("\"7♥\"", "\"confidence_level\": 1e999999, \"guess_rule\": NaN"), false, &h).expect("ok");
     assert!(p.guess(), "NaN is truthy");
-    let (p, _) = parse_action(
-        &action_json("\"7♥\"", "\"confidence_level\": 100000000000000000000"),
-        false,
-        &h,
-    )
-    .expect("ok");
-    assert_eq!(
-        p.confidence(),
-        Some(i64::MAX),
-        "huge ints still pass `>= 5`"
-    );
+    let (p, _) = parse_action(&action_json("\"7♥\"", "\"confidence_level\": 100000000000000000000"), false, &h).expect("ok");
+    assert_eq!(p.confidence(), Some(i64::MAX), "huge ints still pass `>= 5`");
     let rec = p.to_llm_response();
-    assert_eq!(
-        rec.confidence_level.and_then(|c| c.as_python_int()),
-        Some(i64::MAX)
-    );
+    assert_eq!(rec.confidence_level.and_then(|c| c.as_python_int()), Some(i64::MAX));
     // Non-string reasoning is shown with Python's str().
     let text = "<ACTION>{\"reasoning_summary\": [1, \"a\"], \"card\": \"7♥\"}</ACTION>";
     let (p, card) = parse_action(text, false, &h).expect("ok");
@@ -288,57 +188,22 @@ fn universe_prefix(n: usize) -> Vec<Card> {
 #[test]
 fn attempt_loop_success_retry_and_fallback() {
     let h = hand();
-    let t = |n: u64| TokenCounts {
-        output_tokens: n,
-        reasoning_tokens: 0,
-        answer_tokens: n,
-    };
+    let t = |n: u64| TokenCounts { output_tokens: n, reasoning_tokens: 0, answer_tokens: n };
     let good = action_json("\"2♥\"", "\"confidence_level\": 8, \"guess_rule\": true");
 
     let mut l = AttemptLoop::new(&h, 42, 3).expect("loop");
-    assert_eq!(
-        l.step(),
-        AttemptStep::Ask {
-            attempt: 1,
-            retry: false
-        }
-    );
-    let AttemptStep::Decided(d) = l.on_reply(&good, false, t(10)) else {
-        panic!("decided")
-    };
-    assert_eq!(
-        (d.retry_count, d.fallback, d.action.card, d.action.guess),
-        (0, false, c("2♥"), true)
-    );
+    assert_eq!(l.step(), AttemptStep::Ask { attempt: 1, retry: false });
+    let AttemptStep::Decided(d) = l.on_reply(&good, false, t(10)) else { panic!("decided") };
+    assert_eq!((d.retry_count, d.fallback, d.action.card, d.action.guess), (0, false, c("2♥"), true));
 
     let mut l = AttemptLoop::new(&h, 42, 3).expect("loop");
-    assert_eq!(
-        l.on_reply("no json", false, t(5)),
-        AttemptStep::Ask {
-            attempt: 2,
-            retry: true
-        }
-    );
-    assert_eq!(
-        l.on_reply(&action_json("\"K♠\"", ""), false, t(7)),
-        AttemptStep::Ask {
-            attempt: 3,
-            retry: true
-        }
-    );
-    let AttemptStep::Decided(d) = l.on_reply(&good, false, t(11)) else {
-        panic!("decided")
-    };
+    assert_eq!(l.on_reply("no json", false, t(5)), AttemptStep::Ask { attempt: 2, retry: true });
+    assert_eq!(l.on_reply(&action_json("\"K♠\"", ""), false, t(7)), AttemptStep::Ask { attempt: 3, retry: true });
+    let AttemptStep::Decided(d) = l.on_reply(&good, false, t(11)) else { panic!("decided") };
     assert_eq!(d.retry_count, 2);
     let causes: Vec<FailureCause> = d.failures.iter().map(|f| f.cause).collect();
-    assert_eq!(
-        causes,
-        [FailureCause::OtherError, FailureCause::CardParseError]
-    );
-    assert_eq!(
-        d.tokens_parsed.output_tokens, 18,
-        "the unparsable attempt is not counted"
-    );
+    assert_eq!(causes, [FailureCause::OtherError, FailureCause::CardParseError]);
+    assert_eq!(d.tokens_parsed.output_tokens, 18, "the unparsable attempt is not counted");
     assert_eq!(d.tokens_all.output_tokens, 23);
 
     // All attempts fail: deterministic fallback, no guess, no reasoning (no stale reuse),
@@ -347,40 +212,19 @@ fn attempt_loop_success_retry_and_fallback() {
     l.on_transport_error("HTTP 500", TokenCounts::default());
     let bad_card = action_json("\"K♠\"", "\"confidence_level\": 9, \"guess_rule\": true");
     l.on_reply(&bad_card, false, t(3));
-    let AttemptStep::Decided(d) = l.on_reply("", true, t(16384)) else {
-        panic!("decided")
-    };
+    let AttemptStep::Decided(d) = l.on_reply("", true, t(16384)) else { panic!("decided") };
     assert!(d.fallback);
     assert_eq!(d.retry_count, 3);
-    assert_eq!(
-        d.action.card,
-        fallback_card(&h, 3_991_486_048, 5).expect("card")
-    );
-    assert_eq!(
-        (
-            d.action.guess,
-            d.action.confidence,
-            d.action.tentative_rule.clone()
-        ),
-        (false, None, None)
-    );
+    assert_eq!(d.action.card, fallback_card(&h, 3_991_486_048, 5).expect("card"));
+    assert_eq!((d.action.guess, d.action.confidence, d.action.tentative_rule.clone()), (false, None, None));
     assert_eq!(d.action.check_kind(), None);
     assert!(d.action.reasoning.is_empty());
     assert!(d.response.is_none() && d.last_parsed.is_some());
     let causes: Vec<&str> = d.failures.iter().map(|f| f.cause.as_str()).collect();
-    assert_eq!(
-        causes,
-        ["other_error", "card_parse_error", "max_token_reached"]
-    );
+    assert_eq!(causes, ["other_error", "card_parse_error", "max_token_reached"]);
     // Further input is ignored once decided.
-    assert!(matches!(
-        l.on_reply(&good, false, t(1)),
-        AttemptStep::Decided(_)
-    ));
-    assert_eq!(
-        AttemptLoop::new(&[], 0, 1).err(),
-        Some(AttemptLoopError::EmptyHand)
-    );
+    assert!(matches!(l.on_reply(&good, false, t(1)), AttemptStep::Decided(_)));
+    assert_eq!(AttemptLoop::new(&[], 0, 1).err(), Some(AttemptLoopError::EmptyHand));
 }
 
 /// Differential check against CPython (skipped without python3): extraction with `re`,
@@ -436,30 +280,16 @@ print(json.dumps(out))
 "#;
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn();
+    let child = Command::new("python3").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn();
     let Ok(mut child) = child else {
         eprintln!("NOTE: python3 not found; skipping the CPython differential test");
         return;
     };
     let payload = serde_json::to_vec(&inputs).expect("json");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&payload)
-        .expect("write");
+    child.stdin.take().expect("stdin").write_all(&payload).expect("write");
     let out = child.wait_with_output().expect("python output");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected: Vec<(String, bool, Option<String>)> =
-        serde_json::from_slice(&out.stdout).expect("python json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let expected: Vec<(String, bool, Option<String>)> = serde_json::from_slice(&out.stdout).expect("python json");
     for (input, (ext, json_ok, int)) in inputs.iter().zip(expected) {
         assert_eq!(extract_tagged(input, "ACTION"), ext, "extract {input:?}");
         assert_eq!(loads(input).is_ok(), json_ok, "json.loads {input:?}");
