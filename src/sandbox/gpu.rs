@@ -118,6 +118,19 @@ pub fn discover(cfg: &PoolConfig) -> Result<Vec<GpuInfo>, GpuError> {
     parse_gpu_csv(&text)
 }
 
+/// The GPUs this process was given: under Slurm (`--gres=gpu:k`) or any scheduler that
+/// sets `CUDA_VISIBLE_DEVICES`, only those indices; set but empty means none. Without the
+/// variable, or with entries that are not indices (UUIDs), every GPU found.
+#[must_use]
+pub fn visible(gpus: Vec<GpuInfo>, cuda_visible_devices: Option<&str>) -> Vec<GpuInfo> {
+    let Some(list) = cuda_visible_devices.map(str::trim) else { return gpus };
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let Ok(indices) = list.split(',').map(|i| i.trim().parse::<u32>()).collect::<Result<Vec<u32>, _>>() else { return gpus };
+    gpus.into_iter().filter(|g| indices.contains(&g.index)).collect()
+}
+
 /// An execution slot: one GPU, or one CPU share.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Slot {
@@ -194,7 +207,7 @@ impl GpuPool {
     pub fn new(cfg: &PoolConfig) -> Result<Self, GpuError> {
         let gpus = match &cfg.selection {
             GpuSelection::Cpu => Vec::new(),
-            GpuSelection::Auto => discover(cfg)?,
+            GpuSelection::Auto => visible(discover(cfg)?, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()),
             GpuSelection::Indices(ix) => {
                 let found = discover(cfg).unwrap_or_default();
                 let mut out = Vec::new();
@@ -282,5 +295,20 @@ impl Drop for Lease {
         busy[self.index] = false;
         drop(busy);
         self.inner.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod visible_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_gpus_the_scheduler_gave_are_used() {
+        let gpus: Vec<GpuInfo> = (0..4).map(|index| GpuInfo { index, name: format!("g{index}"), driver_version: "1".into() }).collect();
+        let ids = |v: Vec<GpuInfo>| v.into_iter().map(|g| g.index).collect::<Vec<_>>();
+        assert_eq!(ids(visible(gpus.clone(), None)), vec![0, 1, 2, 3]);
+        assert_eq!(ids(visible(gpus.clone(), Some("2,3"))), vec![2, 3], "Slurm gave two of the node's GPUs");
+        assert_eq!(ids(visible(gpus.clone(), Some(""))), Vec::<u32>::new(), "set but empty: none");
+        assert_eq!(ids(visible(gpus.clone(), Some("GPU-1234abcd"))), vec![0, 1, 2, 3], "UUIDs are not filtered here");
     }
 }
