@@ -493,5 +493,4 @@ fn provenance(out: &mut String, report: &HtmlReport) {
 }
 
 #[cfg(test)]
-#[path = "html_tests.rs"]
 mod tests;

@@ -447,5 +447,4 @@ fn legend_svg(out: &mut String, figure: &Figure, f: &Frame) {
 }
 
 #[cfg(test)]
-#[path = "svg_tests.rs"]
 mod tests;

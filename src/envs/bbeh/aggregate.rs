@@ -121,5 +121,4 @@ pub fn wilson_interval(correct: usize, n: usize) -> Result<(f64, f64), Aggregate
 }
 
 #[cfg(test)]
-#[path = "aggregate_tests.rs"]
 mod tests;

@@ -196,5 +196,4 @@ pub fn expected_random_accuracy(item: &Item) -> Option<f64> {
 }
 
 #[cfg(test)]
-#[path = "answer_space_tests.rs"]
 mod tests;

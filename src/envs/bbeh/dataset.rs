@@ -327,5 +327,4 @@ pub fn verify_checksums(dir: &Path, manifest: &Manifest) -> Result<(), DatasetEr
 }
 
 #[cfg(test)]
-#[path = "dataset_tests.rs"]
 mod tests;

@@ -171,5 +171,4 @@ impl Agent for RandomAgent {
 }
 
 #[cfg(test)]
-#[path = "agents_tests.rs"]
 mod tests;

@@ -441,5 +441,4 @@ impl Episode {
 }
 
 #[cfg(test)]
-#[path = "episode_tests.rs"]
 mod tests;

@@ -345,5 +345,4 @@ impl Output {
 }
 
 #[cfg(test)]
-#[path = "function_tests.rs"]
 mod tests;

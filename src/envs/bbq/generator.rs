@@ -238,5 +238,4 @@ pub fn samples(task: TaskId, seed: u64, params: &TaskParams, tests: &[Case]) -> 
 }
 
 #[cfg(test)]
-#[path = "generator_tests.rs"]
 mod tests;

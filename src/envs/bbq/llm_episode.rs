@@ -364,5 +364,4 @@ async fn python_call(
 }
 
 #[cfg(test)]
-#[path = "llm_episode_tests.rs"]
 mod tests;

@@ -135,5 +135,4 @@ pub fn summarize(records: &[EpisodeRecord]) -> Summary {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

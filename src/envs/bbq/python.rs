@@ -269,5 +269,4 @@ impl PythonRunner for SandboxRunner {
 }
 
 #[cfg(test)]
-#[path = "python_tests.rs"]
 pub(crate) mod tests;

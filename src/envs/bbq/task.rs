@@ -420,5 +420,4 @@ impl Default for TaskParams {
 }
 
 #[cfg(test)]
-#[path = "task_tests.rs"]
 mod tests;

@@ -319,5 +319,4 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-#[path = "episode_tests.rs"]
 mod tests;

@@ -130,5 +130,4 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

@@ -288,5 +288,4 @@ impl Solution {
 }
 
 #[cfg(test)]
-#[path = "minishapes_tests.rs"]
 mod tests;

@@ -17,10 +17,8 @@ pub mod scripted;
 pub mod task;
 
 #[cfg(test)]
-#[path = "gpu_tests.rs"]
 mod gpu_tests;
 #[cfg(test)]
-#[path = "sandbox_tests.rs"]
 mod sandbox_tests;
 #[cfg(test)]
 mod test_support;

@@ -89,5 +89,4 @@ pub fn play(episode: &mut Episode, agent: &mut dyn Agent, runner: &mut dyn CodeR
 }
 
 #[cfg(test)]
-#[path = "scripted_tests.rs"]
 mod tests;

@@ -169,5 +169,4 @@ impl TaskManifest {
 }
 
 #[cfg(test)]
-#[path = "task_tests.rs"]
 mod tests;

@@ -158,7 +158,7 @@ fn malformed_json_is_an_error_not_a_panic() {
 /// string operations because this module has no YAML dependency.
 #[test]
 fn yaml_manifest_matches_shipped_files() {
-    let yaml = include_str!("../../../datasets/bbeh.yaml");
+    let yaml = include_str!("../../../../datasets/bbeh.yaml");
     let dir = data_dir();
     let mut rows = Vec::new();
     for line in yaml.lines() {
