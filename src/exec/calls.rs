@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::runner::StepError;
+use super::step_error::StepError;
 use super::substep::{Fresh, SubStep};
 use crate::cache::Store;
 use crate::plan::key::key_components;

@@ -5,6 +5,7 @@ pub mod calls;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
+pub mod step_error;
 pub mod substep;
 
 pub use calls::{CallContext, CallSite, call_components, call_key, provider_kind};

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use serde_json::Value;
 
 use super::calls::{CallContext, CallSite};
+pub use super::step_error::StepError;
 use crate::plan::StepKey;
 use crate::providers::ChatRequest;
 use crate::spec::{ModelConfig, TaskInstance};
@@ -84,23 +85,6 @@ impl OutcomeTally {
 
 /// Boxed future returned by runners (object-safe async).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Why an episode or score step failed. Never cached as an answer.
-#[derive(Debug, thiserror::Error)]
-pub enum StepError {
-    /// The benchmark cannot run this model/task combination.
-    #[error("unsupported: {0}")]
-    Unsupported(String),
-    /// The episode failed while running (provider error, bad output, ...).
-    #[error("episode failed: {0}")]
-    Episode(String),
-    /// The episode record could not be scored.
-    #[error("scoring failed: {0}")]
-    Score(String),
-    /// A CPU task panicked or was cancelled.
-    #[error("worker failed: {0}")]
-    Worker(String),
-}
 
 /// Runs and scores episodes for every benchmark a pipeline uses.
 pub trait EpisodeRunner: Send + Sync {

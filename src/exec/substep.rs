@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::runner::StepError;
+use super::step_error::StepError;
 use crate::cache::{CacheError, Entry, Store, Stored};
 use crate::plan::{StepKey, StepKind};
 
