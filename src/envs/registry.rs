@@ -70,7 +70,7 @@ impl Registry {
         use crate::plan::ResourceClass;
         if get(benchmark).is_some_and(|b| b.uses_gpu()) {
             ResourceClass::Gpu
-        } else if crate::exec::provider_kind(&model.provider).is_some() {
+        } else if model.kind() == crate::spec::ModelKind::Api {
             ResourceClass::Api
         } else {
             ResourceClass::Cpu
@@ -134,7 +134,7 @@ impl EpisodeRunner for Registry {
     }
 
     fn planned_calls(&self, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
-        if model.provider == BUILTIN_PROVIDER {
+        if model.is_builtin() {
             // Built-in agents never call a model.
             return Some(Vec::new());
         }

@@ -193,7 +193,7 @@ struct Answer {
 /// Asks every item of the task once and records the responses.
 pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
     let items = load_selected(data_dir, task)?;
-    let answers: Vec<Result<Answer, StepError>> = if model.provider == "builtin" {
+    let answers: Vec<Result<Answer, StepError>> = if model.is_builtin() {
         let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
         items
             .iter()
@@ -246,7 +246,7 @@ fn item_call(model: &ModelConfig, task: &TaskInstance, item: &Item, seed: u64) -
 
 /// Every call an episode would make (for `run --dry-run`).
 pub fn planned_calls(data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Vec<(ChatRequest, CallSite)>, StepError> {
-    if model.provider == "builtin" {
+    if model.is_builtin() {
         return Ok(Vec::new());
     }
     Ok(load_selected(data_dir, task)?.iter().map(|item| item_call(model, task, item, seed)).collect())

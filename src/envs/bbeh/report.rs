@@ -3,7 +3,6 @@
 
 use crate::envs::benchmark::FigureInput;
 use crate::exhibit::{Figure, FigureKind, Series};
-use crate::spec::resolve::BUILTIN_PROVIDER;
 
 /// Accuracy per task for every suite table.
 pub fn figures(input: &FigureInput<'_>) -> Vec<Figure> {
@@ -26,7 +25,7 @@ pub fn figures(input: &FigureInput<'_>) -> Vec<Figure> {
                     return None;
                 }
                 let s = Series::labelled(&m.id, values);
-                Some(if m.provider == BUILTIN_PROVIDER { s.as_reference() } else { s })
+                Some(if m.is_builtin() { s.as_reference() } else { s })
             })
             .collect();
         if !series.is_empty() {

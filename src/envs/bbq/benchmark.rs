@@ -143,7 +143,7 @@ pub fn run_episode(model: &ModelConfig, task: &TaskInstance, seed: u64) -> Resul
     let id = task_id(&task.task).ok_or_else(|| StepError::Unsupported(format!("unknown function `{}`", task.task)))?;
     let object: serde_json::Map<String, Value> = task.params.clone().into_iter().collect();
     let params: TaskParams = serde_json::from_value(Value::Object(object)).map_err(|e| StepError::Episode(e.to_string()))?;
-    if model.provider != "builtin" {
+    if !model.is_builtin() {
         return Err(StepError::Unsupported(format!("provider `{}` is not wired to BBQ-Bench yet (built-in agents only)", model.provider)));
     }
     let episode = Episode::new(id, seed, params).map_err(|e| StepError::Episode(e.to_string()))?;
@@ -206,7 +206,7 @@ impl crate::envs::benchmark::Benchmark for Bbq {
     }
     /// API players may run code through `execute_python`.
     fn runs_model_code(&self, model: &ModelConfig) -> bool {
-        model.provider != crate::spec::resolve::BUILTIN_PROVIDER
+        !model.is_builtin()
     }
     fn run_episode<'a>(
         &'a self,
@@ -217,7 +217,7 @@ impl crate::envs::benchmark::Benchmark for Bbq {
         seed: u64,
     ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
-            if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
+            if !model.is_builtin() {
                 return super::llm_episode::run(ctx, model, task, seed).await;
             }
             let (model, task) = (model.clone(), task.clone());

@@ -177,7 +177,7 @@ pub fn run_episode(model: &ModelConfig, task: &TaskInstance, seed: u64) -> Resul
     let batch = u32::try_from(seed).map_err(|_| StepError::Unsupported(format!("Eleusis seeds are repetition indices and must fit in 32 bits, got {seed}")))?;
     let mut issues = Vec::new();
     let config = game_config(&task.params, &mut issues);
-    if model.provider != "builtin" {
+    if !model.is_builtin() {
         return Err(StepError::Unsupported(format!("provider `{}` is not wired to Eleusis yet", model.provider)));
     }
     let mut agent: Box<dyn Agent> = match model.model.as_str() {
@@ -268,7 +268,7 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
     }
     /// API players' guessed rules run as Python in the judge.
     fn runs_model_code(&self, model: &ModelConfig) -> bool {
-        model.provider != crate::spec::resolve::BUILTIN_PROVIDER
+        !model.is_builtin()
     }
     fn run_episode<'a>(
         &'a self,
@@ -279,7 +279,7 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
         seed: u64,
     ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(async move {
-            if model.provider != crate::spec::resolve::BUILTIN_PROVIDER {
+            if !model.is_builtin() {
                 return super::play::llm_episode::run_task(ctx, model, task, seed).await;
             }
             let (model, task) = (model.clone(), task.clone());

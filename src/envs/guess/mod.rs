@@ -14,7 +14,6 @@ use super::splitmix::SplitMix64;
 use crate::exec::{BoxFuture, CallSite, EpisodeContext, StepError};
 use crate::exhibit::{Figure, FigureKind, Series};
 use crate::providers::{ChatRequest, Message};
-use crate::spec::resolve::BUILTIN_PROVIDER;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
 
 /// Name in pipelines.
@@ -172,7 +171,7 @@ impl Benchmark for Guess {
                 TASKS.iter().find(|(n, _)| *n == task.task).map(|(_, r)| *r).ok_or_else(|| StepError::Unsupported(format!("unknown task `{}`", task.task)))?;
             let max_turns = task.params.get("max_turns").and_then(Value::as_u64).unwrap_or(10);
             let secret = secret(range, seed);
-            let record = if model.provider == BUILTIN_PROVIDER {
+            let record = if model.is_builtin() {
                 play_builtin(&model.model, range, secret, max_turns)
             } else {
                 play_model(ctx, model, range, secret, max_turns, seed).await?

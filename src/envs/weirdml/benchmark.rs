@@ -213,7 +213,7 @@ const SUBMISSION_VERSION: u32 = 2;
 pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
     let manifest = manifest_for(data_dir, task)?;
     let rt = runtime()?;
-    let record = if model.provider == "builtin" {
+    let record = if model.is_builtin() {
         let script = model.params.get("script").and_then(Value::as_str).unwrap_or("spec").to_owned();
         let (store, key) = (ctx.calls.store().clone(), ctx.episode_key);
         tokio::task::spawn_blocking(move || -> Result<EpisodeRecord, StepError> {
