@@ -42,3 +42,5 @@ mod shards;
 mod jobs;
 // Provider conformance: endpoints as given, headers, recorded response shapes.
 mod provider_conformance;
+// Real single-node Slurm (skipped without one): arrays, report job, equal report.
+mod slurm;
