@@ -51,6 +51,24 @@ pub struct FigureInput<'a> {
     pub cells: Vec<ScoredCell<'a>>,
 }
 
+/// The usual episode dispatch: a built-in agent's episode runs on a CPU thread (it blocks),
+/// an API player's through `api` (it awaits model calls).
+pub fn builtin_on_cpu_or<'a>(
+    model: &'a ModelConfig,
+    task: &'a TaskInstance,
+    seed: u64,
+    builtin: fn(&ModelConfig, &TaskInstance, u64) -> Result<Value, StepError>,
+    api: impl std::future::Future<Output = Result<Value, StepError>> + Send + 'a,
+) -> BoxFuture<'a, Result<Value, StepError>> {
+    Box::pin(async move {
+        if !model.is_builtin() {
+            return api.await;
+        }
+        let (model, task) = (model.clone(), task.clone());
+        crate::exec::on_cpu(move || builtin(&model, &task, seed)).await?
+    })
+}
+
 /// A benchmark: its tasks, agents, episodes, scorer, metrics and report exhibits.
 pub trait Benchmark: Send + Sync {
     /// Name used in pipelines (`benchmark: <name>`) and cell ids.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::Workspace;
 
-fn call(name: &str, arguments: Value) -> MockOutcome {
+pub(crate) fn call(name: &str, arguments: Value) -> MockOutcome {
     let mut reply = MockReply::text("");
     reply.tool_calls = vec![ToolCall { id: "call_1".into(), name: name.into(), arguments }];
     MockOutcome::Reply(reply.with_finish_reason(evalgrid::providers::FinishReason::ToolCalls))

@@ -159,6 +159,14 @@ pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<Stri
     hits
 }
 
+/// A non-blocking listener on a free 127.0.0.1 port that sandboxed code must not reach.
+pub(crate) fn listener() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
 /// Whether bubblewrap is installed and can create namespaces here.
 pub(crate) fn bwrap_works() -> bool {
     std::process::Command::new("bwrap").args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]).status().is_ok_and(|s| s.success())
@@ -170,9 +178,7 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
         eprintln!("SKIPPED: bubblewrap is missing or cannot create namespaces here (apt-get install bubblewrap)");
         return;
     }
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = listener();
     let ws = Workspace::new();
     let cache = ws.path("cache");
     let data = ws.path("data");

@@ -11,11 +11,11 @@
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use evalgrid::providers::ToolCall;
 use evalgrid::providers::mock::{MockConfig, MockOutcome, MockReply, MockRequest, MockServer, Script};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::hostile::{bwrap_works, files_containing, procs_with};
+use crate::bbq_llm::call;
+use crate::hostile::{bwrap_works, files_containing, listener, procs_with};
 use crate::support::Workspace;
 
 const SECRET: &str = "sk-hostile-submission-0123456789abcdef";
@@ -160,9 +160,7 @@ fn hostile_weirdml_submissions_are_contained_and_leave_nothing_for_the_next() {
         eprintln!("SKIPPED: bubblewrap is missing or cannot create namespaces here (apt-get install bubblewrap)");
         return;
     }
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = listener();
     let ws = Workspace::new();
     let (cache, data) = (ws.path("cache"), ws.path("data"));
     std::fs::create_dir_all(&data).unwrap();
@@ -215,12 +213,6 @@ fn hostile_weirdml_submissions_are_contained_and_leave_nothing_for_the_next() {
         assert_eq!(row.split(',').nth(col), Some("0.995"), "{csv}");
     }
     runtime.block_on(server.shutdown());
-}
-
-fn tool_call(name: &str, arguments: Value) -> MockOutcome {
-    let mut reply = MockReply::text("");
-    reply.tool_calls = vec![ToolCall { id: format!("call_{name}"), name: name.into(), arguments }];
-    MockOutcome::Reply(reply.with_finish_reason(evalgrid::providers::FinishReason::ToolCalls))
 }
 
 /// Right answers (`x > 58`) for the numbered test inputs of an evaluation message.
@@ -289,9 +281,7 @@ fn hostile_bbq_execute_python_is_contained_when_evalgrid_runs_unprivileged() {
 }
 
 fn bbq_case(uid: Option<u32>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = listener();
     let ws = Workspace::new();
     let cache = ws.path("cache");
     let nonce = format!("96{}{}", std::process::id(), port);
@@ -314,16 +304,16 @@ fn bbq_case(uid: Option<u32>) {
         let round: u32 = state.strip_prefix("Round ").and_then(|r| r.split([' ', '.']).next()).and_then(|r| r.parse().ok()).unwrap_or(99);
         if state.contains("QUERY PHASE") {
             if !probed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                return tool_call("execute_python", json!({"code": code}));
+                return call("execute_python", json!({"code": code}));
             }
-            return tool_call("query", json!({"inputs": [59]}));
+            return call("query", json!({"inputs": [59]}));
         }
         if state.contains("SCRATCHPAD PHASE") {
             return MockOutcome::Reply(MockReply::text("The rule is x > 58."));
         }
         let right = answers(&state);
         let predictions = if round == 0 { vec![0; right.len()] } else { right };
-        tool_call("submit_predictions", json!({"predictions": predictions}))
+        call("submit_predictions", json!({"predictions": predictions}))
     });
     let (runtime, server, url) = start_mock(script);
     ws.write(

@@ -278,13 +278,7 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
         task: &'a TaskInstance,
         seed: u64,
     ) -> crate::exec::BoxFuture<'a, Result<Value, StepError>> {
-        Box::pin(async move {
-            if !model.is_builtin() {
-                return super::play::llm_episode::run_task(ctx, model, task, seed).await;
-            }
-            let (model, task) = (model.clone(), task.clone());
-            crate::exec::on_cpu(move || run_episode(&model, &task, seed)).await?
-        })
+        crate::envs::benchmark::builtin_on_cpu_or(model, task, seed, run_episode, super::play::llm_episode::run_task(ctx, model, task, seed))
     }
     fn score(&self, _data_dir: &std::path::Path, _task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         score(episode)
