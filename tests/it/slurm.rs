@@ -62,3 +62,48 @@ fn the_quickstart_on_a_real_slurm_cluster_equals_a_local_run() {
     }
     assert!(ws.path("reports/quickstart/index.html").is_file());
 }
+
+#[test]
+fn a_gpu_array_task_gets_one_gpu_and_the_pool_uses_only_that_one() {
+    if !slurm_idle() {
+        eprintln!("SKIPPED: no idle Slurm node here (`.ci/slurm-up.sh` starts one)");
+        return;
+    }
+    let numpy = std::process::Command::new("python3").args(["-c", "import numpy"]).status().is_ok_and(|s| s.success());
+    if !numpy || !crate::hostile::bwrap_works() {
+        eprintln!("SKIPPED: WeirdML needs python3 with numpy and a working bubblewrap");
+        return;
+    }
+    let ws = Workspace::new();
+    // The node has one (fake) GPU; this nvidia-smi claims two, listing the other one first.
+    // Slurm's --gres=gpu:1 sets CUDA_VISIBLE_DEVICES=0, so the pool must use gpu0 only.
+    let bin = ws.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("nvidia-smi"), "#!/bin/sh\necho '1, Fake GPU B, 1.0'\necho '0, Fake GPU A, 1.0'\n").unwrap();
+    std::fs::set_permissions(bin.join("nvidia-smi"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ws.write(
+        "w.yaml",
+        "name: gpu-slurm\nmodels:\n  - {id: ref, provider: builtin, model: scripted, params: {script: reference}}\ntasks:\n  - {benchmark: weirdml, select: [mini-shapes], params: {time_limit_s: 20, iterations: 2}}\nseeds: [0]\n",
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = ws.cmd().env("PATH", &path).args(["slurm", "w.yaml", "--shards", "1", "--class", "gpu", "--cpus-per-task", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let script = std::fs::read_to_string(ws.path("evalgrid-jobs/gpu-slurm/gpu.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --gres=gpu:1"), "{script}");
+    let report_job = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let start = Instant::now();
+    let state = loop {
+        let state = job_state(&report_job);
+        if ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"].contains(&state.as_str()) || start.elapsed() > Duration::from_secs(300) {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let logs: Vec<String> =
+        std::fs::read_dir(ws.path("evalgrid-logs")).into_iter().flatten().flatten().map(|e| std::fs::read_to_string(e.path()).unwrap_or_default()).collect();
+    assert_eq!(state, "COMPLETED", "{}", logs.join("\n"));
+    let (code, shown) = ws.run_json(&["show", "w.yaml", "ref/weirdml/mini-shapes/0", "--json"]);
+    assert_eq!(code, 0, "{shown}");
+    let slots: Vec<&str> = shown["episode"]["submissions"].as_array().unwrap().iter().filter_map(|s| s["slot"].as_str()).collect();
+    assert!(!slots.is_empty() && slots.iter().all(|s| s.starts_with("gpu0")), "the pool used only the allocated GPU: {slots:?}");
+}
