@@ -107,3 +107,75 @@ fn a_gpu_array_task_gets_one_gpu_and_the_pool_uses_only_that_one() {
     let slots: Vec<&str> = shown["episode"]["submissions"].as_array().unwrap().iter().filter_map(|s| s["slot"].as_str()).collect();
     assert!(!slots.is_empty() && slots.iter().all(|s| s.starts_with("gpu0")), "the pool used only the allocated GPU: {slots:?}");
 }
+
+/// The user prompt of a cached call's request body.
+fn prompt_of(body: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    v["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_killed_array_task_resubmitted_pays_no_answered_call_again() {
+    use evalgrid::providers::mock::{MockConfig, MockOutcome, MockReply, MockRequest, Script};
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+    if !slurm_idle() {
+        eprintln!("SKIPPED: no idle Slurm node here (`.ci/slurm-up.sh` starts one)");
+        return;
+    }
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&asked);
+    let script = Script::function(move |req: &MockRequest| {
+        log.lock().unwrap().push(req.last_user.clone());
+        MockOutcome::Reply(MockReply::text("The answer is: (A)"))
+    });
+    let mock = crate::providers::Mock::start(MockConfig { script, latency: Duration::from_millis(150), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: requeue\nmodels:\n  - {{id: m, provider: openai, model: m, base_url: \"{}\"}}\ntasks:\n  - {{benchmark: bbeh, select: [boardgame_qa, dyck_languages, web_of_lies], params: {{subset: mini}}}}\nseeds: [0]\ntransport: {{max_concurrency: 2}}\n",
+            mock.url()
+        ),
+    );
+    let data = crate::providers::data_dir().to_str().unwrap().to_owned();
+    let out = ws.run(&["--data-dir", &data, "slurm", "p.yaml", "--shards", "1", "--cpus-per-task", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report_job: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let array = (report_job - 1).to_string();
+    // Kill the array task mid-run (Slurm's SIGTERM, then SIGKILL), once some calls landed.
+    let start = Instant::now();
+    while asked.lock().unwrap().len() < 12 && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(std::process::Command::new("scancel").arg(format!("{array}_0")).status().unwrap().success());
+    let start = Instant::now();
+    while !["CANCELLED", "COMPLETED", "FAILED"].contains(&job_state(&format!("{array}_0")).as_str()) && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = std::process::Command::new("scancel").arg(report_job.to_string()).status();
+    let cached: HashSet<String> = crate::providers::cached_call_bodies(&ws.path("cache")).iter().map(|b| prompt_of(b)).collect();
+    assert!(!cached.is_empty() && cached.len() < 60, "killed mid-run: {} calls cached", cached.len());
+    asked.lock().unwrap().clear();
+    // Resubmit that index of the same array script.
+    let script = ws.path("evalgrid-jobs/requeue/api.sbatch");
+    let resubmit = std::process::Command::new("sbatch").args(["--parsable", "--array=0"]).arg(&script).current_dir(ws.dir.path()).output().unwrap();
+    assert!(resubmit.status.success(), "{}", String::from_utf8_lossy(&resubmit.stderr));
+    let job = String::from_utf8_lossy(&resubmit.stdout).trim().split(';').next().unwrap().to_owned();
+    let start = Instant::now();
+    let state = loop {
+        let state = job_state(&format!("{job}_0"));
+        if ["COMPLETED", "FAILED", "CANCELLED"].contains(&state.as_str()) || start.elapsed() > Duration::from_secs(300) {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(state, "COMPLETED");
+    let again: Vec<String> = asked.lock().unwrap().clone();
+    let paid_twice: Vec<&String> = again.iter().filter(|p| cached.contains(*p)).collect();
+    assert!(paid_twice.is_empty(), "{} answered calls were paid again", paid_twice.len());
+    assert_eq!(cached.len() + again.iter().collect::<HashSet<_>>().len(), 60, "the rest was asked once");
+    let (code, st) = ws.run_json(&["--data-dir", &data, "status", "p.yaml", "--json"]);
+    assert_eq!((code, st["cells_cached"].as_u64()), (0, Some(3)), "{st}");
+}
