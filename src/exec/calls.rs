@@ -104,6 +104,7 @@ enum SharedError {
     Episode(String),
     Score(String),
     Worker(String),
+    Call(CallError, u32),
 }
 
 impl SharedError {
@@ -113,6 +114,8 @@ impl SharedError {
             StepError::Episode(m) => Self::Episode(m.clone()),
             StepError::Score(m) => Self::Score(m.clone()),
             StepError::Worker(m) => Self::Worker(m.clone()),
+            StepError::Call { error, attempts } => Self::Call(error.clone(), *attempts),
+            other @ StepError::Cache(_) => Self::Episode(other.to_string()),
         }
     }
 
@@ -122,6 +125,7 @@ impl SharedError {
             Self::Episode(m) => StepError::Episode(m.clone()),
             Self::Score(m) => StepError::Score(m.clone()),
             Self::Worker(m) => StepError::Worker(m.clone()),
+            Self::Call(error, attempts) => StepError::Call { error: error.clone(), attempts: *attempts },
         }
     }
 }
@@ -268,7 +272,7 @@ impl CallContext {
             Ok(response) => response,
             Err(error) => {
                 self.usage.failed_calls.fetch_add(1, Ordering::Relaxed);
-                return Err(StepError::Episode(describe(&error, record.attempts)));
+                return Err(StepError::Call { error, attempts: record.attempts });
             }
         };
         self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
@@ -365,10 +369,6 @@ pub fn answered_as(requested: &str, answered: &str) -> Answered {
         .and_then(|rest| rest.strip_prefix('-'))
         .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '-') && v.chars().any(|c| c.is_ascii_digit()));
     if snapshot { Answered::Snapshot } else { Answered::Other }
-}
-
-fn describe(error: &CallError, attempts: u32) -> String {
-    format!("{} error after {attempts} attempt(s): {error}", error.class())
 }
 
 /// Replies file of the `scripted` provider: the first rule whose `contains`

@@ -16,4 +16,17 @@ pub enum StepError {
     /// A CPU task panicked or was cancelled.
     #[error("worker failed: {0}")]
     Worker(String),
+    /// A model call failed for a transport reason after its retries (the cause kept whole,
+    /// so callers can tell a rate limit from a bad request).
+    #[error("{} error after {attempts} attempt(s): {error}", error.class())]
+    Call {
+        /// Why the call failed.
+        #[source]
+        error: crate::providers::CallError,
+        /// HTTP attempts made.
+        attempts: u32,
+    },
+    /// Reading or writing the cache failed.
+    #[error("cache: {0}")]
+    Cache(#[from] crate::cache::CacheError),
 }
