@@ -236,3 +236,189 @@ pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shapin
         None => Ok(response),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::client::tests::{mock_endpoint, quick_client};
+    use super::super::client::{request_body, request_fingerprint, request_url};
+    use super::super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
+    use super::super::types::{Message, ToolSpec, canonical_json};
+    use super::*;
+
+    fn parse(body: &Value) -> ChatResponse {
+        parse_response(StatusCode::OK, &HeaderMap::new(), body.to_string().as_bytes()).unwrap()
+    }
+
+    fn usage(input: u64, cached: u64, output: u64, reasoning: u64) -> Value {
+        json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": reasoning}, "total_tokens": input + output})
+    }
+
+    fn response(status: &str, incomplete: Value, output: Value) -> Value {
+        json!({"id": "resp_1", "object": "response", "created_at": 1_741_476_542, "status": status, "error": null,
+            "incomplete_details": incomplete, "model": "gpt-5.2-2025-12-11", "output": output, "usage": usage(36, 12, 87, 64)})
+    }
+
+    #[test]
+    fn recorded_shapes_parse_to_text_reasoning_calls_outcome_and_usage() {
+        let message = |parts: Value| json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": parts});
+        let text = message(json!([{"type": "output_text", "text": "Paris.", "annotations": []}]));
+        let reasoning = json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB-opaque",
+            "summary": [{"type": "summary_text", "text": "**Capital**"}, {"type": "summary_text", "text": "France's capital is Paris."}]});
+
+        let normal = parse(&response("completed", Value::Null, json!([text])));
+        assert_eq!((normal.text.as_str(), normal.finish_reason.class(), normal.reasoning.as_deref()), ("Paris.", "stop", None));
+        assert_eq!(normal.usage, Usage { input: 36, output: 87, reasoning: 64, cached: 12, cost: None });
+        assert_eq!(normal.answered_model, "gpt-5.2-2025-12-11");
+
+        let thought = parse(&response("completed", Value::Null, json!([reasoning, text])));
+        assert_eq!(thought.reasoning.as_deref(), Some("**Capital**\n\nFrance's capital is Paris."));
+        assert_eq!(thought.items.len(), 2, "every output item is kept for the next turn");
+        assert_eq!(thought.items[0]["encrypted_content"], "gAAAAB-opaque");
+
+        let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_abc", "name": "get_weather",
+            "arguments": "{\"location\":\"Paris\"}", "status": "completed"});
+        let called = parse(&response("completed", Value::Null, json!([reasoning, call])));
+        assert_eq!(called.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(called.tool_calls, vec![ToolCall { id: "call_abc".into(), name: "get_weather".into(), arguments: json!({"location": "Paris"}) }]);
+        assert_eq!(called.text, "");
+
+        let cut = parse(&response("incomplete", json!({"reason": "max_output_tokens"}), json!([reasoning])));
+        assert_eq!((cut.text.as_str(), cut.finish_reason.class()), ("", "length"));
+        let partial =
+            parse(&response("incomplete", json!({"reason": "max_output_tokens"}), json!([message(json!([{"type": "output_text", "text": "The an"}]))])));
+        assert_eq!((partial.text.as_str(), partial.finish_reason.class()), ("The an", "length"));
+
+        let filtered = parse(&response("incomplete", json!({"reason": "content_filter"}), json!([])));
+        assert_eq!(filtered.finish_reason, FinishReason::ContentFilter);
+
+        let declined = parse(&response("completed", Value::Null, json!([message(json!([{"type": "refusal", "refusal": "I can't help with that."}]))])));
+        assert_eq!((declined.finish_reason.class(), declined.refusal.as_deref()), ("refusal", Some("I can't help with that.")));
+
+        let no_usage = json!({"status": "completed", "model": "m", "output": [text]});
+        assert!(!parse(&no_usage).usage_reported);
+    }
+
+    #[test]
+    fn failed_background_and_malformed_bodies_are_errors() {
+        let ok = StatusCode::OK;
+        let failed = json!({"status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []}).to_string();
+        assert_eq!(parse_response(ok, &HeaderMap::new(), failed.as_bytes()).unwrap_err().class(), "server");
+        let queued = json!({"status": "queued", "error": null, "output": []}).to_string();
+        assert_eq!(parse_response(ok, &HeaderMap::new(), queued.as_bytes()).unwrap_err().class(), "protocol");
+        assert_eq!(parse_response(ok, &HeaderMap::new(), b"{}").unwrap_err().class(), "protocol");
+        let broken = json!({"status": "completed", "model": "m", "usage": usage(1, 0, 1, 0),
+            "output": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{\"a\":"}]});
+        assert_eq!(parse(&broken).finish_reason, FinishReason::Malformed);
+    }
+
+    fn tool_request() -> ChatRequest {
+        let mut params = Map::new();
+        params.insert("max_tokens".into(), json!(4096));
+        params.insert("reasoning_effort".into(), json!("medium"));
+        params.insert("temperature".into(), json!(1.0));
+        ChatRequest {
+            messages: vec![Message::user("Is 59 > 58?")],
+            system: Some("Use the tools.".into()),
+            params,
+            json_mode: false,
+            tools: Some(vec![ToolSpec {
+                name: "query".into(),
+                description: "Query the black box.".into(),
+                parameters: json!({"type": "object", "properties": {"inputs": {"type": "array"}}, "required": ["inputs"]}),
+            }]),
+        }
+    }
+
+    #[test]
+    fn auto_routes_only_the_families_chat_completions_cannot_serve() {
+        let plain = ChatRequest { messages: vec![Message::user("hi")], ..ChatRequest::default() };
+        let tools = tool_request();
+        let mut tools_no_effort = tools.clone();
+        tools_no_effort.params.insert("reasoning_effort".into(), json!("none"));
+        let openai = "https://api.openai.com";
+        let auto = |model: &str, base: &str, request: &ChatRequest| route(OpenAiApi::Auto, model, base, request);
+        for model in ["o3-pro", "o1-pro-2025-03-19", "gpt-5-pro", "gpt-5.2-pro-2025-12-11", "gpt-5.1-codex-max", "o3-deep-research", "codex-mini-latest"] {
+            assert_eq!(auto(model, openai, &plain), ProviderKind::OpenAiResponses, "{model}");
+        }
+        for model in ["gpt-5.2", "gpt-5.4-mini", "gpt-5.6-2026-05-01", "gpt-6"] {
+            assert_eq!(auto(model, openai, &tools), ProviderKind::OpenAiResponses, "{model}");
+            assert_eq!(auto(model, openai, &plain), ProviderKind::OpenAi, "{model}: no tools");
+            assert_eq!(auto(model, openai, &tools_no_effort), ProviderKind::OpenAi, "{model}: effort none");
+        }
+        for model in ["gpt-5", "gpt-5.1", "gpt-5-mini-2025-08-07", "gpt-4.1", "o3", "o4-mini"] {
+            assert_eq!(auto(model, openai, &tools), ProviderKind::OpenAi, "{model}");
+        }
+        // Gateways and local servers keep Chat Completions under `auto`: they serve these ids there.
+        assert_eq!(auto("openai/gpt-5-pro", "https://openrouter.ai/api/v1", &plain), ProviderKind::OpenAi);
+        assert_eq!(auto("qwen-coder-pro", "http://127.0.0.1:8000/v1", &plain), ProviderKind::OpenAi);
+        assert_eq!(route(OpenAiApi::Chat, "o3-pro", openai, &plain), ProviderKind::OpenAi);
+        assert_eq!(route(OpenAiApi::Responses, "gpt-4.1", "http://127.0.0.1:8000/v1", &plain), ProviderKind::OpenAiResponses);
+    }
+
+    #[test]
+    fn the_api_is_in_the_call_key_and_chat_keys_do_not_move() {
+        let request = tool_request();
+        let chat = Endpoint::new(ProviderKind::OpenAi, "gpt-5.2");
+        let responses = Endpoint::new(ProviderKind::OpenAiResponses, "gpt-5.2");
+        let (chat_key, responses_key) = (request_fingerprint(&chat, &request), request_fingerprint(&responses, &request));
+        assert_ne!(canonical_json(&chat_key), canonical_json(&responses_key));
+        assert_eq!(responses_key["kind"], "openai_responses");
+        assert!(responses_key.get("url").is_none(), "the URL rule is the same as for chat");
+        assert_eq!(request_url(&responses), "https://api.openai.com/v1/responses");
+        assert_eq!(request_url(&responses.clone().with_base_url("http://h/api/v4")), "http://h/api/v4/responses");
+        assert_eq!(canonical_json(&chat_key["body"]), canonical_json(&request_body(&chat, &request)), "chat bodies are unchanged");
+    }
+
+    #[test]
+    fn turn_items_replay_before_text_and_plain_models_get_no_reasoning() {
+        let answered = ChatResponse {
+            items: vec![json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "e"}), json!({"type": "function_call", "call_id": "c1"})],
+            ..parse(&response("completed", Value::Null, json!([])))
+        };
+        let mut request = tool_request();
+        request.messages.push(Message::assistant_turn(&answered));
+        request.messages.push(Message::tool_outputs([("c1", "[1]")], ""));
+        request.messages.push(Message::assistant("plain"));
+        let body = build_body(&request, &Endpoint::new(ProviderKind::OpenAiResponses, "gpt-5.2"));
+        let types: Vec<&str> = body["input"].as_array().unwrap().iter().map(|i| i["type"].as_str().or(i["role"].as_str()).unwrap()).collect();
+        assert_eq!(types, ["user", "reasoning", "function_call", "function_call_output", "assistant"]);
+        let plain = ChatRequest { messages: vec![Message::user("hi")], ..ChatRequest::default() };
+        let body = build_body(&plain, &Endpoint::new(ProviderKind::OpenAiResponses, "gpt-4.1"));
+        assert_eq!(body, json!({"model": "gpt-4.1", "input": [{"role": "user", "content": "hi"}], "store": false}));
+    }
+
+    #[tokio::test]
+    async fn reasoning_items_are_carried_into_the_next_tool_round() {
+        let script = Script::Sequence(vec![
+            MockOutcome::Reply(MockReply {
+                reasoning: Some("query 59 first".into()),
+                tool_calls: vec![ToolCall { id: "call_7".into(), name: "query".into(), arguments: json!({"inputs": [59]}) }],
+                ..MockReply::text("").with_finish_reason(FinishReason::ToolCalls)
+            }),
+            MockOutcome::Reply(MockReply::text("x > 58")),
+        ]);
+        let server = MockServer::start(MockConfig { script, ..MockConfig::default() }).await.unwrap();
+        let endpoint = mock_endpoint(&server, ProviderKind::OpenAiResponses, "gpt-5.2");
+        let client = quick_client();
+        let mut request = tool_request();
+        let first = client.call(&endpoint, &request).await.unwrap().response;
+        assert_eq!((first.finish_reason.class(), first.reasoning.as_deref()), ("tool_calls", Some("query 59 first")));
+        assert_eq!(first.tool_calls[0].id, "call_7");
+        request.messages.push(Message::assistant_turn(&first));
+        request.messages.push(Message::tool_outputs([(first.tool_calls[0].id.as_str(), "[1]")], ""));
+        let second = client.call(&endpoint, &request).await.unwrap();
+        assert_eq!(second.response.text, "x > 58");
+        let log = server.request_log();
+        assert_eq!(log[0].path, "/v1/responses");
+        assert_eq!(log[0].body["include"], json!(["reasoning.encrypted_content"]));
+        let input = log[1].body["input"].as_array().unwrap();
+        assert_eq!(input.len(), 4, "{input:?}");
+        assert_eq!((input[1]["type"].as_str(), input[1]["encrypted_content"].as_str()), (Some("reasoning"), Some("mock-encrypted-0")));
+        assert_eq!((input[2]["type"].as_str(), input[2]["call_id"].as_str()), (Some("function_call"), Some("call_7")));
+        assert_eq!((input[3]["type"].as_str(), input[3]["output"].as_str()), (Some("function_call_output"), Some("[1]")));
+        // The same conversation builds the same body: the call replays from the cache.
+        assert_eq!(canonical_json(&second.request_body), canonical_json(&build_body(&request, &endpoint)));
+        server.shutdown().await;
+    }
+}
