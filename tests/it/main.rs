@@ -42,3 +42,5 @@ mod shards;
 mod jobs;
 // Provider conformance: endpoints as given, headers, recorded response shapes.
 mod provider_conformance;
+// The OpenAI Responses API: a BBQ-Bench episode over it reaches the Chat Completions record.
+mod responses_api;
