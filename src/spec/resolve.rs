@@ -314,7 +314,7 @@ impl Resolver<'_> {
                 raw_params
             };
             let headers = self.headers(m);
-            let api = self.api(m, &provider);
+            let api = self.api(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider: provider.clone(),
