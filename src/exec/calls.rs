@@ -213,7 +213,7 @@ impl CallContext {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
             return scripted_reply(model, request);
         }
-        let endpoint = endpoint(model)?;
+        let endpoint = endpoint(model, request)?;
         let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint, request, site));
         // Declared before the lock guard so it is dropped after it.
         let joined = self.in_flight.join(step.key());
@@ -290,7 +290,7 @@ impl CallContext {
 /// The cache key a call would have; `None` for built-in models.
 #[must_use]
 pub fn call_key(model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Option<StepKey> {
-    endpoint(model).ok().map(|e| StepKey::compute(&call_components(&e, request, site)))
+    endpoint(model, request).ok().map(|e| StepKey::compute(&call_components(&e, request, site)))
 }
 
 /// Key components of a call: model identity and exact body, site, versions.
@@ -314,12 +314,18 @@ pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
 }
 
 /// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
-/// added only by [`with_key`], at call time.
-fn endpoint(model: &ModelConfig) -> Result<Endpoint, StepError> {
-    let kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
+/// added only by [`with_key`], at call time. For `provider: openai` the entry's `api`
+/// picks Chat Completions or Responses for this request (`auto` looks at the model,
+/// server and request: [`crate::providers::responses::route`]).
+fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
+    let mut kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
     let mut endpoint = Endpoint::new(kind, model.model.clone());
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
+    }
+    if kind == ProviderKind::OpenAi {
+        kind = crate::providers::responses::route(model.api, &model.model, &endpoint.base_url, request);
+        endpoint.kind = kind;
     }
     for (name, source) in &model.headers {
         if let HeaderSource::Value(text) = source {
@@ -412,6 +418,7 @@ fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResp
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
+        items: Vec::new(),
     })
 }
 
@@ -433,6 +440,7 @@ mod tests {
             price: None,
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),
+            api: crate::providers::OpenAiApi::Auto,
         }
     }
 

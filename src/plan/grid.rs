@@ -147,6 +147,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         models: vec![ModelConfig {
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),
+            api: crate::providers::OpenAiApi::Auto,
             id: "m".into(),
             provider: "builtin".into(),
             model: "random".into(),

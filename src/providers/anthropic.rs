@@ -179,6 +179,7 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
+        items: Vec::new(),
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if stop_reason == "refusal" {

@@ -109,3 +109,17 @@ fn gemini_2_gets_a_thinking_budget_and_gemini_3_a_level() {
     let off = body(ProviderKind::Gemini, "gemini-2.5-flash", None, json!({"reasoning_effort": "none"}));
     assert_eq!(off["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 0}));
 }
+
+#[test]
+fn responses_body_with_tools_and_reasoning() {
+    let params = json!({"max_tokens": 16384, "reasoning_effort": "medium", "temperature": 1.0, "top_p": 0.9});
+    let mut request = request(params);
+    request.tools = Some(vec![super::types::ToolSpec {
+        name: "execute_python".into(),
+        description: "Run Python code and return its output.".into(),
+        parameters: json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}),
+    }]);
+    let body = request_body(&Endpoint::new(ProviderKind::OpenAiResponses, "gpt-5.2"), &request);
+    insta::assert_json_snapshot!("responses_tools_and_reasoning", body);
+    assert!(body.get("max_tokens").is_none() && body.get("reasoning_effort").is_none() && body.get("messages").is_none());
+}

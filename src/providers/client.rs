@@ -24,7 +24,7 @@ use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
 use super::types::{ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind};
-use super::{anthropic, gemini, openai};
+use super::{anthropic, gemini, openai, responses};
 
 /// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
 /// (no aws-lc C build) and panics at client build time if none is installed. Idempotent.
@@ -148,6 +148,7 @@ pub fn request_body(endpoint: &Endpoint, request: &ChatRequest) -> Value {
         ProviderKind::OpenAi => openai::build_body(request, endpoint),
         ProviderKind::Anthropic => anthropic::build_body(request, endpoint),
         ProviderKind::Gemini => gemini::build_body(request, endpoint),
+        ProviderKind::OpenAiResponses => responses::build_body(request, endpoint),
     }
 }
 
@@ -158,6 +159,7 @@ pub fn request_url(endpoint: &Endpoint) -> String {
         ProviderKind::OpenAi => openai::url(&endpoint.base_url, &endpoint.model),
         ProviderKind::Anthropic => anthropic::url(&endpoint.base_url, &endpoint.model),
         ProviderKind::Gemini => gemini::url(&endpoint.base_url, &endpoint.model),
+        ProviderKind::OpenAiResponses => responses::url(&endpoint.base_url, &endpoint.model),
     }
 }
 
@@ -166,6 +168,7 @@ fn legacy_request_url(endpoint: &Endpoint) -> String {
         ProviderKind::OpenAi => openai::legacy_url(&endpoint.base_url, &endpoint.model),
         ProviderKind::Anthropic => anthropic::legacy_url(&endpoint.base_url, &endpoint.model),
         ProviderKind::Gemini => gemini::legacy_url(&endpoint.base_url, &endpoint.model),
+        ProviderKind::OpenAiResponses => responses::legacy_url(&endpoint.base_url, &endpoint.model),
     }
 }
 
@@ -215,7 +218,7 @@ fn same_model(requested: &str, answered: &str) -> bool {
 fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
     let key = endpoint.api_key.as_ref();
     let mut headers = match endpoint.kind {
-        ProviderKind::OpenAi => openai::headers(key),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => openai::headers(key),
         ProviderKind::Anthropic => anthropic::headers(key),
         ProviderKind::Gemini => gemini::headers(key),
     }?;
@@ -239,6 +242,7 @@ fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8
         ProviderKind::OpenAi => openai::parse_shaped(status, headers, body, shaping),
         ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
         ProviderKind::Gemini => gemini::parse_response(status, headers, body),
+        ProviderKind::OpenAiResponses => responses::parse_shaped(status, headers, body, shaping),
     }
 }
 
@@ -531,7 +535,7 @@ pub(super) mod tests {
         ChatRequest { messages: vec![Message::user(text)], ..ChatRequest::default() }
     }
 
-    pub(crate) const KINDS: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini];
+    pub(crate) const KINDS: [ProviderKind; 4] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini, ProviderKind::OpenAiResponses];
 
     pub(crate) fn client_with(retry: RetryPolicy, concurrency: ConcurrencyMode) -> ProviderClient {
         ProviderClient::new(ClientConfig { concurrency, retry, ..quick_config() }).unwrap()

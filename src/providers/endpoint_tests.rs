@@ -121,7 +121,7 @@ async fn requests_arrive_at_base_url_plus_path_with_custom_headers() {
     }
     let log = server.request_log();
     let paths: Vec<&str> = log.iter().map(|r| r.path.as_str()).collect();
-    assert_eq!(paths, ["/api/paas/v4/chat/completions", "/api/paas/v4/messages", "/api/paas/v4/models/m:generateContent"]);
+    assert_eq!(paths, ["/api/paas/v4/chat/completions", "/api/paas/v4/messages", "/api/paas/v4/models/m:generateContent", "/api/paas/v4/responses"]);
     for request in &log {
         assert_eq!(request.headers.get("x-tenant").map(String::as_str), Some("team-a"));
         assert_eq!(request.headers.get("api-key").map(String::as_str), Some("hdr-SECRET-42"));

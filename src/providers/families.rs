@@ -29,6 +29,21 @@ pub fn is_xai(base_url: &str) -> bool {
     host_is(base_url, "x.ai")
 }
 
+/// The `major.minor` version right after `prefix` in a model id (`gpt-5.2-mini` → (5, 2),
+/// `gpt-5-2025-08-07` → (5, 0)); `None` when no number follows the prefix.
+#[must_use]
+pub fn family_version(id: &str, prefix: &str) -> Option<(u32, u32)> {
+    let rest = id.strip_prefix(prefix)?;
+    let digits = |text: &str| text.bytes().take_while(u8::is_ascii_digit).count();
+    let major_len = digits(rest);
+    let major = rest[..major_len].parse().ok()?;
+    let minor = match rest[major_len..].strip_prefix('.') {
+        Some(after) => after[..digits(after)].parse().unwrap_or(0),
+        None => 0,
+    };
+    Some((major, minor))
+}
+
 /// A model id reduced to its family name: the part after a gateway's `vendor/` or
 /// Bedrock's `anthropic.` prefix, lowercased, with dots turned into dashes
 /// (`anthropic/claude-opus-4.7` → `claude-opus-4-7`).

@@ -152,6 +152,7 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
+        items: Vec::new(),
     };
     let usage_present = json.get("usageMetadata").is_some_and(Value::is_object);
     let Some(candidate) = json.pointer("/candidates/0") else {

@@ -1,11 +1,11 @@
-//! Model-provider HTTP layer: OpenAI, Anthropic and Gemini chat calls with bounded
+//! Model-provider HTTP layer: OpenAI (Chat Completions and Responses), Anthropic and Gemini chat calls with bounded
 //! retries, adaptive (AIMD) concurrency, request-rate pacing and error classification.
 //!
 //! Responsibilities: encode a provider-neutral [`ChatRequest`] as each protocol's exact,
 //! deterministic JSON body; send it through one shared `reqwest::Client`; classify every
 //! failure ([`CallError`]); retry what is transient while honouring `Retry-After`; adapt
 //! concurrency per (provider, base URL); and refuse to return empty or refused outputs as
-//! answers. [`mock`] is a real local HTTP server speaking all three protocols for tests.
+//! answers. [`mock`] is a real local HTTP server speaking all four protocols for tests.
 //!
 //! Not here: caching (the caller hashes [`request_fingerprint`] and decides what to store),
 //! streaming, and reading API keys (callers pass them in [`Endpoint`]).
@@ -20,6 +20,7 @@ mod limiter;
 pub mod mock;
 pub mod openai;
 mod pacer;
+pub mod responses;
 mod retry;
 mod types;
 mod wire;
@@ -34,7 +35,7 @@ pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapsho
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use types::{
-    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, ProviderKind, Role, Secret, ToolCall, ToolSpec, Usage,
+    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall, ToolSpec, Usage,
     canonical_json,
 };
 #[cfg(test)]

@@ -184,6 +184,7 @@ pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shapin
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
+        items: Vec::new(),
     };
     let mut response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if let Some(tag) = &shaping.reasoning_tag {

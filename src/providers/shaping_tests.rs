@@ -21,6 +21,7 @@ fn answer(text: &str) -> ChatResponse {
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
+        items: Vec::new(),
     }
 }
 

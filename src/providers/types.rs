@@ -22,6 +22,10 @@ pub enum ProviderKind {
     Anthropic,
     /// Google Gemini `generateContent` (`/v1beta/models/{model}:generateContent`).
     Gemini,
+    /// OpenAI Responses (`/v1/responses`): `provider: openai` with `api: responses` (or
+    /// `auto` routing a model that Chat Completions cannot serve).
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
 }
 
 impl ProviderKind {
@@ -32,6 +36,7 @@ impl ProviderKind {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::OpenAiResponses => "openai_responses",
         }
     }
 
@@ -39,10 +44,43 @@ impl ProviderKind {
     #[must_use]
     pub fn default_base_url(self) -> &'static str {
         match self {
-            Self::OpenAi => "https://api.openai.com",
+            Self::OpenAi | Self::OpenAiResponses => "https://api.openai.com",
             Self::Anthropic => "https://api.anthropic.com",
             Self::Gemini => "https://generativelanguage.googleapis.com",
         }
+    }
+}
+
+/// Which OpenAI API a `provider: openai` model entry uses (`api:` in the pipeline).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenAiApi {
+    /// Chat Completions, always.
+    Chat,
+    /// The Responses API, always.
+    Responses,
+    /// Chat Completions, except the families only Responses serves on OpenAI's own API
+    /// (see [`super::responses::route`]); the default, as it moves no existing key.
+    #[default]
+    Auto,
+}
+
+impl OpenAiApi {
+    /// Parses the pipeline's spelling (`chat`, `responses`, `auto`).
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "chat" => Some(Self::Chat),
+            "responses" => Some(Self::Responses),
+            "auto" => Some(Self::Auto),
+            _ => None,
+        }
+    }
+
+    /// True for the default, which model keys and dumps leave out so they stay as before.
+    #[must_use]
+    pub fn is_auto(&self) -> bool {
+        *self == Self::Auto
     }
 }
 
@@ -171,24 +209,51 @@ pub enum Role {
     Assistant,
 }
 
-/// One plain-text conversation turn.
+/// One conversation turn: text, plus (for the Responses API only) protocol items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// Who wrote the turn.
     pub role: Role,
     /// The turn's text.
     pub content: String,
+    /// Responses API items replayed verbatim before `content` (reasoning items with their
+    /// `encrypted_content`, `function_call`, `function_call_output`), so a tool round keeps
+    /// the model's reasoning; other protocols send `content` only. Not serialized when
+    /// empty, so plain turns (and every existing key) keep their form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<Value>,
 }
 
 impl Message {
     /// A user turn, the common case when building prompts.
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: Role::User, content: content.into() }
+        Self { role: Role::User, content: content.into(), items: Vec::new() }
     }
 
     /// An assistant turn, for replaying earlier model answers.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self { role: Role::Assistant, content: content.into() }
+        Self { role: Role::Assistant, content: content.into(), items: Vec::new() }
+    }
+
+    /// The assistant turn that replays `response` exactly: its text and, on the Responses
+    /// API, its output items (reasoning before the function calls it led to).
+    #[must_use]
+    pub fn assistant_turn(response: &ChatResponse) -> Self {
+        Self { role: Role::Assistant, content: response.text.clone(), items: response.items.clone() }
+    }
+
+    /// A user turn answering tool calls by id (`function_call_output` items, Responses API
+    /// only), with optional text after them.
+    pub fn tool_outputs<I, S>(outputs: I, text: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = (S, S)>,
+        S: Into<String>,
+    {
+        let items = outputs
+            .into_iter()
+            .map(|(call_id, output)| serde_json::json!({"type": "function_call_output", "call_id": call_id.into(), "output": output.into()}))
+            .collect();
+        Self { role: Role::User, content: text.into(), items }
     }
 }
 
@@ -329,6 +394,10 @@ pub struct ChatResponse {
     /// False when the provider reported no usage at all (tokens and cost then read 0).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub usage_reported: bool,
+    /// The Responses API's output items as sent (reasoning with `encrypted_content`,
+    /// function calls, messages), for [`Message::assistant_turn`] to replay; empty elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<Value>,
 }
 
 fn yes() -> bool {
@@ -367,6 +436,7 @@ impl ChatResponse {
             scrub(&mut call.name);
             redact_value(&mut call.arguments, secret);
         }
+        self.items.iter_mut().for_each(|item| redact_value(item, secret));
         self
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::providers::OpenAiApi;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -162,6 +163,10 @@ pub struct ModelConfig {
     /// call time and never stored or keyed.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, HeaderSource>,
+    /// Which OpenAI API `provider: openai` calls use (`api:`); `auto`, the default, is left
+    /// out of keys and dumps so existing ones stay as they were.
+    #[serde(skip_serializing_if = "OpenAiApi::is_auto")]
+    pub api: OpenAiApi,
 }
 
 /// Where an extra header's value comes from.
@@ -228,6 +233,11 @@ impl ModelConfig {
             .collect();
         if !literal.is_empty() {
             value["headers"] = serde_json::json!(literal);
+        }
+        // The API changes the request (and, through `auto`'s routing, which models use
+        // which); keyed only when not the default, so every existing key stays.
+        if !self.api.is_auto() {
+            value["api"] = serde_json::json!(self.api);
         }
         value
     }

@@ -91,6 +91,9 @@ pub struct RawModel {
     /// Extra HTTP headers: a string, or `{env: VAR}` for a value read at call time.
     #[serde(default)]
     pub headers: BTreeMap<String, Spanned<serde_json::Value>>,
+    /// OpenAI API: `chat`, `responses` or `auto` (`provider: openai` only).
+    #[serde(default)]
+    pub api: Option<Spanned<String>>,
 }
 
 /// One entry of `tasks:`.

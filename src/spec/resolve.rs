@@ -11,6 +11,7 @@ use super::pipeline::{
 };
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
+use crate::providers::OpenAiApi;
 
 /// Largest seed range accepted, to stop a typo from planning billions of cells.
 const MAX_SEEDS: u64 = 1_000_000;
@@ -313,6 +314,7 @@ impl Resolver<'_> {
                 raw_params
             };
             let headers = self.headers(m);
+            let api = self.api(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider: provider.clone(),
@@ -327,9 +329,24 @@ impl Resolver<'_> {
                 }),
                 accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
                 headers,
+                api,
             });
         }
         out
+    }
+
+    /// `api:` of a model entry: `chat`, `responses` or `auto`, on `provider: openai` only.
+    fn api(&mut self, m: &RawModel, provider: &str) -> OpenAiApi {
+        let Some(raw) = &m.api else { return OpenAiApi::Auto };
+        let at = position_of(raw);
+        if provider != "openai" {
+            self.push(at, format!("`api` applies to `provider: openai` only, not `{provider}`"), None);
+            return OpenAiApi::Auto;
+        }
+        OpenAiApi::parse(&raw.value).unwrap_or_else(|| {
+            self.push(at, format!("unknown `api: {}`", raw.value), Some("use `chat` (Chat Completions), `responses` (Responses API) or `auto`".into()));
+            OpenAiApi::Auto
+        })
     }
 
     /// `headers:` of a model entry: valid names, a string or `{env: VAR}` each, and

@@ -34,7 +34,7 @@ fn answers(state: &str) -> Vec<i64> {
 }
 
 /// The model: reads round, phase and attempt from the conversation and plays the script.
-fn model(req: &MockRequest) -> MockOutcome {
+pub(crate) fn model(req: &MockRequest) -> MockOutcome {
     let messages = req.body["messages"].as_array().cloned().unwrap_or_default();
     let tools: Vec<&str> = req.body["tools"].as_array().into_iter().flatten().filter_map(|t| t["function"]["name"].as_str()).collect();
     if !tools.contains(&"execute_python") {
@@ -59,7 +59,7 @@ fn model(req: &MockRequest) -> MockOutcome {
 }
 
 /// The same moves applied to the state machine directly.
-fn expected_record() -> Value {
+pub(crate) fn expected_record() -> Value {
     let mut e = Episode::new(TaskId::IsGreaterThan58, 0, TaskParams::default()).unwrap();
     assert!(e.submit_json_predictions(vec![json!(0); 11]).is_err());
     e.submit_json_predictions(vec![json!(0); 12]).unwrap();

@@ -44,3 +44,5 @@ mod jobs;
 mod provider_conformance;
 // Real single-node Slurm (skipped without one): arrays, report job, equal report.
 mod slurm;
+// The OpenAI Responses API: a BBQ-Bench episode over it reaches the Chat Completions record.
+mod responses_api;

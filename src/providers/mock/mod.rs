@@ -1,7 +1,7 @@
 //! A fake model provider on 127.0.0.1 for tests and benchmarks.
 //!
 //! [`MockServer`] is a real HTTP server (axum on a tokio listener bound to port 0) that
-//! speaks the OpenAI, Anthropic and Gemini success and error shapes. Replies come from a
+//! speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini success and error shapes. Replies come from a
 //! [`Script`]; failures from a [`FaultPlan`]. It never reaches the network.
 
 mod render;

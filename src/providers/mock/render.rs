@@ -37,12 +37,14 @@ fn input_words(request: &MockRequest) -> u64 {
     let mut texts: Vec<&str> = Vec::new();
     let (turns_key, content_key) = match request.protocol {
         ProviderKind::Gemini => ("contents", "parts"),
+        ProviderKind::OpenAiResponses => ("input", "content"),
         _ => ("messages", "content"),
     };
     for turn in body.get(turns_key).and_then(Value::as_array).into_iter().flatten() {
         texts.extend(strings(turn.get(content_key), "/text"));
     }
     texts.extend(strings(body.get("system"), "/text"));
+    texts.extend(strings(body.get("instructions"), "/text"));
     texts.extend(strings(body.pointer("/systemInstruction/parts"), "/text"));
     texts.iter().map(|text| words(text)).sum()
 }
@@ -64,7 +66,7 @@ pub(super) fn recorded_response(status: u16, body: String) -> Response {
 
 fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
     match protocol {
-        ProviderKind::OpenAi => {
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
             let (kind, code) = match status {
                 429 => ("requests", json!("rate_limit_exceeded")),
                 401 => ("invalid_request_error", json!("invalid_api_key")),
@@ -129,7 +131,7 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
         },
         Fault::OverloadedIn200 => {
             let body = match protocol {
-                ProviderKind::OpenAi => {
+                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
                     json!({"error": {"message": "overloaded", "type": "overloaded_error"}})
                 }
                 ProviderKind::Anthropic => error_body(protocol, 529, "Overloaded"),
@@ -258,6 +260,7 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
                     "output_tokens": usage.output},
             })
         }
+        ProviderKind::OpenAiResponses => responses_body(request, reply, model, usage),
         ProviderKind::Gemini => {
             let mut parts = Vec::new();
             if let Some(reasoning) = &reply.reasoning {
@@ -286,4 +289,44 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
             })
         }
     }
+}
+
+/// A Responses API response object: a reasoning item (summary plus an opaque
+/// `encrypted_content`) when there is reasoning, the answer as a `message` with one
+/// `output_text` (or `refusal`) part, one `function_call` item per call, and
+/// `status`/`incomplete_details` for truncated and filtered answers.
+fn responses_body(request: &MockRequest, reply: &MockReply, model: &str, usage: Usage) -> Value {
+    let index = request.route_index;
+    let mut output = Vec::new();
+    if let Some(reasoning) = &reply.reasoning {
+        output.push(json!({"type": "reasoning", "id": format!("rs_mock_{index}"),
+            "summary": [{"type": "summary_text", "text": reasoning}],
+            "encrypted_content": format!("mock-encrypted-{index}")}));
+    }
+    let finish = &reply.finish_reason;
+    let part = if *finish == FinishReason::Refusal {
+        Some(json!({"type": "refusal", "refusal": if reply.text.is_empty() { "I can't help with that." } else { reply.text.as_str() }}))
+    } else {
+        (!reply.text.is_empty()).then(|| json!({"type": "output_text", "text": reply.text, "annotations": []}))
+    };
+    if let Some(part) = part {
+        output.push(json!({"type": "message", "id": format!("msg_mock_{index}"), "status": "completed", "role": "assistant", "content": [part]}));
+    }
+    for (number, call) in reply.tool_calls.iter().enumerate() {
+        output.push(json!({"type": "function_call", "id": format!("fc_mock_{index}_{number}"), "call_id": call.id,
+            "name": call.name, "arguments": call.arguments.to_string(), "status": "completed"}));
+    }
+    let (status, incomplete) = match finish {
+        FinishReason::Length => ("incomplete".to_owned(), json!({"reason": "max_output_tokens"})),
+        FinishReason::ContentFilter => ("incomplete".to_owned(), json!({"reason": "content_filter"})),
+        FinishReason::Other(other) => (other.clone(), Value::Null),
+        _ => ("completed".to_owned(), Value::Null),
+    };
+    json!({
+        "id": format!("resp_mock_{index}"), "object": "response", "created_at": 0,
+        "status": status, "error": null, "incomplete_details": incomplete, "model": model, "output": output,
+        "usage": {"input_tokens": usage.input, "input_tokens_details": {"cached_tokens": usage.cached},
+            "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": usage.reasoning},
+            "total_tokens": usage.input + usage.output},
+    })
 }

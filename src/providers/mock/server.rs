@@ -1,7 +1,7 @@
-//! A real HTTP/1.1 server on 127.0.0.1 that speaks the OpenAI, Anthropic and Gemini
+//! A real HTTP/1.1 server on 127.0.0.1 that speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini
 //! success and error shapes, for tests and benchmarks that must never touch the internet.
 //!
-//! One fallback handler routes by path (`/v1/chat/completions`, `/v1/messages`,
+//! One fallback handler routes by path (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`,
 //! `/v1beta/models/{model}:generateContent`), logs the request, checks the key if asked to,
 //! waits the configured latency, then renders a fault from the [`FaultPlan`] or the
 //! [`Script`]'s reply (rendered by [`super::render`]).
@@ -284,6 +284,7 @@ fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<Strin
     };
     match rest {
         "/chat/completions" => Some((ProviderKind::OpenAi, None)),
+        "/responses" => Some((ProviderKind::OpenAiResponses, None)),
         "/messages" => Some((ProviderKind::Anthropic, None)),
         _ => {
             let model = gemini_rest.strip_prefix("/models/")?.strip_suffix(":generateContent")?;
@@ -295,7 +296,7 @@ fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<Strin
 fn presented_key(protocol: ProviderKind, headers: &HeaderMap) -> String {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or_default();
     match protocol {
-        ProviderKind::OpenAi => header("authorization").strip_prefix("Bearer ").unwrap_or_default().to_owned(),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => header("authorization").strip_prefix("Bearer ").unwrap_or_default().to_owned(),
         ProviderKind::Anthropic => header("x-api-key").to_owned(),
         ProviderKind::Gemini => header("x-goog-api-key").to_owned(),
     }
@@ -306,6 +307,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
     let empty = Vec::new();
     let (turns_key, content_key) = match protocol {
         ProviderKind::Gemini => ("contents", "parts"),
+        ProviderKind::OpenAiResponses => ("input", "content"),
         ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "content"),
     };
     let turns = body.get(turns_key).and_then(Value::as_array).unwrap_or(&empty);
@@ -317,6 +319,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
         .unwrap_or_default();
     let wants_reasoning = match protocol {
         ProviderKind::OpenAi => body.get("reasoning_effort").is_some(),
+        ProviderKind::OpenAiResponses => body.get("reasoning").is_some(),
         ProviderKind::Anthropic => body.get("thinking").is_some(),
         ProviderKind::Gemini => body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true)),
     };

@@ -21,6 +21,7 @@ fn response(text: &str, calls: Vec<ToolCall>) -> ChatResponse {
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
+        items: Vec::new(),
     }
 }
 
