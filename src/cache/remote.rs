@@ -129,9 +129,8 @@ impl Remote {
         // Few, short retries: a start-up against a dead endpoint should fail in seconds, and
         // every write whose outcome is unknown is read back before it is tried again anyway.
         let retry = object_store::RetryConfig { max_retries: 3, retry_timeout: Duration::from_secs(30), ..Default::default() };
-        let options = object_store::ClientOptions::default().with_timeout(Duration::from_secs(60)).with_connect_timeout(Duration::from_secs(5));
-        let s3 =
-            builder.with_retry(retry).with_client_options(options).build().map_err(|e| RemoteError::Config { store: name.clone(), message: e.to_string() })?;
+        // Timeouts and `AWS_ALLOW_HTTP` stay as the environment and object_store's defaults say.
+        let s3 = builder.with_retry(retry).build().map_err(|e| RemoteError::Config { store: name.clone(), message: e.to_string() })?;
         let remote = Self::new(Arc::new(s3), prefix, name)?;
         remote.probe()?;
         Ok(remote)
@@ -180,7 +179,17 @@ impl Remote {
     }
 
     fn failed(&self, what: &'static str, path: &ObjectPath, e: &object_store::Error) -> RemoteError {
-        RemoteError::Request { store: self.name.clone(), what, path: path.to_string(), message: e.to_string() }
+        // The whole chain: the useful part (refused connection, TLS, status) is often a source.
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !message.contains(&text) {
+                message = format!("{message}: {text}");
+            }
+            source = s.source();
+        }
+        RemoteError::Request { store: self.name.clone(), what, path: path.to_string(), message }
     }
 
     fn create(&self, path: &ObjectPath, bytes: &[u8]) -> Result<Result<Created, object_store::Error>, RemoteError> {
