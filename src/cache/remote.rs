@@ -243,10 +243,10 @@ impl Remote {
                 Err(e) => {
                     // The PUT may have committed without our hearing of it: read before retrying.
                     let error = self.failed("PUT", &path, &e);
-                    if let Ok(Some(found)) = self.fetch(&path) {
-                        if let Ok(stored) = Entry::decode(&found.bytes, entry.key) {
-                            return Ok(if stored == *entry { Stored::Written } else { Stored::Adopted(stored) });
-                        }
+                    if let Ok(Some(found)) = self.fetch(&path)
+                        && let Ok(stored) = Entry::decode(&found.bytes, entry.key)
+                    {
+                        return Ok(if stored == *entry { Stored::Written } else { Stored::Adopted(stored) });
                     }
                     last_error = Some(error);
                 }

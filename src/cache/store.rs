@@ -274,10 +274,10 @@ impl Store {
 
     /// Reads an informational record: the remote's when there is one and it answers, else ours.
     fn get_record(&self, path: &Path) -> Option<Vec<u8>> {
-        if let (Some(remote), Some(rel)) = (&self.remote, self.rel(path)) {
-            if let Ok(found) = remote.get_record(&rel) {
-                return found;
-            }
+        if let (Some(remote), Some(rel)) = (&self.remote, self.rel(path))
+            && let Ok(found) = remote.get_record(&rel)
+        {
+            return found;
         }
         std::fs::read(path).ok()
     }
