@@ -26,15 +26,24 @@
 //! never replace each other's answer: the loser reads, verifies and adopts
 //! the stored entry. Model answers differ between runs, and later steps are
 //! keyed by earlier keys, so one key must mean one answer everywhere.
+//!
+//! With a shared remote ([`Store::open_shared`], `--cache s3://…`) the remote is the
+//! source of truth and this directory a read-through copy: reads try the local copy
+//! (verified), then the remote (verified, then copied here); entries and blobs are
+//! published remotely first ([`super::remote`]), then copied here. Heads, failures and
+//! progress records are written to both (last writer wins); locks, sub-step indexes and
+//! the maintenance commands (`cache verify|stats|gc`) stay local to this directory.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::entry::{DecodeError, Entry};
 use super::lock::KeyLock;
+use super::remote::{Remote, RemoteError};
 use crate::plan::{StepKey, StepKind};
 
 /// A file-name-safe form of a run or part name.
@@ -66,6 +75,9 @@ pub enum CacheError {
         #[source]
         source: std::io::Error,
     },
+    /// The shared remote store failed (the local copy is unchanged).
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
@@ -100,10 +112,11 @@ pub struct Failure {
     pub error: String,
 }
 
-/// Handle to a cache directory.
+/// Handle to a cache directory, and to the shared remote it is a copy of, if any.
 #[derive(Clone, Debug)]
 pub struct Store {
     root: PathBuf,
+    remote: Option<Arc<Remote>>,
 }
 
 impl Store {
@@ -114,7 +127,19 @@ impl Store {
             let p = root.join(sub);
             fs_err::create_dir_all(&p).map_err(|e| CacheError::Io { path: p.clone(), source: e })?;
         }
-        Ok(Self { root })
+        Ok(Self { root, remote: None })
+    }
+
+    /// Opens the cache at `dir` as the read-through copy of a shared `remote` (already
+    /// probed), which decides every entry: several machines then share one cache.
+    pub fn open_shared(dir: &Path, remote: Remote) -> Result<Self, CacheError> {
+        Ok(Self { remote: Some(Arc::new(remote)), ..Self::open(dir)? })
+    }
+
+    /// The shared remote, when this directory is a copy of one.
+    #[must_use]
+    pub fn remote(&self) -> Option<&Remote> {
+        self.remote.as_deref()
     }
 
     /// Root of the versioned bucket.
@@ -133,19 +158,33 @@ impl Store {
         self.sharded("steps", &key.to_hex(), ".json")
     }
 
-    /// Cheap existence test (no read); `get` verifies the content.
+    /// Cheap existence test (no read of a local file); `get` verifies the content. On a
+    /// local miss a shared remote is asked (and a found entry copied here); a remote that
+    /// cannot be reached counts as a miss.
     #[must_use]
     pub fn contains(&self, key: StepKey) -> bool {
-        self.entry_path(key).is_file()
+        self.entry_path(key).is_file() || (self.remote.is_some() && matches!(self.get(key), Ok(Some(_))))
     }
 
-    /// Reads and verifies the entry for `key`; corrupt entries are misses.
+    /// Reads and verifies the entry for `key`; corrupt entries are misses. On a local miss
+    /// a shared remote is read (verified), and what it has is copied here.
     pub fn get(&self, key: StepKey) -> Result<Option<Entry>, CacheError> {
         let path = self.entry_path(key);
-        match std::fs::read(&path) {
-            Ok(bytes) => Ok(Entry::decode(&bytes, key).ok()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(CacheError::Io { path, source: e }),
+        let local = match std::fs::read(&path) {
+            Ok(bytes) => Entry::decode(&bytes, key).ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(CacheError::Io { path, source: e }),
+        };
+        match (local, &self.remote) {
+            (Some(entry), _) => Ok(Some(entry)),
+            (None, None) => Ok(None),
+            (None, Some(remote)) => {
+                let found = remote.get(key)?;
+                if let Some(entry) = &found {
+                    self.write_atomic(&path, &entry.encode())?;
+                }
+                Ok(found)
+            }
         }
     }
 
@@ -154,6 +193,21 @@ impl Store {
     /// process stored first: use it instead of your own.
     pub fn put(&self, entry: &Entry) -> Result<Stored, CacheError> {
         let path = self.entry_path(entry.key);
+        if let Some(remote) = &self.remote {
+            // The remote decides; this directory copies whatever won there.
+            let stored = remote.put(entry)?;
+            let winner = match &stored {
+                Stored::Written => entry,
+                Stored::Adopted(existing) => existing,
+            };
+            self.write_atomic(&path, &winner.encode())?;
+            // A failure recorded from here is cleared on both sides; one recorded by another
+            // machine is superseded by the entry (`status` checks cached before failed).
+            if self.failure_path(entry.key).is_file() {
+                self.clear_failure(entry.key)?;
+            }
+            return Ok(stored);
+        }
         let bytes = entry.encode();
         let stored = if self.write_new(&path, &bytes)? {
             Stored::Written
@@ -168,12 +222,17 @@ impl Store {
         Ok(stored)
     }
 
-    /// Stores bytes under their own blake3 hash and returns the hash.
+    /// Stores bytes under their own blake3 hash and returns the hash. With a shared remote
+    /// the blob is remote when this returns, so an entry stored afterwards never names a
+    /// missing blob.
     pub fn put_blob(&self, bytes: &[u8]) -> Result<String, CacheError> {
         let hash = blake3::hash(bytes).to_hex().to_string();
         let path = self.sharded("blobs", &hash, "");
         if !path.is_file() {
             self.write_atomic(&path, bytes)?;
+        }
+        if let Some(remote) = &self.remote {
+            remote.put_blob(&hash, bytes)?;
         }
         Ok(hash)
     }
@@ -186,11 +245,41 @@ impl Store {
         }
         let path = self.sharded("blobs", hash, "");
         match std::fs::read(&path) {
-            Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == hash => Ok(Some(bytes)),
-            Ok(_) => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(CacheError::Io { path, source: e }),
+            Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == hash => return Ok(Some(bytes)),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(CacheError::Io { path, source: e }),
         }
+        let Some(remote) = &self.remote else { return Ok(None) };
+        let found = remote.get_blob(hash)?;
+        if let Some(bytes) = &found {
+            self.write_atomic(&path, bytes)?;
+        }
+        Ok(found)
+    }
+
+    /// Path of a record relative to the bucket, as the remote names it too.
+    fn rel(&self, path: &Path) -> Option<String> {
+        path.strip_prefix(&self.root).ok().and_then(Path::to_str).map(str::to_owned)
+    }
+
+    /// Writes an informational record here and, with a shared remote, there (overwrite).
+    fn put_record(&self, path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+        self.write_atomic(path, bytes)?;
+        if let (Some(remote), Some(rel)) = (&self.remote, self.rel(path)) {
+            remote.put_record(&rel, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Reads an informational record: the remote's when there is one and it answers, else ours.
+    fn get_record(&self, path: &Path) -> Option<Vec<u8>> {
+        if let (Some(remote), Some(rel)) = (&self.remote, self.rel(path))
+            && let Ok(found) = remote.get_record(&rel)
+        {
+            return found;
+        }
+        std::fs::read(path).ok()
     }
 
     /// Takes the per-key lock without waiting (`None` = someone else has it).
@@ -217,13 +306,13 @@ impl Store {
     /// Remembers the keys a cell completed with.
     pub fn set_head(&self, head: &Head) -> Result<(), CacheError> {
         let bytes = serde_json::to_vec(head).expect("heads are plain JSON values and always serialize");
-        self.write_atomic(&self.head_path(&head.cell), &bytes)
+        self.put_record(&self.head_path(&head.cell), &bytes)
     }
 
     /// The keys a cell last completed with, if any (unreadable = none).
     #[must_use]
     pub fn head(&self, cell: &str) -> Option<Head> {
-        let bytes = std::fs::read(self.head_path(cell)).ok()?;
+        let bytes = self.get_record(&self.head_path(cell))?;
         serde_json::from_slice::<Head>(&bytes).ok().filter(|h| h.cell == cell)
     }
 
@@ -234,19 +323,22 @@ impl Store {
     /// Records why a step failed (for `status` and `--retry-errors`).
     pub fn record_failure(&self, failure: &Failure) -> Result<(), CacheError> {
         let bytes = serde_json::to_vec(failure).expect("failures are plain JSON values and always serialize");
-        self.write_atomic(&self.failure_path(failure.key), &bytes)
+        self.put_record(&self.failure_path(failure.key), &bytes)
     }
 
     /// The recorded failure of `key`, if any.
     #[must_use]
     pub fn failure(&self, key: StepKey) -> Option<Failure> {
-        let bytes = std::fs::read(self.failure_path(key)).ok()?;
+        let bytes = self.get_record(&self.failure_path(key))?;
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Forgets a recorded failure (after a success).
+    /// Forgets a recorded failure (after a success), here and on a shared remote.
     pub fn clear_failure(&self, key: StepKey) -> Result<(), CacheError> {
         let path = self.failure_path(key);
+        if let (Some(remote), Some(rel)) = (&self.remote, self.rel(&path)) {
+            remote.delete_record(&rel)?;
+        }
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -287,20 +379,35 @@ impl Store {
     /// Publishes the progress record of one part (`shard`) of a run, replacing the last.
     pub fn put_progress(&self, run: &str, part: &str, record: &Value) -> Result<(), CacheError> {
         let bytes = serde_json::to_vec(record).expect("progress records are plain JSON values and always serialize");
-        self.write_atomic(&self.root.join("progress").join(safe_name(run)).join(format!("{}.json", safe_name(part))), &bytes)
+        self.put_record(&self.root.join("progress").join(safe_name(run)).join(format!("{}.json", safe_name(part))), &bytes)
     }
 
-    /// Every part's progress record of `run`, by part name (unreadable records skipped).
+    /// Every part's progress record of `run`, by part name (unreadable records skipped);
+    /// with a shared remote, the remote's records (every machine's) come first.
     pub fn progress(&self, run: &str) -> Result<Vec<(String, Value)>, CacheError> {
         let dir = self.root.join("progress").join(safe_name(run));
-        let mut out = Vec::new();
+        let mut out: Vec<(String, Value)> = Vec::new();
+        if let (Some(remote), Some(rel)) = (&self.remote, self.rel(&dir)) {
+            for (name, bytes) in remote.list_records(&rel)? {
+                if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+                    out.push((name.trim_end_matches(".json").to_owned(), v));
+                }
+            }
+        }
+        let remote_parts: std::collections::HashSet<String> = out.iter().map(|(n, _)| n.clone()).collect();
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                return Ok(out);
+            }
             Err(e) => return Err(CacheError::Io { path: dir, source: e }),
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().trim_end_matches(".json").to_owned();
+            if remote_parts.contains(&name) {
+                continue;
+            }
             if let Some(v) = std::fs::read(entry.path()).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
                 out.push((name, v));
             }

@@ -14,9 +14,14 @@ pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 
-    /// Cache directory (shared by all pipelines).
-    #[arg(long, global = true, env = "EVALGRID_CACHE", default_value = "cache")]
-    pub(crate) cache_dir: PathBuf,
+    /// The cache: a directory, or `s3://bucket/prefix` for one cache shared by many machines
+    /// (endpoint and credentials from the `AWS_*` variables; `--cache-dir` is then its local copy).
+    #[arg(long, global = true, env = "EVALGRID_CACHE", value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub(crate) cache: Option<String>,
+
+    /// Local cache directory [default: cache]; with `--cache s3://…`, the read-through copy.
+    #[arg(long, global = true, env = "EVALGRID_CACHE_DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
 
     /// Where datasets are installed (`evalgrid datasets fetch`).
     #[arg(long, global = true, env = "EVALGRID_DATA", default_value = "data")]

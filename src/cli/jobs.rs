@@ -25,6 +25,8 @@ struct Context {
     exe: PathBuf,
     pipeline: PathBuf,
     cache: PathBuf,
+    /// The shared cache (`--cache s3://…`), passed on so every task uses it.
+    cache_url: Option<String>,
     data: PathBuf,
     name: String,
     classes: BTreeMap<ResourceClass, usize>,
@@ -62,6 +64,7 @@ fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
         exe,
         pipeline: absolute(&job.pipeline),
         cache: absolute(&env.cache_dir),
+        cache_url: env.cache_url.clone(),
         data: absolute(env.registry.data_dir()),
         name: pipeline.name.clone(),
         classes,
@@ -73,6 +76,9 @@ fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
 fn command(ctx: &Context, args: &[&str]) -> Vec<String> {
     let mut out =
         vec![ctx.exe.display().to_string(), "--cache-dir".into(), ctx.cache.display().to_string(), "--data-dir".into(), ctx.data.display().to_string()];
+    if let Some(url) = &ctx.cache_url {
+        out.extend(["--cache".to_owned(), url.clone()]);
+    }
     out.extend(args.iter().map(|a| (*a).to_owned()));
     out
 }

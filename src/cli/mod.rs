@@ -30,10 +30,39 @@ use exit::Exit;
 
 /// Resolved global settings every command gets.
 pub(crate) struct Env {
-    /// Cache directory.
+    /// Cache directory (with a shared cache, its local read-through copy).
     pub(crate) cache_dir: std::path::PathBuf,
+    /// The shared cache (`s3://bucket/prefix`), if any.
+    pub(crate) cache_url: Option<String>,
     /// Benchmarks, reading datasets from the data directory.
     pub(crate) registry: Registry,
+}
+
+impl Env {
+    /// Resolves `--cache` / `--cache-dir`: a URL names the shared cache, a path the
+    /// directory (`--cache-dir` wins for the directory). Unknown schemes are invalid input.
+    fn new(cache: Option<String>, cache_dir: Option<std::path::PathBuf>, registry: Registry) -> Result<Self, Failure> {
+        let (cache_url, dir) = match cache {
+            Some(url) if url.contains("://") => {
+                if !url.starts_with("s3://") {
+                    return Err(Failure::invalid(anyhow::anyhow!("--cache `{url}`: only s3://bucket/prefix URLs (S3-compatible storage) are supported")));
+                }
+                (Some(url), None)
+            }
+            Some(path) => (None, Some(std::path::PathBuf::from(path))),
+            None => (None, None),
+        };
+        let cache_dir = cache_dir.or(dir).unwrap_or_else(|| "cache".into());
+        Ok(Self { cache_dir, cache_url, registry })
+    }
+
+    /// Opens the cache; a shared cache is probed first and refused (exit 2, naming the
+    /// server) when it cannot give first writer wins.
+    pub(crate) fn store(&self) -> Result<evalgrid::cache::Store, Failure> {
+        let Some(url) = &self.cache_url else { return Ok(evalgrid::cache::Store::open(&self.cache_dir)?) };
+        let remote = evalgrid::cache::Remote::open(url).map_err(Failure::invalid)?;
+        Ok(evalgrid::cache::Store::open_shared(&self.cache_dir, remote)?)
+    }
 }
 
 /// An error with the exit code it should produce.
@@ -57,7 +86,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 /// Runs the CLI and returns the process exit code.
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
-    let env = Env { cache_dir: cli.cache_dir, registry: Registry::new(cli.data_dir) };
+    let env = match Env::new(cli.cache, cli.cache_dir, Registry::new(cli.data_dir)) {
+        Ok(env) => env,
+        Err(f) => {
+            output::error(&format!("{:#}", f.error));
+            return f.code.into();
+        }
+    };
     let result = match cli.command {
         Command::Run(a) => run::run(&env, &a),
         Command::Status(a) => status::status(&env, &a),

@@ -30,7 +30,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         }
         plan.filtered = true;
     }
-    let store = Store::open(&env.cache_dir)?;
+    let store = env.store()?;
     if args.dry_run {
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors);
     }
@@ -278,7 +278,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
 pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<Exit, Failure> {
     let pipeline = load_pipeline(env, &args.pipeline)?;
     let plan = plan(&pipeline, None);
-    let store = Store::open(&env.cache_dir)?;
+    let store = env.store()?;
     let scored = plan.cells.iter().filter(|c| store.contains(c.score_key)).count();
     let outcome = build(&pipeline, &plan, &store, &args.reports_dir)?;
     match args.format.as_deref() {

@@ -1,7 +1,6 @@
 //! `evalgrid show`: one cell's transcript from the cache.
 
 use super::exit::Exit;
-use evalgrid::cache::Store;
 use evalgrid::envs::transcript;
 use evalgrid::plan::plan;
 use serde_json::json;
@@ -13,7 +12,7 @@ pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<Exit, Failure> {
     let pipeline = load_pipeline(env, &args.pipeline)?;
     let plan = plan(&pipeline, None);
     let cell = plan.cells.iter().find(|c| c.id == args.cell).ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{}` in this pipeline", args.cell)))?;
-    let store = Store::open(&env.cache_dir)?;
+    let store = env.store()?;
     let Some(episode) = store.get(cell.episode_key)? else {
         output::error(&format!("cell `{}` has no cached episode; run the pipeline first", cell.id));
         return Ok(Exit::Failed);

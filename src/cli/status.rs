@@ -12,7 +12,7 @@ use super::{Env, Failure, load_plan, output};
 
 pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
     let (pipeline, plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
-    let store = Store::open(&env.cache_dir)?;
+    let store = env.store()?;
     if let Some(id) = &args.explain {
         let cell = plan.cells.iter().find(|c| &c.id == id).ok_or_else(|| {
             Failure::invalid(anyhow::anyhow!(

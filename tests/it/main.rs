@@ -40,6 +40,8 @@ mod guess;
 mod shards;
 // Slurm job arrays and Kubernetes Indexed Jobs per resource class.
 mod jobs;
+// One cache on S3-compatible storage (moto; skipped without it), and the start-up probe.
+mod s3_cache;
 // Provider conformance: endpoints as given, headers, recorded response shapes.
 mod provider_conformance;
 // Real single-node Slurm (skipped without one): arrays, report job, equal report.
