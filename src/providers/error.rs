@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::retry::retry_after_from_headers;
+use super::headers::retry_after_from_headers;
 
 /// Longest provider message kept in an error, so a huge HTML error page cannot flood logs.
 const MAX_MESSAGE_CHARS: usize = 300;

@@ -16,6 +16,7 @@ mod client;
 mod error;
 pub mod families;
 pub mod gemini;
+mod headers;
 mod limiter;
 pub mod mock;
 pub mod openai;
