@@ -62,7 +62,9 @@ fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the evalgrid binary: {e}"))?;
     let ctx = Context {
         exe,
-        pipeline: absolute(&job.pipeline),
+        // As given: Slurm starts each job in the directory `sbatch` ran in (this one), and
+        // the path shows in the report's provenance, which should match a local run's.
+        pipeline: job.pipeline.clone(),
         cache: absolute(&env.cache_dir),
         cache_url: env.cache_url.clone(),
         data: absolute(env.registry.data_dir()),
