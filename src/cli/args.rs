@@ -251,6 +251,12 @@ pub(crate) struct BenchArgs {
     /// BBEH items to ask, rounded up to whole tasks (for `rate-limit`).
     #[arg(long, default_value_t = 1720)]
     pub(crate) items: usize,
+    /// Seeds of the full BBEH grid (for `bbeh-run`: 4,520 calls each).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seeds: u32,
+    /// Calls in flight (for `bbeh-run`).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) concurrency: u32,
 }
 
 #[derive(Debug, Subcommand)]
