@@ -41,6 +41,19 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     }
     let unsandboxed_ok = pipeline.sandbox == SandboxMode::None;
     evalgrid::sandbox::allow_unsandboxed(unsandboxed_ok);
+    for m in &pipeline.models {
+        let mut seen = Vec::new();
+        for t in &pipeline.tasks {
+            if seen.contains(&t.benchmark) {
+                continue;
+            }
+            seen.push(t.benchmark.clone());
+            let added = Registry::injected_params(&t.benchmark, m);
+            if !added.is_empty() {
+                output::note(&format!("note: {} sends model `{}` {} it did not set (see the report's provenance)", t.benchmark, m.id, added.join(", ")));
+            }
+        }
+    }
     let needs_sandbox = plan.cells.iter().any(|c| Registry::runs_model_code(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]));
     if needs_sandbox {
         check_sandbox()?;

@@ -90,6 +90,12 @@ pub trait Benchmark: Send + Sync {
     /// Summary-table columns and how each aggregates.
     fn metrics(&self) -> Vec<MetricDef>;
 
+    /// Generation parameters this benchmark adds to `model`'s own (e.g. a reasoning effort
+    /// its reference forces), so the run log and the report can say so.
+    fn injected_params(&self, _model: &ModelConfig) -> Vec<(String, Value)> {
+        Vec::new()
+    }
+
     /// Whether cells want a GPU (their resource class is then `gpu` for `--class` and the
     /// Slurm and Kubernetes job generators).
     fn uses_gpu(&self) -> bool {

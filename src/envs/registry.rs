@@ -77,6 +77,12 @@ impl Registry {
         }
     }
 
+    /// Parameters `benchmark` adds to `model`'s own, as `key: value` texts.
+    #[must_use]
+    pub fn injected_params(benchmark: &str, model: &ModelConfig) -> Vec<String> {
+        get(benchmark).map(|b| b.injected_params(model)).unwrap_or_default().into_iter().map(|(k, v)| format!("{k}: {v}")).collect()
+    }
+
     /// Table columns of a benchmark.
     #[must_use]
     pub fn metric_defs(benchmark: &str) -> Vec<MetricDef> {
@@ -200,6 +206,30 @@ mod tests {
             }
         }
         assert!(offenders.is_empty(), "benchmark names outside envs/ and cli/:\n{}", offenders.join("\n"));
+    }
+
+    /// What a benchmark adds to a model's parameters is said, never silent (issue 13).
+    #[test]
+    fn injected_parameters_are_reported_per_benchmark_and_model() {
+        let model = |name: &str, params: &[(&str, serde_json::Value)]| ModelConfig {
+            id: "m".into(),
+            provider: "openai".into(),
+            model: name.into(),
+            base_url: None,
+            api_key_env: None,
+            params: params.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect(),
+            price: None,
+            accept_other_model: false,
+            headers: std::collections::BTreeMap::new(),
+            api: crate::providers::OpenAiApi::default(),
+        };
+        assert_eq!(Registry::injected_params("bbq", &model("gpt-5-mini", &[])), vec!["reasoning_effort: \"medium\"".to_owned()]);
+        assert!(
+            Registry::injected_params("bbq", &model("gpt-5-mini", &[("reasoning_effort", serde_json::json!("high"))])).is_empty(),
+            "the user's own setting is kept"
+        );
+        assert!(Registry::injected_params("bbq", &model("gpt-4.1", &[])).is_empty());
+        assert!(Registry::injected_params("bbeh", &model("gpt-5-mini", &[])).is_empty());
     }
 
     #[test]

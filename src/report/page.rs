@@ -138,6 +138,12 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
             let ids: Vec<String> = answered.iter().map(|id| format!("`{id}`")).collect();
             line.push_str(&format!(", answered as {}", ids.join(", ")));
         }
+        for b in super::build::benchmarks_in(pipeline) {
+            let added = crate::envs::Registry::injected_params(b, m);
+            if !added.is_empty() {
+                line.push_str(&format!("; {b} adds {}", added.join(", ")));
+            }
+        }
         p.push((format!("model {}", m.id), line));
     }
     for t in &pipeline.tasks {

@@ -204,6 +204,14 @@ impl crate::envs::benchmark::Benchmark for Bbq {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
+    /// `reasoning_effort: medium` for GPT-5-family OpenAI models that set none (§4.10).
+    fn injected_params(&self, model: &ModelConfig) -> Vec<(String, Value)> {
+        if model.is_builtin() {
+            return Vec::new();
+        }
+        let sent = super::llm_episode::generation_params(model);
+        sent.into_iter().filter(|(k, _)| !model.params.contains_key(k)).collect()
+    }
     /// API players may run code through `execute_python`.
     fn runs_model_code(&self, model: &ModelConfig) -> bool {
         !model.is_builtin()
