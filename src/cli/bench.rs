@@ -269,21 +269,7 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
         server.base_url().trim_end_matches('/'),
         seeds - 1
     );
-    let pipeline = dir.path().join("bench.yaml");
-    fs_err::write(&pipeline, yaml)?;
-    let exe = std::env::current_exe()?;
-    let t = Instant::now();
-    let out = Command::new(&exe)
-        .arg("--data-dir")
-        .arg(env.registry.data_dir())
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .args(["run", "--json", "--jobs", "23", "--reports-dir"])
-        .arg(dir.path().join("reports"))
-        .arg(&pipeline)
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .output()?;
-    let wall = t.elapsed().as_secs_f64();
+    let (out, wall) = run_pipeline(env, dir.path(), &yaml, std::process::Stdio::piped())?;
     runtime.block_on(server.shutdown());
     if !out.status.success() {
         return Err(anyhow::anyhow!("bbeh run failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).into());
@@ -353,22 +339,7 @@ fn rate_limit(env: &Env, rate: u32, items: usize) -> Result<Exit, Failure> {
         proxy.base_url(),
         tasks.join(", ")
     );
-    let pipeline = dir.path().join("bench.yaml");
-    fs_err::write(&pipeline, yaml)?;
-    let exe = std::env::current_exe()?;
-    let t = Instant::now();
-    let out = Command::new(&exe)
-        .arg("--data-dir")
-        .arg(env.registry.data_dir())
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .args(["run", "--json", "--jobs", "23", "--reports-dir"])
-        .arg(dir.path().join("reports"))
-        .arg(&pipeline)
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .stderr(std::process::Stdio::inherit())
-        .output()?;
-    let wall = t.elapsed().as_secs_f64();
+    let (out, wall) = run_pipeline(env, dir.path(), &yaml, std::process::Stdio::inherit())?;
     let counts = proxy.status_counts();
     let log = proxy.access_log();
     drop(proxy);
@@ -416,4 +387,25 @@ fn report_bench(exe: &std::path::Path, cache: &std::path::Path, pipeline: &std::
         mb / 20.0
     ));
     Ok(Exit::Ok)
+}
+
+/// Runs `yaml` as a pipeline through this binary in `dir` (its own cache and reports),
+/// returning the output and the wall time in seconds.
+fn run_pipeline(env: &Env, dir: &std::path::Path, yaml: &str, stderr: std::process::Stdio) -> Result<(std::process::Output, f64), Failure> {
+    let pipeline = dir.join("bench.yaml");
+    fs_err::write(&pipeline, yaml)?;
+    let exe = std::env::current_exe()?;
+    let t = Instant::now();
+    let out = Command::new(&exe)
+        .arg("--data-dir")
+        .arg(env.registry.data_dir())
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .args(["run", "--json", "--jobs", "23", "--reports-dir"])
+        .arg(dir.join("reports"))
+        .arg(&pipeline)
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .stderr(stderr)
+        .output()?;
+    Ok((out, t.elapsed().as_secs_f64()))
 }

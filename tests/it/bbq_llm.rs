@@ -24,7 +24,7 @@ const PAD_1: &str = "59 gives 1. Maybe a threshold between 0 and 59.";
 const PAD_2: &str = "58 gives 0 and 59 gives 1: the rule is x > 58.";
 
 /// The right answers for the numbered test inputs of an evaluation message.
-fn answers(state: &str) -> Vec<i64> {
+pub(crate) fn answers(state: &str) -> Vec<i64> {
     state
         .lines()
         .filter_map(|l| l.split_once(". "))

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use evalgrid::providers::mock::{MockConfig, MockOutcome, MockReply, MockRequest, MockServer, Script};
 use serde_json::json;
 
-use crate::bbq_llm::call;
+use crate::bbq_llm::{answers, call};
 use crate::hostile::{bwrap_works, files_containing, listener, procs_with};
 use crate::support::Workspace;
 
@@ -213,16 +213,6 @@ fn hostile_weirdml_submissions_are_contained_and_leave_nothing_for_the_next() {
         assert_eq!(row.split(',').nth(col), Some("0.995"), "{csv}");
     }
     runtime.block_on(server.shutdown());
-}
-
-/// Right answers (`x > 58`) for the numbered test inputs of an evaluation message.
-fn answers(state: &str) -> Vec<i64> {
-    state
-        .lines()
-        .filter_map(|l| l.split_once(". "))
-        .filter_map(|(n, x)| n.parse::<usize>().ok().and(x.trim().parse::<i64>().ok()))
-        .map(|x| i64::from(x > 58))
-        .collect()
 }
 
 #[test]
