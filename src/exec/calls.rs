@@ -31,7 +31,9 @@ use super::substep::{Fresh, SubStep};
 use crate::cache::Store;
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
-use crate::providers::{CallError, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret, request_fingerprint};
+use crate::providers::{
+    Answered, CallError, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret, answered_as, request_fingerprint,
+};
 use crate::spec::{HeaderSource, ModelConfig};
 
 /// Version of the call-step record; bump when `ChatResponse`'s stored shape changes.
@@ -348,33 +350,6 @@ fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, Ste
     }
     let Some(var) = &model.api_key_env else { return Ok(endpoint) };
     Ok(endpoint.with_api_key(read(var, "api_key_env")?))
-}
-
-/// How the model a server says answered relates to the one asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answered {
-    /// The same id (or none reported).
-    Same,
-    /// A dated or numbered snapshot of the requested alias (`gpt-4.1` →
-    /// `gpt-4.1-2025-04-14`, `claude-sonnet-4-5` → `claude-sonnet-4-5-20250929`).
-    Snapshot,
-    /// Anything else: a gateway answered with another model.
-    Other,
-}
-
-/// Classifies `answered` against `requested`; Gemini's `models/` prefix is ignored.
-#[must_use]
-pub fn answered_as(requested: &str, answered: &str) -> Answered {
-    let strip = |m: &str| m.strip_prefix("models/").unwrap_or(m).to_owned();
-    let (requested, answered) = (strip(requested), strip(answered));
-    if answered.is_empty() || requested == answered {
-        return Answered::Same;
-    }
-    let snapshot = answered
-        .strip_prefix(&requested)
-        .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '-') && v.chars().any(|c| c.is_ascii_digit()));
-    if snapshot { Answered::Snapshot } else { Answered::Other }
 }
 
 /// Replies file of the `scripted` provider: the first rule whose `contains`

@@ -23,7 +23,7 @@ use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
-use super::types::{ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind};
+use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as};
 use super::{anthropic, gemini, openai, responses};
 
 /// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
@@ -90,7 +90,8 @@ impl CallOutcome {
     /// cached under the requested name (lessons §1.1). An unreported model counts as other.
     #[must_use]
     pub fn answered_other_model(&self, requested: &str) -> bool {
-        !same_model(requested, &self.response.answered_model)
+        let answered = &self.response.answered_model;
+        answered.is_empty() || answered_as(requested, answered) != Answered::Same
     }
 }
 
@@ -205,11 +206,6 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
         fingerprint["reasoning_tag"] = tag.clone();
     }
     fingerprint
-}
-
-fn same_model(requested: &str, answered: &str) -> bool {
-    let strip = |model: &str| model.strip_prefix("models/").unwrap_or(model).to_owned();
-    strip(requested) == strip(answered)
 }
 
 /// The protocol's auth headers, then the model entry's extra headers (which may replace
@@ -406,7 +402,7 @@ impl ProviderClient {
             match result {
                 Ok(mut response) => {
                     response.latency_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    if !same_model(&endpoint.model, &response.answered_model) {
+                    if answered_as(&endpoint.model, &response.answered_model) == Answered::Other {
                         tracing::warn!(
                             provider = %endpoint.kind,
                             requested = %endpoint.model,

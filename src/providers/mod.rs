@@ -36,8 +36,8 @@ pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapsho
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use types::{
-    ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall, ToolSpec, Usage,
-    canonical_json,
+    Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
+    ToolSpec, Usage, answered_as, canonical_json,
 };
 #[cfg(test)]
 mod body_tests;

@@ -549,3 +549,30 @@ mod tests {
         assert!(!format!("{error:?}").contains(KEY));
     }
 }
+
+/// How the model a server says answered relates to the one asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// The same id (or none reported).
+    Same,
+    /// A dated or numbered snapshot of the requested alias (`gpt-4.1` →
+    /// `gpt-4.1-2025-04-14`, `claude-sonnet-4-5` → `claude-sonnet-4-5-20250929`).
+    Snapshot,
+    /// Anything else: a gateway answered with another model.
+    Other,
+}
+
+/// Classifies `answered` against `requested`; Gemini's `models/` prefix is ignored.
+#[must_use]
+pub fn answered_as(requested: &str, answered: &str) -> Answered {
+    let strip = |m: &str| m.strip_prefix("models/").unwrap_or(m).to_owned();
+    let (requested, answered) = (strip(requested), strip(answered));
+    if answered.is_empty() || requested == answered {
+        return Answered::Same;
+    }
+    let snapshot = answered
+        .strip_prefix(&requested)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '-') && v.chars().any(|c| c.is_ascii_digit()));
+    if snapshot { Answered::Snapshot } else { Answered::Other }
+}
