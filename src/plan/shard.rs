@@ -113,9 +113,8 @@ mod tests {
     }
 
     proptest! {
-        /// For any grid and any n: the n shards are disjoint, cover the grid, are balanced
-        /// to within one cell, and are the same whenever they are computed (they read
-        /// nothing but the plan).
+        /// For any grid and any n: the n shards are disjoint, cover the grid and are balanced
+        /// to within one cell (they read nothing but the plan).
         #[test]
         fn shards_are_disjoint_cover_the_grid_and_are_balanced(models in 1usize..6, tasks in 1usize..8, seeds in 1u64..6, n in 1u32..9) {
             let ids: Vec<String> = (0..models)
@@ -129,8 +128,6 @@ mod tests {
             let sizes: Vec<usize> = parts.iter().map(Vec::len).collect();
             prop_assert_eq!(sizes.iter().sum::<usize>(), ids.len());
             prop_assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "{:?}", sizes);
-            let again: Vec<Vec<String>> = (0..n).map(|index| Shard { index, count: n }.part(&ids)).collect();
-            prop_assert_eq!(parts, again);
         }
     }
 }

@@ -58,6 +58,20 @@ pub(crate) fn model(req: &MockRequest) -> MockOutcome {
     }
 }
 
+/// Runs the one-cell pipeline `p.yaml` and returns what `show` says: the whole JSON, the
+/// episode record, and the LLM log and call outcomes taken out of it.
+pub(crate) fn run_the_cell(ws: &Workspace) -> (Value, Value, Value, Value) {
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cells_run"], 1, "{v}");
+    let (code, shown) = ws.run_json(&["show", "p.yaml", "mock/bbq/is_greater_than_58/0", "--json"]);
+    assert_eq!(code, 0, "{shown}");
+    let mut episode = shown["episode"].clone();
+    let llm = episode.as_object_mut().unwrap().remove("llm").expect("the llm log");
+    let outcomes = episode.as_object_mut().unwrap().remove("call_outcomes").expect("the call outcomes");
+    (shown, episode, llm, outcomes)
+}
+
 /// The same moves applied to the state machine directly.
 pub(crate) fn expected_record() -> Value {
     let mut e = Episode::new(TaskId::IsGreaterThan58, 0, TaskParams::default()).unwrap();
@@ -86,14 +100,7 @@ fn scripted_model_through_the_mock_yields_the_exact_record() {
             "name: bbq-mock\nmodels:\n  - {{id: mock, provider: openai, model: mock-model, base_url: \"{url}\"}}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n"
         ),
     );
-    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
-    assert_eq!(code, 0, "{v}");
-    assert_eq!(v["cells_run"], 1, "{v}");
-    let (code, shown) = ws.run_json(&["show", "p.yaml", "mock/bbq/is_greater_than_58/0", "--json"]);
-    assert_eq!(code, 0, "{shown}");
-    let mut episode = shown["episode"].clone();
-    let llm = episode.as_object_mut().unwrap().remove("llm").expect("the llm log");
-    let outcomes = episode.as_object_mut().unwrap().remove("call_outcomes").expect("the call outcomes");
+    let (shown, episode, llm, outcomes) = run_the_cell(&ws);
     assert_eq!(outcomes["mock"]["answers"], 9, "{outcomes}");
     assert_eq!(outcomes["mock"]["answered_by"], json!(["mock-model"]), "{outcomes}");
     assert!(outcomes["mock"].get("no_usage").is_none() && outcomes["mock"].get("length").is_none(), "nine plain answers, all with usage: {outcomes}");

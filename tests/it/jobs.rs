@@ -37,7 +37,7 @@ fn slurm_writes_one_array_per_class_and_a_dependent_report() {
     }
     let report = script("report");
     assert!(report.contains(" report ") && report.contains(" status ") && report.contains("--check"), "{report}");
-    assert!(text.contains("sbatch --dependency=afterany:$API:$CPU:$GPU") || text.contains("afterany:$CPU:$API:$GPU"), "{text}");
+    assert!(text.contains("sbatch --dependency=afterany:$CPU:$API:$GPU "), "the report waits for all three arrays: {text}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use evalgrid::providers::mock::{MockConfig, MockOutcome, MockRequest, MockServer, Script};
 use serde_json::{Value, json};
 
-use crate::bbq_llm::{expected_record, model};
+use crate::bbq_llm::{expected_record, model, run_the_cell};
 use crate::support::Workspace;
 
 /// The Responses request seen as the Chat Completions request the BBQ script reads:
@@ -60,14 +60,7 @@ fn bbq_episode_over_the_responses_api_reaches_the_chat_completions_record() {
     let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
     let ws = Workspace::new();
     ws.write("p.yaml", &pipeline(&url, ", api: responses"));
-    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
-    assert_eq!(code, 0, "{v}");
-    assert_eq!(v["cells_run"], 1, "{v}");
-    let (code, shown) = ws.run_json(&["show", "p.yaml", "mock/bbq/is_greater_than_58/0", "--json"]);
-    assert_eq!(code, 0, "{shown}");
-    let mut episode = shown["episode"].clone();
-    let llm = episode.as_object_mut().unwrap().remove("llm").expect("the llm log");
-    let outcomes = episode.as_object_mut().unwrap().remove("call_outcomes").expect("the call outcomes");
+    let (shown, episode, llm, outcomes) = run_the_cell(&ws);
     assert_eq!(outcomes["mock"]["answers"], 9, "{outcomes}");
     assert_eq!(episode, expected_record(), "the same record as the Chat Completions run");
     assert_eq!(shown["score"]["solved"], true);
