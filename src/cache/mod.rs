@@ -1,5 +1,6 @@
 //! Content-addressed, crash-safe cache of step results.
 
+pub mod commit;
 pub mod entry;
 pub mod explain;
 pub mod lock;

@@ -11,13 +11,15 @@
 //! v1/substeps/ab/<episode>    sub-step keys an episode used, one hex key a line
 //! v1/locks/<key>.lock         per-key OS locks
 //! v1/progress/<run>/<part>.json  what each running shard has done (for `status`)
-//! v1/tmp/                     temp files, renamed into place when complete
+//! v1/tmp/ab/                  temp files, renamed into place when complete
 //! ```
 //!
-//! Every write goes to `tmp/`, is synced, then renamed, so a crash at any
-//! moment leaves either the old state or the complete new file. Sub-step
-//! indexes are the one exception: they are append-only, and a torn last line
-//! is skipped on read.
+//! Every write goes to a temp file under `tmp/`, then is renamed or linked into
+//! place, so a killed process leaves either the old state or the complete new
+//! file. Sub-step indexes are the one exception: they are append-only, and a
+//! torn last line is skipped on read. Durability against a machine crash is
+//! batched ([`super::commit`]): one `syncfs` per batch, not one `fsync` per
+//! file; a file lost or torn by a crash fails its checksum and is a miss.
 //!
 //! Step entries are **first writer wins**: an entry is published with a
 //! create-if-absent link (`persist_noclobber`), not a rename over whatever is
@@ -41,6 +43,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::commit::GroupCommit;
 use super::entry::{DecodeError, Entry};
 use super::lock::KeyLock;
 use super::remote::{Remote, RemoteError};
@@ -117,6 +120,7 @@ pub struct Failure {
 pub struct Store {
     root: PathBuf,
     remote: Option<Arc<Remote>>,
+    commit: Arc<GroupCommit>,
 }
 
 impl Store {
@@ -127,7 +131,14 @@ impl Store {
             let p = root.join(sub);
             fs_err::create_dir_all(&p).map_err(|e| CacheError::Io { path: p.clone(), source: e })?;
         }
-        Ok(Self { root, remote: None })
+        let commit = GroupCommit::start(&root).map_err(io(&root))?;
+        Ok(Self { root, remote: None, commit: Arc::new(commit) })
+    }
+
+    /// Waits until everything this process wrote to the cache so far survives a machine
+    /// crash (one batched `syncfs`); a run calls it before it reports success.
+    pub fn flush(&self) -> Result<(), CacheError> {
+        self.commit.flush().map_err(io(&self.root))
     }
 
     /// Opens the cache at `dir` as the read-through copy of a shared `remote` (already
@@ -346,34 +357,55 @@ impl Store {
         }
     }
 
-    /// Publishes `bytes` at `path` only if nothing is there (synced temp file, then a
-    /// hard link that fails when the name exists); `false` when something was.
-    fn write_new(&self, path: &Path, bytes: &[u8]) -> Result<bool, CacheError> {
-        let tmp_dir = self.root.join("tmp");
-        let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io(&tmp_dir))?;
+    /// A temp file holding `bytes`, beside the others of `path`'s shard (`tmp/ab/`), so
+    /// concurrent writers do not all queue on one directory's lock. Not synced here: the
+    /// group commit makes it durable with its batch.
+    fn temp_with(&self, path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, CacheError> {
+        let shard = path.parent().and_then(Path::file_name).map_or_else(|| "00".into(), |n| n.to_string_lossy().into_owned());
+        let tmp_dir = self.root.join("tmp").join(shard);
+        let mut tmp = match tempfile::NamedTempFile::new_in(&tmp_dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&tmp_dir).map_err(io(&tmp_dir))?;
+                tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io(&tmp_dir))?
+            }
+            other => other.map_err(io(&tmp_dir))?,
+        };
         tmp.write_all(bytes).map_err(io(tmp.path()))?;
-        tmp.as_file().sync_all().map_err(io(path))?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-        }
-        match tmp.persist_noclobber(path) {
-            Ok(_) => Ok(true),
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(CacheError::Io { path: path.to_owned(), source: e.error }),
-        }
+        Ok(tmp)
     }
 
-    /// Writes `bytes` to `path` through a synced temp file and a rename.
+    /// Publishes `bytes` at `path` only if nothing is there (temp file, then a
+    /// create-if-absent rename or link); `false` when something was.
+    fn write_new(&self, path: &Path, bytes: &[u8]) -> Result<bool, CacheError> {
+        self.publish(self.temp_with(path, bytes)?, path, false)
+    }
+
+    /// Writes `bytes` to `path` through a temp file and a rename (replacing what is there).
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
-        let tmp_dir = self.root.join("tmp");
-        let mut tmp = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io(&tmp_dir))?;
-        tmp.write_all(bytes).map_err(io(tmp.path()))?;
-        tmp.as_file().sync_all().map_err(io(path))?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        self.publish(self.temp_with(path, bytes)?, path, true).map(|_| ())
+    }
+
+    /// Moves a temp file to `path` (creating its shard directory on first use) and
+    /// adds it to the group commit; `false` when `replace` is off and `path` exists.
+    fn publish(&self, tmp: tempfile::NamedTempFile, path: &Path, replace: bool) -> Result<bool, CacheError> {
+        let attempt = |tmp: tempfile::NamedTempFile| if replace { tmp.persist(path) } else { tmp.persist_noclobber(path) };
+        let result = match attempt(tmp) {
+            Err(e) if e.error.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(io(parent))?;
+                }
+                attempt(e.file)
+            }
+            other => other,
+        };
+        match result {
+            Ok(_) => {
+                self.commit.note();
+                Ok(true)
+            }
+            Err(e) if !replace && e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(CacheError::Io { path: path.to_owned(), source: e.error }),
         }
-        tmp.persist(path).map_err(|e| CacheError::Io { path: path.to_owned(), source: e.error })?;
-        Ok(())
     }
 
     /// Publishes the progress record of one part (`shard`) of a run, replacing the last.
@@ -422,7 +454,8 @@ impl Store {
 
     /// Records that `episode` used sub-step `key`, so `gc --keep` finds it
     /// from the cell even when the episode never finished. One append per
-    /// use; `durable` also syncs it (before a fresh entry lands).
+    /// use; `durable` puts it in the group commit's batch (written before a
+    /// fresh entry, so it is never younger than the entry it names).
     pub fn record_substep(&self, episode: StepKey, key: StepKey, durable: bool) -> Result<(), CacheError> {
         let path = self.substeps_path(episode);
         if let Some(parent) = path.parent() {
@@ -432,7 +465,7 @@ impl Store {
         // One write call: concurrent appenders never interleave inside a line.
         file.write_all(format!("{}\n", key.to_hex()).as_bytes()).map_err(io(&path))?;
         if durable {
-            file.sync_data().map_err(io(&path))?;
+            self.commit.note();
         }
         Ok(())
     }
@@ -564,7 +597,10 @@ mod tests {
         std::fs::write(a.entry_path(first.key), b"torn").unwrap();
         assert!(matches!(b.put(&second).unwrap(), Stored::Written), "a damaged entry is replaced");
         assert_eq!(a.get(first.key).unwrap(), Some(second));
-        assert_eq!(std::fs::read_dir(dir.path().join(BUCKET).join("tmp")).unwrap().count(), 0, "no temp file left behind");
+        let temps = std::fs::read_dir(dir.path().join(BUCKET).join("tmp")).unwrap().flatten().flat_map(|shard| std::fs::read_dir(shard.path()).unwrap());
+        assert_eq!(temps.count(), 0, "no temp file left behind");
+        a.flush().unwrap();
+        assert!(a.commit.batches() >= 1, "what was written went through the group commit");
     }
 
     #[test]

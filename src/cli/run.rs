@@ -78,7 +78,8 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
                 output::note("interrupted: stopping; answered calls are cached, run the same command again to resume (Ctrl-C again to quit at once)");
                 if tokio::signal::ctrl_c().await.is_ok() {
                     // The second Ctrl-C: no clean-up at all. Everything cached is already
-                    // durable (entries are renamed into place whole).
+                    // in place (entries are renamed into place whole; only a machine crash
+                    // before the group commit's next batch could lose the newest, as misses).
                     std::process::exit(i32::from(Exit::Interrupted.code()));
                 }
             }
@@ -97,6 +98,8 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     if let Some(publish) = &on_cell {
         publish(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: usize::MAX });
     }
+    // Everything this run cached survives a machine crash before it says it is done.
+    store.flush()?;
     print_summary(&summary, report.as_ref(), &calls.usage, args.json);
     Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
 }
@@ -294,6 +297,7 @@ pub(crate) fn report(env: &Env, args: &ReportArgs) -> Result<Exit, Failure> {
     let store = env.store()?;
     let scored = plan.cells.iter().filter(|c| store.contains(c.score_key)).count();
     let outcome = build(&pipeline, &plan, &store, &args.reports_dir)?;
+    store.flush()?;
     match args.format.as_deref() {
         None => {}
         Some("latex") => output::line(fs_err::read_to_string(outcome.dir.join("summary.tex"))?.trim_end()),
