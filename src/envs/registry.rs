@@ -233,6 +233,28 @@ mod tests {
         assert!(Registry::injected_params("bbeh", &model("gpt-5-mini", &[])).is_empty());
     }
 
+    /// A benchmark's tools are one command named after it that clap accepts: the CLI adds
+    /// it as `evalgrid <name>` and finds the benchmark again by that name.
+    #[test]
+    fn tool_commands_are_named_after_their_benchmark_and_well_formed() {
+        let mut with_tools = Vec::new();
+        for b in ALL {
+            match b.tools() {
+                Some(cmd) => {
+                    assert_eq!(cmd.get_name(), b.name());
+                    cmd.debug_assert();
+                    with_tools.push(b.name());
+                }
+                None => {
+                    let matches = clap::Command::new(b.name()).get_matches_from([b.name()]);
+                    let ctx = crate::envs::ToolContext { data_dir: Path::new("data") };
+                    assert!(matches!(b.run_tool(&matches, &ctx), Err(crate::envs::ToolError::Invalid(_))), "{}", b.name());
+                }
+            }
+        }
+        assert_eq!(with_tools, ["eleusis", "bbeh", "bbq"]);
+    }
+
     #[test]
     fn every_benchmark_is_listed_once_and_found_by_name() {
         let names = names();

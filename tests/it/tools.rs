@@ -48,6 +48,30 @@ fn bbq_call_prints_what_the_model_sees() {
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "0"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Each benchmark's tools are a command the benchmark adds (not one the CLI names), listed
+/// in `--help` with the built-in commands, after `datasets`.
+#[test]
+fn benchmark_tool_commands_are_listed_in_help() {
+    let ws = Workspace::new();
+    let out = ws.run(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> =
+        text.lines().skip_while(|l| *l != "Commands:").skip(1).take_while(|l| !l.is_empty()).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(
+        commands,
+        ["run", "status", "report", "show", "validate", "cache", "datasets", "bbeh", "bbq", "eleusis", "slurm", "k8s", "bench", "help"],
+        "{text}"
+    );
+    for line in [
+        "  bbeh      BBEH tools: rescore responses produced elsewhere\n",
+        "  bbq       BBQ-Bench tools: call a hidden function as the model would\n",
+        "  eleusis   Eleusis tools: import published results and compute every metric\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
+}
+
 #[test]
 fn bbq_baselines_run_offline_and_rerun_cached() {
     let ws = Workspace::new();

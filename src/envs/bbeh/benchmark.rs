@@ -327,4 +327,10 @@ impl crate::envs::benchmark::Benchmark for Bbeh {
     fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
         super::report::figures(input)
     }
+    fn tools(&self) -> Option<clap::Command> {
+        Some(super::tools::command())
+    }
+    fn run_tool(&self, matches: &clap::ArgMatches, ctx: &crate::envs::ToolContext<'_>) -> Result<crate::envs::ToolOutput, crate::envs::ToolError> {
+        super::tools::run(matches, ctx)
+    }
 }
