@@ -14,6 +14,14 @@ pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 
+    #[command(flatten)]
+    pub(crate) globals: Globals,
+}
+
+// Options every command takes, benchmarks' own commands included (read alone for those).
+// Not a doc comment: a flattened struct's doc would become help text.
+#[derive(Debug, Args)]
+pub(crate) struct Globals {
     /// The cache: a directory, or `s3://bucket/prefix` for one cache shared by many machines
     /// (endpoint and credentials from the `AWS_*` variables; `--cache-dir` is then its local copy).
     #[arg(long, global = true, env = "EVALGRID_CACHE", value_name = "DIR|s3://BUCKET/PREFIX")]
@@ -51,15 +59,6 @@ pub(crate) enum Command {
     /// Install datasets with checksum verification.
     #[command(subcommand)]
     Datasets(DatasetsCommand),
-    /// BBEH tools: rescore responses produced elsewhere.
-    #[command(subcommand)]
-    Bbeh(BbehCommand),
-    /// BBQ-Bench tools: call a hidden function as the model would.
-    #[command(subcommand)]
-    Bbq(BbqCommand),
-    /// Eleusis tools: import published results and compute every metric.
-    #[command(subcommand)]
-    Eleusis(EleusisCommand),
     /// Write and submit Slurm job arrays (one per resource class) and a dependent report job.
     #[command(after_help = "Example:\n  evalgrid slurm pipelines/quickstart.yaml --shards 4 --dry-run")]
     Slurm(SlurmArgs),
@@ -269,45 +268,5 @@ pub(crate) enum DatasetsCommand {
         /// Install from a local copy instead of downloading.
         #[arg(long)]
         from: Option<PathBuf>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum BbehCommand {
-    /// Score a JSONL file of `{task, index, response[, subset]}` lines.
-    #[command(after_help = "Example:\n  evalgrid bbeh score responses.jsonl --out rescored/")]
-    Score {
-        /// Responses, one JSON object per line.
-        responses: PathBuf,
-        /// Output folder for items.csv, per_task.csv and summary.json.
-        #[arg(long)]
-        out: PathBuf,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum BbqCommand {
-    /// Print a function's output for one input exactly as the model sees it.
-    #[command(after_help = "Example:\n  evalgrid bbq call is_prime 97\n  evalgrid bbq call caesar_cipher hello")]
-    Call {
-        /// Function id, e.g. `is_prime`.
-        task: String,
-        /// Input in the form the model would send (may start with a minus: `-7`, `-abc`).
-        #[arg(allow_hyphen_values = true)]
-        input: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum EleusisCommand {
-    /// Import published `results.json` files, compute every metric, replay every round.
-    #[command(after_help = "Example:\n  evalgrid eleusis import ../shared/data/eleusis/results/*.gz --out imported/")]
-    Import {
-        /// Result files (`.json` or `.json.gz`).
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-        /// Output folder for `metrics.csv` and `replay.txt`.
-        #[arg(long)]
-        out: PathBuf,
     },
 }

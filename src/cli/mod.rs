@@ -3,28 +3,26 @@
 //! 2 invalid input, 130 interrupted).
 
 mod args;
-mod bbeh;
-mod bbq;
 mod bench;
 mod cache_cmd;
 mod datasets;
-mod eleusis;
 mod exit;
 mod jobs;
 mod output;
 mod run;
 mod show;
 mod status;
+mod tools;
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, FromArgMatches as _};
 use evalgrid::envs::Registry;
 use evalgrid::plan::{Plan, parse_filter, plan};
 use evalgrid::spec::{Pipeline, SpecError, load};
 
-use args::{Cli, Command};
+use args::{Cli, Command, Globals};
 
 use exit::Exit;
 
@@ -85,28 +83,20 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 
 /// Runs the CLI and returns the process exit code.
 pub(crate) fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let env = match Env::new(cli.cache, cli.cache_dir, Registry::new(cli.data_dir)) {
+    // The built-in commands, plus each benchmark's own (listed after `datasets`).
+    let matches = tools::add(Cli::command(), "datasets").get_matches();
+    let globals = Globals::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let env = match Env::new(globals.cache, globals.cache_dir, Registry::new(globals.data_dir)) {
         Ok(env) => env,
         Err(f) => {
             output::error(&format!("{:#}", f.error));
             return f.code.into();
         }
     };
-    let result = match cli.command {
-        Command::Run(a) => run::run(&env, &a),
-        Command::Status(a) => status::status(&env, &a),
-        Command::Report(a) => run::report(&env, &a),
-        Command::Show(a) => show::show(&env, &a),
-        Command::Validate(a) => validate(&env, &a.pipelines),
-        Command::Cache(c) => cache_cmd::cache(&env, c),
-        Command::Datasets(c) => datasets::datasets(&env, &c),
-        Command::Bbeh(c) => bbeh::bbeh(&env, &c),
-        Command::Bbq(c) => bbq::bbq(&c),
-        Command::Eleusis(c) => eleusis::eleusis(&c),
-        Command::Bench(a) => bench::bench(&env, &a),
-        Command::Slurm(a) => jobs::slurm(&env, &a),
-        Command::K8s(a) => jobs::k8s(&env, &a),
+    let tool = matches.subcommand().and_then(|(name, args)| Some((tools::find(name)?, args)));
+    let result = match tool {
+        Some((benchmark, args)) => tools::run(&env, benchmark, args),
+        None => command(&env, Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()).command),
     };
     match result {
         Ok(code) => code.into(),
@@ -114,6 +104,22 @@ pub(crate) fn main() -> ExitCode {
             output::error(&format!("{:#}", f.error));
             f.code.into()
         }
+    }
+}
+
+/// Runs a built-in command.
+fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
+    match command {
+        Command::Run(a) => run::run(env, &a),
+        Command::Status(a) => status::status(env, &a),
+        Command::Report(a) => run::report(env, &a),
+        Command::Show(a) => show::show(env, &a),
+        Command::Validate(a) => validate(env, &a.pipelines),
+        Command::Cache(c) => cache_cmd::cache(env, c),
+        Command::Datasets(c) => datasets::datasets(env, &c),
+        Command::Bench(a) => bench::bench(env, &a),
+        Command::Slurm(a) => jobs::slurm(env, &a),
+        Command::K8s(a) => jobs::k8s(env, &a),
     }
 }
 

@@ -12,6 +12,7 @@ use crate::providers::ChatRequest;
 use crate::spec::{CatalogIssue, ModelConfig, Params, Selection, TaskInstance};
 
 use super::metric::MetricDef;
+use super::tool::{ToolContext, ToolError, ToolOutput};
 
 /// One scored cell as a benchmark's report code sees it.
 #[derive(Clone, Debug)]
@@ -150,5 +151,20 @@ pub trait Benchmark: Send + Sync {
     /// Figures drawn from this benchmark's tables, sections and scores (report step).
     fn figures(&self, _input: &FigureInput<'_>) -> Vec<Figure> {
         Vec::new()
+    }
+
+    /// This benchmark's command-line tools as one command named after it (`evalgrid <name>
+    /// <tool> …`), or `None`; the CLI adds it beside its own, so no CLI file names a benchmark.
+    fn tools(&self) -> Option<clap::Command> {
+        None
+    }
+
+    /// Runs the tool that `matches` (parsed by the command [`Self::tools`] returned) selects;
+    /// the CLI prints the output and maps the outcome to the exit code.
+    ///
+    /// # Errors
+    /// Invalid input, or a tool that cannot finish (see [`ToolError`]).
+    fn run_tool(&self, _matches: &clap::ArgMatches, _ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::Invalid(format!("benchmark `{}` has no tools", self.name()).into()))
     }
 }

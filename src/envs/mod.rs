@@ -14,7 +14,9 @@ pub mod metric;
 pub mod pystr;
 pub mod registry;
 pub mod splitmix;
+pub mod tool;
 pub mod weirdml;
 
 pub use benchmark::{Benchmark, FigureInput, ScoredCell, SectionInput};
 pub use registry::{PROVIDERS, Registry, transcript};
+pub use tool::{ToolContext, ToolError, ToolOutcome, ToolOutput};

@@ -180,12 +180,13 @@ mod tests {
                 let path = entry.path();
                 let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
                 if path.is_dir() {
-                    if rel != "envs" && rel != "cli" {
+                    // Test-only folders (`foo/tests/`) may name benchmarks.
+                    if rel != "envs" && rel != "cli" && path.file_name().is_some_and(|n| n != "tests") {
                         stack.push(path);
                     }
                     continue;
                 }
-                if !rel.ends_with(".rs") || rel.ends_with("_tests.rs") || rel.ends_with("tests.rs") {
+                if !rel.ends_with(".rs") || rel.ends_with("tests.rs") {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap();
@@ -230,6 +231,28 @@ mod tests {
         );
         assert!(Registry::injected_params("bbq", &model("gpt-4.1", &[])).is_empty());
         assert!(Registry::injected_params("bbeh", &model("gpt-5-mini", &[])).is_empty());
+    }
+
+    /// A benchmark's tools are one command named after it that clap accepts: the CLI adds
+    /// it as `evalgrid <name>` and finds the benchmark again by that name.
+    #[test]
+    fn tool_commands_are_named_after_their_benchmark_and_well_formed() {
+        let mut with_tools = Vec::new();
+        for b in ALL {
+            match b.tools() {
+                Some(cmd) => {
+                    assert_eq!(cmd.get_name(), b.name());
+                    cmd.debug_assert();
+                    with_tools.push(b.name());
+                }
+                None => {
+                    let matches = clap::Command::new(b.name()).get_matches_from([b.name()]);
+                    let ctx = crate::envs::ToolContext { data_dir: Path::new("data") };
+                    assert!(matches!(b.run_tool(&matches, &ctx), Err(crate::envs::ToolError::Invalid(_))), "{}", b.name());
+                }
+            }
+        }
+        assert_eq!(with_tools, ["eleusis", "bbeh", "bbq"]);
     }
 
     #[test]

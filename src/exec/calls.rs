@@ -99,7 +99,8 @@ impl Usage {
 }
 
 /// What a failed in-flight call leaves for identical calls that waited on it: they
-/// fail with the same error (an answer they read from the cache).
+/// fail with the same error (an answer they read from the cache); a typed cause is not
+/// shared, its text is.
 #[derive(Debug, Clone)]
 enum SharedError {
     Unsupported(String),
@@ -113,9 +114,9 @@ impl SharedError {
     fn of(error: &StepError) -> Self {
         match error {
             StepError::Unsupported(m) => Self::Unsupported(m.clone()),
-            StepError::Episode(m) => Self::Episode(m.clone()),
-            StepError::Score(m) => Self::Score(m.clone()),
-            StepError::Worker(m) => Self::Worker(m.clone()),
+            StepError::Episode(m) | StepError::EpisodeCaused { message: m, .. } => Self::Episode(m.clone()),
+            StepError::Score(m) | StepError::ScoreCaused { message: m, .. } => Self::Score(m.clone()),
+            StepError::Worker(m) | StepError::WorkerCaused { message: m, .. } => Self::Worker(m.clone()),
             StepError::Call { error, attempts } => Self::Call(error.clone(), *attempts),
             other @ StepError::Cache(_) => Self::Episode(other.to_string()),
         }
@@ -373,8 +374,8 @@ struct ScriptRule {
 /// Answers a call from the model's replies file (deterministic, no HTTP).
 fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
     let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::Episode("scripted model without `params.file`".into()))?;
-    let text = std::fs::read_to_string(path).map_err(|e| StepError::Episode(format!("cannot read replies file `{path}`: {e}")))?;
-    let script: Script = serde_json::from_str(&text).map_err(|e| StepError::Episode(format!("replies file `{path}`: {e}")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| StepError::episode_in(format!("cannot read replies file `{path}`"), e))?;
+    let script: Script = serde_json::from_str(&text).map_err(|e| StepError::episode_in(format!("replies file `{path}`"), e))?;
     let last = request.messages.iter().rev().find(|m| m.role == crate::providers::Role::User).map_or("", |m| m.content.as_str());
     let reply = script
         .replies
@@ -526,5 +527,37 @@ mod tests {
         ] {
             assert_eq!(answered_as(requested, answered), expected, "{requested} → {answered}");
         }
+    }
+
+    /// A replies file that cannot be read or parsed fails the episode with the same text
+    /// as before, and keeps the I/O or JSON error as the source.
+    #[test]
+    fn a_bad_replies_file_keeps_its_cause() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let scripted = |path: &std::path::Path| ModelConfig {
+            id: "s".into(),
+            provider: crate::spec::resolve::SCRIPTED_PROVIDER.into(),
+            model: "canned".into(),
+            base_url: None,
+            api_key_env: None,
+            params: [("file".to_owned(), json!(path))].into_iter().collect(),
+            price: None,
+            accept_other_model: false,
+            headers: std::collections::BTreeMap::new(),
+            api: crate::providers::OpenAiApi::Auto,
+        };
+        let missing = dir.path().join("missing.json");
+        let err = scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("episode failed: cannot read replies file `{}`: {}", missing.display(), std::fs::read("/no/such/file").unwrap_err())
+        );
+        assert_eq!(err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound));
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "not json").unwrap();
+        let err = scripted_reply(&scripted(&bad), &ask("q")).unwrap_err();
+        assert!(err.to_string().starts_with(&format!("episode failed: replies file `{}`: expected", bad.display())), "{err}");
+        assert!(err.source().is_some_and(|s| s.is::<serde_json::Error>()), "{err:?}");
     }
 }

@@ -240,7 +240,7 @@ async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn 
         Some(lock) => lock,
         None => {
             let (s, key) = (store.clone(), cell.episode_key);
-            tokio::task::spawn_blocking(move || s.lock(key)).await.map_err(|e| CellError::Step(StepKind::Episode, StepError::Worker(e.to_string())))??
+            tokio::task::spawn_blocking(move || s.lock(key)).await.map_err(|e| CellError::Step(StepKind::Episode, StepError::worker(e)))??
         }
     };
     let model = &pipeline.models[cell.model];

@@ -161,7 +161,7 @@ fn millis(started: Instant) -> u64 {
 }
 
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, CacheError> + Send + 'static) -> Result<T, StepError> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| StepError::Worker(e.to_string()))?.map_err(StepError::Cache)
+    tokio::task::spawn_blocking(work).await.map_err(StepError::worker)?.map_err(StepError::Cache)
 }
 
 #[cfg(test)]

@@ -40,8 +40,4 @@ pub use types::{
     ToolSpec, Usage, answered_as, canonical_json,
 };
 #[cfg(test)]
-mod body_tests;
-#[cfg(test)]
-mod endpoint_tests;
-#[cfg(test)]
-mod shaping_tests;
+mod tests;

@@ -43,9 +43,49 @@ fn bbq_call_prints_what_the_model_sees() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("error:"));
     let out = ws.run(&["bbq", "call", "no_such_task", "1"]);
     assert_eq!(out.status.code(), Some(2));
-    // An input with a leading minus is an input, not a flag.
-    let out = ws.run(&["bbq", "call", "is_prime", "-7"]);
-    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).trim()), (Some(0), "0"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// An input with a leading minus is an input, not a flag: negative integers reach the
+/// function (spec values: `is_prime` 7 → 1 but −7 → 0, `digit_sum` −45 → 9,
+/// 6x³ − 9x² + 2x + 3 at −3 → −246), and `-abc` is refused by the function as the model
+/// would be told (exit 1), not by the argument parser (exit 2).
+#[test]
+fn bbq_call_inputs_may_start_with_a_minus() {
+    let ws = Workspace::new();
+    for (task, input, expected) in
+        [("is_prime", "7", "1"), ("is_prime", "-7", "0"), ("digit_sum", "-45", "9"), ("func_6x3_9x2_2x_3", "-3", "-246"), ("is_greater_than_58", "-100", "0")]
+    {
+        let out = ws.run(&["bbq", "call", task, input]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!((out.status.code(), stdout.trim()), (Some(0), expected), "{task} {input}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = ws.run(&["bbq", "call", "caesar_cipher", "-abc"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "error: invalid input \"-abc\": strings may contain only lower-case letters a-z");
+}
+
+/// Each benchmark's tools are a command the benchmark adds (not one the CLI names), listed
+/// in `--help` with the built-in commands, after `datasets`.
+#[test]
+fn benchmark_tool_commands_are_listed_in_help() {
+    let ws = Workspace::new();
+    let out = ws.run(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> =
+        text.lines().skip_while(|l| *l != "Commands:").skip(1).take_while(|l| !l.is_empty()).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(
+        commands,
+        ["run", "status", "report", "show", "validate", "cache", "datasets", "bbeh", "bbq", "eleusis", "slurm", "k8s", "bench", "help"],
+        "{text}"
+    );
+    for line in [
+        "  bbeh      BBEH tools: rescore responses produced elsewhere\n",
+        "  bbq       BBQ-Bench tools: call a hidden function as the model would\n",
+        "  eleusis   Eleusis tools: import published results and compute every metric\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
 }
 
 #[test]

@@ -143,7 +143,7 @@ fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, Step
         Some(name) => (name, true),
         None => (task.task.as_str(), false),
     };
-    let items = load_task(&data_path(data_dir), name).map_err(|e| StepError::Episode(e.to_string()))?;
+    let items = load_task(&data_path(data_dir), name).map_err(StepError::episode)?;
     Ok(select_items(&items, name, mini).into_iter().cloned().collect())
 }
 
@@ -222,15 +222,20 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
     };
     let total = answers.len();
     let mut ok = Vec::with_capacity(total);
-    let mut errors = Vec::new();
+    let mut failed = 0;
+    let mut first = None;
     for a in answers {
         match a {
             Ok(a) => ok.push(a),
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => {
+                failed += 1;
+                first.get_or_insert(e);
+            }
         }
     }
-    if let Some(first) = errors.first() {
-        return Err(StepError::Episode(format!("{} of {total} items failed (answered items are cached); first: {first}", errors.len())));
+    if let Some(first) = first {
+        // The first failure is the source; the count says how many more there were.
+        return Err(StepError::episode_in(format!("{failed} of {total} items failed (answered items are cached); first"), first));
     }
     Ok(json!({"task": task.task, "answers": ok}))
 }
@@ -263,9 +268,9 @@ fn random_seed(salt: u64, seed: u64, item: &Item) -> u64 {
 
 /// Scores an episode record with the official scorer.
 pub fn score(data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
-    let items = load_selected(data_dir, task).map_err(|e| StepError::Score(e.to_string()))?;
-    let answers: Vec<Answer> = serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null))
-        .map_err(|e| StepError::Score(format!("not a BBEH episode record: {e}")))?;
+    let items = load_selected(data_dir, task).map_err(StepError::score)?;
+    let answers: Vec<Answer> =
+        serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null)).map_err(|e| StepError::score_in("not a BBEH episode record", e))?;
     let mut rows = Vec::with_capacity(answers.len());
     let (mut correct, mut failures, mut tokens_in, mut tokens_out) = (0u64, 0u64, 0u64, 0u64);
     for a in &answers {
@@ -326,5 +331,11 @@ impl crate::envs::benchmark::Benchmark for Bbeh {
     }
     fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
         super::report::figures(input)
+    }
+    fn tools(&self) -> Option<clap::Command> {
+        Some(super::tools::command())
+    }
+    fn run_tool(&self, matches: &clap::ArgMatches, ctx: &crate::envs::ToolContext<'_>) -> Result<crate::envs::ToolOutput, crate::envs::ToolError> {
+        super::tools::run(matches, ctx)
     }
 }

@@ -3,8 +3,9 @@
 //! Data loading and SHA-256 pins (`dataset`), the generic prompt suffix (`prompt`), an exact
 //! port of the official scorer at `google-deepmind/bbeh@80d12ca` (`scorer`, with CPython
 //! string/float emulation in `pystr`), answer spaces for the random baseline
-//! (`answer_space`) and the paper's aggregate metrics (`aggregate`). Specification:
-//! `specs/bbeh.md`. Data are CC-BY 4.0 (Google LLC) and carry a training-data canary.
+//! (`answer_space`), the paper's aggregate metrics (`aggregate`) and `evalgrid bbeh score`
+//! (`tools`). Specification: `specs/bbeh.md`. Data are CC-BY 4.0 (Google LLC) and carry a
+//! training-data canary.
 
 pub mod aggregate;
 pub mod answer_space;
@@ -15,6 +16,7 @@ pub mod prompt;
 pub mod report;
 pub use crate::envs::pystr;
 pub mod scorer;
+mod tools;
 
 #[cfg(test)]
 mod testdata;

@@ -142,11 +142,11 @@ pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<Catal
 pub fn run_episode(model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
     let id = task_id(&task.task).ok_or_else(|| StepError::Unsupported(format!("unknown function `{}`", task.task)))?;
     let object: serde_json::Map<String, Value> = task.params.clone().into_iter().collect();
-    let params: TaskParams = serde_json::from_value(Value::Object(object)).map_err(|e| StepError::Episode(e.to_string()))?;
+    let params: TaskParams = serde_json::from_value(Value::Object(object)).map_err(StepError::episode)?;
     if !model.is_builtin() {
         return Err(StepError::Unsupported(format!("provider `{}` is not wired to BBQ-Bench yet (built-in agents only)", model.provider)));
     }
-    let episode = Episode::new(id, seed, params).map_err(|e| StepError::Episode(e.to_string()))?;
+    let episode = Episode::new(id, seed, params).map_err(StepError::episode)?;
     let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
     let agent_seed = {
         let mut h = blake3::Hasher::new_derive_key("evalgrid bbq agent v1");
@@ -160,12 +160,12 @@ pub fn run_episode(model: &ModelConfig, task: &TaskInstance, seed: u64) -> Resul
         "solver" => play(episode, &mut SolverAgent::new(agent_seed)),
         other => return Err(StepError::Unsupported(format!("unknown built-in agent `{other}`"))),
     };
-    serde_json::to_value(record).map_err(|e| StepError::Episode(e.to_string()))
+    serde_json::to_value(record).map_err(StepError::episode)
 }
 
 /// Per-episode score record.
 pub fn score(episode: &Value) -> Result<Value, StepError> {
-    let r: EpisodeRecord = serde_json::from_value(episode.clone()).map_err(|e| StepError::Score(format!("not a BBQ-Bench record: {e}")))?;
+    let r: EpisodeRecord = serde_json::from_value(episode.clone()).map_err(|e| StepError::score_in("not a BBQ-Bench record", e))?;
     let numeric = r.task.task().family == Family::Numeric;
     let budget = f64::from(r.total_queries.max(1));
     let used_fraction = r.solved_at_queries.map(|q| f64::from(q) / budget);
@@ -234,5 +234,11 @@ impl crate::envs::benchmark::Benchmark for Bbq {
     }
     fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
         super::report::figures(input)
+    }
+    fn tools(&self) -> Option<clap::Command> {
+        Some(super::tools::command())
+    }
+    fn run_tool(&self, matches: &clap::ArgMatches, _ctx: &crate::envs::ToolContext<'_>) -> Result<crate::envs::ToolOutput, crate::envs::ToolError> {
+        super::tools::run(matches)
     }
 }

@@ -111,16 +111,16 @@ pub fn generation_params(model: &ModelConfig) -> Map<String, Value> {
 pub async fn run(ctx: EpisodeContext<'_>, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Result<Value, StepError> {
     let id: TaskId = task.task.parse().map_err(|e: super::task::UnknownTask| StepError::Unsupported(e.to_string()))?;
     let object: Map<String, Value> = task.params.clone().into_iter().collect();
-    let params: TaskParams = serde_json::from_value(Value::Object(object)).map_err(|e| StepError::Episode(e.to_string()))?;
+    let params: TaskParams = serde_json::from_value(Value::Object(object)).map_err(StepError::episode)?;
     if params.system_prompt_version != PROMPT_VERSION {
         return Err(StepError::Unsupported(format!("system prompt `{}` is not available (this build has `{PROMPT_VERSION}`)", params.system_prompt_version)));
     }
     let python = SandboxRunner { limits: PythonLimits::from_params(&params) };
-    let episode = Episode::new(id, seed, params).map_err(|e| StepError::Episode(e.to_string()))?;
+    let episode = Episode::new(id, seed, params).map_err(StepError::episode)?;
     let mut chat = ApiChat { ctx, model, seed };
     let (record, log) = play(episode, &mut chat, &python, generation_params(model)).await?;
-    let mut out = serde_json::to_value(record).map_err(|e| StepError::Episode(e.to_string()))?;
-    out["llm"] = serde_json::to_value(log).map_err(|e| StepError::Episode(e.to_string()))?;
+    let mut out = serde_json::to_value(record).map_err(StepError::episode)?;
+    out["llm"] = serde_json::to_value(log).map_err(StepError::episode)?;
     Ok(out)
 }
 
@@ -142,8 +142,8 @@ fn required_name(phase: Phase) -> &'static str {
     }
 }
 
-fn bug(e: impl std::fmt::Display) -> StepError {
-    StepError::Episode(format!("BBQ-Bench driver out of step with the episode: {e}"))
+fn bug(e: impl std::error::Error + Send + Sync + 'static) -> StepError {
+    StepError::episode_in("BBQ-Bench driver out of step with the episode", e)
 }
 
 /// Plays `episode` to the end with `chat`, running `execute_python` through `python`.

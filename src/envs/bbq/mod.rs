@@ -3,7 +3,7 @@
 //! validation, the deterministic test-set/sample generator, the model-independent episode
 //! state machine, plain-Rust metrics and two offline agents (random baseline, solver), and
 //! the driver that lets API models play it ([`llm_episode`], with [`prompt`], [`reply`] and
-//! the sandboxed `execute_python` of [`python`]).
+//! the sandboxed `execute_python` of [`python`]); `tools` is `evalgrid bbq call`.
 
 pub mod agents;
 pub mod alternatives;
@@ -22,6 +22,7 @@ pub mod reply;
 pub mod report;
 pub mod solver;
 pub mod task;
+mod tools;
 pub mod value;
 
 pub use agents::{Agent, Observation, RandomAgent, play};

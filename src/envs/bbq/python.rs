@@ -244,7 +244,7 @@ pub fn shared(limits: &PythonLimits) -> Result<Arc<PythonSandbox>, StepError> {
     if let Some(sb) = SHARED.lock().map_err(|_| poisoned())?.iter().find(|s| &s.limits == limits) {
         return Ok(Arc::clone(sb));
     }
-    let sb = Arc::new(PythonSandbox::new(limits.clone()).map_err(|e| StepError::Episode(format!("cannot set up the execute_python sandbox: {e}")))?);
+    let sb = Arc::new(PythonSandbox::new(limits.clone()).map_err(|e| StepError::episode_in("cannot set up the execute_python sandbox", e))?);
     SHARED.lock().map_err(|_| poisoned())?.push(Arc::clone(&sb));
     Ok(sb)
 }
@@ -261,9 +261,9 @@ impl PythonRunner for SandboxRunner {
     fn run<'a>(&'a self, code: &'a str) -> BoxFuture<'a, Result<PythonRun, StepError>> {
         let (limits, code) = (self.limits.clone(), code.to_owned());
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || shared(&limits)?.run(&code).map_err(|e| StepError::Episode(format!("execute_python sandbox failed: {e}"))))
+            tokio::task::spawn_blocking(move || shared(&limits)?.run(&code).map_err(|e| StepError::episode_in("execute_python sandbox failed", e)))
                 .await
-                .map_err(|e| StepError::Worker(e.to_string()))?
+                .map_err(StepError::worker)?
         })
     }
 }

@@ -189,8 +189,8 @@ pub fn run_episode(model: &ModelConfig, task: &TaskInstance, seed: u64) -> Resul
         "ideal" => Box::new(IdealAgent::new()),
         other => return Err(StepError::Unsupported(format!("unknown built-in agent `{other}`"))),
     };
-    let result = play_round(rule, batch, config, agent.as_mut()).map_err(|e| StepError::Episode(e.to_string()))?;
-    serde_json::to_value(result).map_err(|e| StepError::Episode(e.to_string()))
+    let result = play_round(rule, batch, config, agent.as_mut()).map_err(StepError::episode)?;
+    serde_json::to_value(result).map_err(StepError::episode)
 }
 
 /// Seed of the random agent for one round: independent of other rounds and
@@ -206,7 +206,7 @@ fn agent_seed(salt: u64, rule: SecretRule, batch: u32) -> u64 {
 
 /// Per-round score record from an episode record.
 pub fn score(episode: &Value) -> Result<Value, StepError> {
-    let r: RoundResult = serde_json::from_value(episode.clone()).map_err(|e| StepError::Score(format!("not an Eleusis round record: {e}")))?;
+    let r: RoundResult = serde_json::from_value(episode.clone()).map_err(|e| StepError::score_in("not an Eleusis round record", e))?;
     Ok(json!({
         "score": r.score,
         "floored_score": r.floored_score,
@@ -294,5 +294,11 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
     }
     fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
         super::report::figures(input)
+    }
+    fn tools(&self) -> Option<clap::Command> {
+        Some(super::tools::command())
+    }
+    fn run_tool(&self, matches: &clap::ArgMatches, _ctx: &crate::envs::ToolContext<'_>) -> Result<crate::envs::ToolOutput, crate::envs::ToolError> {
+        super::tools::run(matches)
     }
 }

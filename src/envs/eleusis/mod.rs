@@ -5,7 +5,8 @@
 //! One folder per concept: [`game`] (the game without a model: cards, rules, setup, the
 //! equivalence check, the turn loop), [`judge`] (the Python judge), [`play`] (built-in agents,
 //! prompt, reply parsing, rule compiler, the LLM episode) and [`analysis`] (published results,
-//! the §5 metrics, export, replay); [`benchmark`] and [`report`] plug them into evalgrid.
+//! the §5 metrics, export, replay); [`benchmark`], [`report`] and `tools` (`evalgrid eleusis
+//! import`) plug them into evalgrid.
 //!
 //! Test convention in this folder: a module `foo.rs` with tests declares `#[cfg(test)] mod
 //! tests;` and its tests live in `foo/tests.rs` (no inline test bodies, no `#[path]`-mounted
@@ -19,6 +20,7 @@ pub mod play;
 pub mod report;
 #[cfg(test)]
 mod test_support;
+mod tools;
 
 // Module paths of before the split into folders that code outside `eleusis/` uses.
 pub use analysis::replay;

@@ -176,12 +176,12 @@ impl Benchmark for Guess {
             } else {
                 play_model(ctx, model, range, secret, max_turns, seed).await?
             };
-            serde_json::to_value(record).map_err(|e| StepError::Episode(e.to_string()))
+            serde_json::to_value(record).map_err(StepError::episode)
         })
     }
 
     fn score(&self, _data_dir: &Path, _task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
-        let r: Record = serde_json::from_value(episode.clone()).map_err(|e| StepError::Score(format!("not a guess record: {e}")))?;
+        let r: Record = serde_json::from_value(episode.clone()).map_err(|e| StepError::score_in("not a guess record", e))?;
         let used = r.guesses.len() as u64;
         #[expect(clippy::cast_precision_loss, reason = "turn counts are small")]
         let efficiency = if r.solved { (optimal_turns(r.range) as f64 / used.max(1) as f64).min(1.0) } else { 0.0 };

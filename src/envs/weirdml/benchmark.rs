@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{Value, json};
 
 use super::episode::{CodeRunner, Episode, EpisodeRecord, SandboxRunner};
-use super::gpu::{GpuPool, PoolConfig};
-use super::minishapes::MiniShapes;
+use super::gpu::{GpuError, GpuPool, PoolConfig};
+use super::minishapes::{MiniShapes, MiniShapesError};
 use super::sandbox::{IsolationReport, RunResult, Sandbox, SandboxConfig, SandboxError};
 use super::scripted::{ScriptedAgent, play};
-use super::task::TaskManifest;
+use super::task::{TaskError, TaskManifest};
 use crate::cache::Store;
 use crate::envs::metric::{Agg, MetricDef};
 use crate::exec::{CallSite, EpisodeContext, Fresh, StepError, SubStep, SubStepError};
@@ -57,14 +57,28 @@ fn task_dir(data_dir: &Path, task: &str) -> PathBuf {
     data_dir.join(NAME).join(task)
 }
 
-fn ensure_task(data_dir: &Path, task: &str) -> Result<TaskManifest, String> {
+/// Why a task folder cannot be used (each shown as its cause alone).
+#[derive(Debug, thiserror::Error)]
+enum TaskSetupError {
+    /// The folder's absolute path cannot be made.
+    #[error(transparent)]
+    Path(std::io::Error),
+    /// The built-in mini-shapes task cannot be generated.
+    #[error(transparent)]
+    Generate(#[from] MiniShapesError),
+    /// `task.json` is missing or invalid.
+    #[error(transparent)]
+    Manifest(#[from] TaskError),
+}
+
+fn ensure_task(data_dir: &Path, task: &str) -> Result<TaskManifest, TaskSetupError> {
     // Absolute, so the manifest's paths stay valid from any working directory.
-    let dir = std::path::absolute(task_dir(data_dir, task)).map_err(|e| e.to_string())?;
+    let dir = std::path::absolute(task_dir(data_dir, task)).map_err(TaskSetupError::Path)?;
     let manifest = dir.join("task.json");
     if task == MINI_SHAPES && !manifest.is_file() {
-        MiniShapes::default().write(&dir).map_err(|e| e.to_string())?;
+        MiniShapes::default().write(&dir)?;
     }
-    TaskManifest::from_path(&manifest).map_err(|e| e.to_string())
+    Ok(TaskManifest::from_path(&manifest)?)
 }
 
 /// Resolves `select:` (task folder names; `mini-shapes` is built in) and
@@ -145,16 +159,28 @@ struct Runtime {
     pool: GpuPool,
 }
 
+/// Why the sandbox or the slot pool cannot be set up (kept for every later cell, hence
+/// shared).
+#[derive(Debug, thiserror::Error)]
+enum RuntimeError {
+    /// No usable sandbox.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The GPU slot pool cannot be built.
+    #[error(transparent)]
+    Pool(#[from] GpuError),
+}
+
 fn runtime() -> Result<&'static Runtime, StepError> {
-    static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    static RUNTIME: OnceLock<Result<Runtime, Arc<RuntimeError>>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
-            let sandbox = Sandbox::new(SandboxConfig::default()).map_err(|e| e.to_string())?;
-            let pool = GpuPool::new(&PoolConfig::default()).map_err(|e| e.to_string())?;
+            let sandbox = Sandbox::new(SandboxConfig::default()).map_err(|e| Arc::new(e.into()))?;
+            let pool = GpuPool::new(&PoolConfig::default()).map_err(|e| Arc::new(e.into()))?;
             Ok(Runtime { sandbox, pool })
         })
         .as_ref()
-        .map_err(|e| StepError::Episode(format!("cannot set up the WeirdML sandbox: {e}")))
+        .map_err(|e| StepError::episode_in("cannot set up the WeirdML sandbox", Arc::clone(e)))
 }
 
 /// How submissions are isolated on this machine (for warnings and reports).
@@ -163,7 +189,7 @@ pub fn isolation() -> Result<IsolationReport, StepError> {
 }
 
 fn manifest_for(data_dir: &Path, task: &TaskInstance) -> Result<TaskManifest, StepError> {
-    let mut manifest = ensure_task(data_dir, &task.task).map_err(StepError::Episode)?;
+    let mut manifest = ensure_task(data_dir, &task.task).map_err(StepError::episode)?;
     if let Some(n) = task.params.get("iterations").and_then(Value::as_u64) {
         manifest.iterations = u32::try_from(n).unwrap_or(u32::MAX);
     }
@@ -190,7 +216,7 @@ impl CodeRunner for CachedRunner<'_> {
         match step.run_blocking(&self.store, || self.inner.run_code(code).map(Fresh::cacheable)) {
             Ok(done) => Ok(done.value),
             Err(SubStepError::Compute(e)) => Err(e),
-            Err(SubStepError::Cache(e)) => Err(SandboxError::Io { what: "submission cache".into(), source: std::io::Error::other(e.to_string()) }),
+            Err(SubStepError::Cache(e)) => Err(SandboxError::Io { what: "submission cache".into(), source: std::io::Error::other(e) }),
         }
     }
 }
@@ -218,17 +244,17 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
         let (store, key) = (ctx.calls.store().clone(), ctx.episode_key);
         tokio::task::spawn_blocking(move || -> Result<EpisodeRecord, StepError> {
             let mut agent = if script == "reference" { ScriptedAgent::reference_episode() } else { ScriptedAgent::spec_episode() };
-            let mut episode = Episode::from_task(&manifest).map_err(|e| StepError::Episode(e.to_string()))?;
+            let mut episode = Episode::from_task(&manifest).map_err(StepError::episode)?;
             let mut runner =
                 CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &manifest }, store, episode: key, submission: 0 };
-            play(&mut episode, &mut agent, &mut runner).map_err(|e| StepError::Episode(e.to_string()))
+            play(&mut episode, &mut agent, &mut runner).map_err(StepError::episode)
         })
         .await
-        .map_err(|e| StepError::Worker(e.to_string()))??
+        .map_err(StepError::worker)??
     } else {
         model_episode(ctx, rt, manifest, model, seed).await?
     };
-    serde_json::to_value(record).map_err(|e| StepError::Episode(e.to_string()))
+    serde_json::to_value(record).map_err(StepError::episode)
 }
 
 /// The feedback loop with an API model: the conversation grows by the
@@ -241,7 +267,7 @@ async fn model_episode(
     seed: u64,
 ) -> Result<EpisodeRecord, StepError> {
     let manifest = Arc::new(manifest);
-    let episode = Arc::new(Mutex::new(Episode::from_task(&manifest).map_err(|e| StepError::Episode(e.to_string()))?));
+    let episode = Arc::new(Mutex::new(Episode::from_task(&manifest).map_err(StepError::episode)?));
     let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
     let mut messages = vec![Message::user(manifest.prompt.clone())];
     let mut iteration = 0u32;
@@ -261,12 +287,12 @@ async fn model_episode(
             let mut runner =
                 CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &man }, store, episode: key, submission: *count };
             let mut guard = ep.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?;
-            let step = guard.step(&text, &mut runner as &mut dyn CodeRunner).map(|s| s.feedback).map_err(|e| StepError::Episode(e.to_string()));
+            let step = guard.step(&text, &mut runner as &mut dyn CodeRunner).map(|s| s.feedback).map_err(StepError::episode);
             *count = runner.submission;
             step
         })
         .await
-        .map_err(|e| StepError::Worker(e.to_string()))??;
+        .map_err(StepError::worker)??;
         let Some(feedback) = feedback else { break };
         messages.push(Message::assistant(response.text));
         messages.push(Message::user(feedback));
@@ -277,7 +303,7 @@ async fn model_episode(
 
 /// Score record of one run.
 pub fn score(episode: &Value) -> Result<Value, StepError> {
-    let r: EpisodeRecord = serde_json::from_value(episode.clone()).map_err(|e| StepError::Score(format!("not a WeirdML record: {e}")))?;
+    let r: EpisodeRecord = serde_json::from_value(episode.clone()).map_err(|e| StepError::score_in("not a WeirdML record", e))?;
     let mut out = json!({
         "run_accuracy": r.run_accuracy,
         "failures": r.failures,

@@ -17,11 +17,9 @@ pub mod scripted;
 pub mod task;
 
 #[cfg(test)]
-mod gpu_tests;
-#[cfg(test)]
-mod sandbox_tests;
-#[cfg(test)]
 mod test_support;
+#[cfg(test)]
+mod tests;
 
 pub use crate::sandbox;
 /// The sandbox moved to [`crate::sandbox`]; these names stay for WeirdML's own code.

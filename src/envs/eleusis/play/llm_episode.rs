@@ -45,7 +45,7 @@ struct TurnMeta {
 /// guess code that poisons its interpreter can never judge another guess (of this cell or
 /// any other), and a verdict never depends on what ran before it.
 fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<game::card::Card>) -> Result<PyVerdict, StepError> {
-    let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?;
+    let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::episode_in("cannot start the Python judge", e))?;
     let mut verdict = j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default());
     if code.is_none() && verdict.judge_error.is_none() {
         // Never cached (judge_error), never scored as the model's wrong guess.
@@ -84,12 +84,12 @@ pub async fn run(
     config: GameConfig,
     sample: u64,
 ) -> Result<Value, StepError> {
-    let mut round = Round::new(rule, batch, config).map_err(|e| StepError::Episode(e.to_string()))?;
+    let mut round = Round::new(rule, batch, config).map_err(StepError::episode)?;
     let params: Map<String, Value> = model.params.clone().into_iter().collect();
     let mut meta = Vec::new();
     while !round.is_over() {
         let obs = round.observation();
-        let mut attempts = AttemptLoop::new(&obs.hand, round.seed(), obs.turn).map_err(|e| StepError::Episode(e.to_string()))?;
+        let mut attempts = AttemptLoop::new(&obs.hand, round.seed(), obs.turn).map_err(StepError::episode)?;
         let decision = loop {
             match attempts.step() {
                 AttemptStep::Decided(d) => break d,
@@ -109,7 +109,7 @@ pub async fn run(
                 }
             }
         };
-        let prepared = round.prepare(decision.action.clone()).map_err(|e| StepError::Episode(e.to_string()))?;
+        let prepared = round.prepare(decision.action.clone()).map_err(StepError::episode)?;
         let (verdict, compile_attempts, judge_error) = match prepared.judge_request() {
             None => (None, None, None),
             Some(request) => {
@@ -128,9 +128,9 @@ pub async fn run(
             compile_attempts,
             judge_error,
         });
-        round.commit(prepared, verdict).map_err(|e| StepError::Episode(e.to_string()))?;
+        round.commit(prepared, verdict).map_err(StepError::episode)?;
     }
-    let mut out = serde_json::to_value(round.finish()).map_err(|e| StepError::Episode(e.to_string()))?;
+    let mut out = serde_json::to_value(round.finish()).map_err(StepError::episode)?;
     let output_tokens: u64 = meta.iter().map(|m| m.tokens_all_calls.output_tokens).sum();
     out["llm"] = json!({"prompt_version": PROMPT_VERSION, "turns": meta, "output_tokens": output_tokens});
     Ok(out)
@@ -151,8 +151,7 @@ async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -
                 match ctx.chat(compiler, &request, &site).await {
                     Ok(reply) => {
                         let text = reply.text;
-                        let valid =
-                            tokio::task::spawn_blocking(move || validate(&text).map(|r| (text, r))).await.map_err(|e| StepError::Worker(e.to_string()))??;
+                        let valid = tokio::task::spawn_blocking(move || validate(&text).map(|r| (text, r))).await.map_err(StepError::worker)??;
                         let (text, result) = valid;
                         attempts.on_reply(&text, |_| result);
                     }
@@ -168,7 +167,7 @@ async fn compile(ctx: EpisodeContext<'_>, compiler: &ModelConfig, guess: &str) -
 /// Byte-compiles the code a reply contains, on a judge worker.
 fn validate(reply: &str) -> Result<Result<(), String>, StepError> {
     let Some(code) = super::compiler::extract_code(reply) else { return Ok(Err("no code".into())) };
-    let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::Episode(format!("cannot start the Python judge: {e}")))?;
+    let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::episode_in("cannot start the Python judge", e))?;
     Ok(j.validate(&code).map_err(|e| e.to_string()))
 }
 
@@ -189,7 +188,7 @@ async fn cached_verdict(ctx: EpisodeContext<'_>, rule: SecretRule, code: Option<
     let step = SubStep::new(ctx.episode_key, StepKind::Verdict, verdict_components(rule, code.as_deref(), &mainline));
     let done = step
         .run(ctx.calls.store(), || async move {
-            let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline)).await.map_err(|e| StepError::Worker(e.to_string()))??;
+            let verdict = tokio::task::spawn_blocking(move || judge(rule, code, mainline)).await.map_err(StepError::worker)??;
             // Verdicts decided by a limit or a judge failure are not cached: a
             // rerun on a quieter machine may judge them cleanly.
             Ok(if verdict.judge_error.is_none() { Fresh::cacheable(verdict) } else { Fresh::uncached(verdict) })

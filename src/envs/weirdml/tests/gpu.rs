@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Instant;
 
-use super::test_support::{minishapes_fixture, sandbox};
+use crate::envs::weirdml::test_support::{minishapes_fixture, sandbox};
 use crate::sandbox::gpu::*;
 use crate::sandbox::{BackendChoice, RunSpec};
 

@@ -8,8 +8,8 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use super::sandbox::{BackendChoice, Isolation, LimitKind, Predictions, Sandbox};
-use super::test_support::{backends, minishapes_fixture, run, run_on, small_config};
+use crate::envs::weirdml::test_support::{backends, minishapes_fixture, run, run_on, small_config};
+use crate::sandbox::{BackendChoice, Isolation, LimitKind, Predictions, Sandbox};
 
 fn tag() -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -290,7 +290,7 @@ fn auto_falls_back_loudly_when_bwrap_is_missing_or_broken() {
         let r = run(&sb, "print('fallback ok')", Duration::from_secs(20));
         assert_eq!((r.output_view.as_str(), r.isolation), ("fallback ok\n", Isolation::RlimitsOnly));
         cfg.backend = BackendChoice::Bwrap;
-        assert!(matches!(Sandbox::new(cfg), Err(super::sandbox::SandboxError::BwrapUnavailable(_))));
+        assert!(matches!(Sandbox::new(cfg), Err(crate::sandbox::SandboxError::BwrapUnavailable(_))));
     }
 }
 
@@ -306,9 +306,9 @@ fn provenance_is_collected_once() {
 else echo '0, NVIDIA Fake A, 550.54.15'; fi\n";
     std::fs::write(&smi, script).expect("write");
     std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let cfg = super::gpu::PoolConfig { path_var: Some(dir.path().as_os_str().to_os_string()), ..Default::default() };
-    let pool = super::gpu::GpuPool::new(&cfg).expect("pool");
-    let p = super::provenance::Provenance::collect(sb, &pool, &cfg);
+    let cfg = crate::sandbox::gpu::PoolConfig { path_var: Some(dir.path().as_os_str().to_os_string()), ..Default::default() };
+    let pool = crate::sandbox::gpu::GpuPool::new(&cfg).expect("pool");
+    let p = crate::sandbox::provenance::Provenance::collect(sb, &pool, &cfg);
     assert_eq!(p.cuda_driver_version.as_deref(), Some("12.4"));
     assert_eq!(p.gpus.len(), 1);
     assert!(p.python.version.starts_with('3'), "{:?}", p.python);
@@ -323,7 +323,7 @@ fn submissions_hold_no_capabilities() {
     let code = "import os\nst = open('/proc/self/status').read().splitlines()\n\
 print('uid', os.getuid())\nprint(*[l for l in st if l.startswith(('CapEff', 'CapPrm', 'NoNewPrivs'))], sep='\\n')\n";
     let mut never = small_config(BackendChoice::Bwrap);
-    never.privilege_drop = super::sandbox::PrivilegeDrop::Never;
+    never.privilege_drop = crate::sandbox::PrivilegeDrop::Never;
     let never = Sandbox::new(never).map_err(|e| eprintln!("SKIP bwrap with PrivilegeDrop::Never: {e}")).ok();
     for sb in backends().into_iter().chain(never.as_ref()) {
         let r = run(sb, code, Duration::from_secs(20));
