@@ -45,3 +45,5 @@ mod body_tests;
 mod endpoint_tests;
 #[cfg(test)]
 mod shaping_tests;
+#[cfg(test)]
+mod signature_tests;

@@ -209,17 +209,19 @@ pub enum Role {
     Assistant,
 }
 
-/// One conversation turn: text, plus (for the Responses API only) protocol items.
+/// One conversation turn: text, plus the protocol items a tool round must carry back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// Who wrote the turn.
     pub role: Role,
     /// The turn's text.
     pub content: String,
-    /// Responses API items replayed verbatim before `content` (reasoning items with their
-    /// `encrypted_content`, `function_call`, `function_call_output`), so a tool round keeps
-    /// the model's reasoning; other protocols send `content` only. Not serialized when
-    /// empty, so plain turns (and every existing key) keep their form.
+    /// Protocol items replayed verbatim, so a tool round keeps the model's reasoning: an
+    /// assistant turn's items are [`ChatResponse::items`] in the shape of the protocol that
+    /// answered (Responses output items, Anthropic content blocks, Gemini parts); a user
+    /// turn's `function_call_output` items ([`Message::tool_outputs`]) become each
+    /// protocol's tool results. Not serialized when empty, so plain turns (and every
+    /// existing key) keep their form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Value>,
 }
@@ -235,15 +237,16 @@ impl Message {
         Self { role: Role::Assistant, content: content.into(), items: Vec::new() }
     }
 
-    /// The assistant turn that replays `response` exactly: its text and, on the Responses
-    /// API, its output items (reasoning before the function calls it led to).
+    /// The assistant turn that replays `response` exactly: its text and its items
+    /// (reasoning with its signatures, before the function calls it led to).
     #[must_use]
     pub fn assistant_turn(response: &ChatResponse) -> Self {
         Self { role: Role::Assistant, content: response.text.clone(), items: response.items.clone() }
     }
 
-    /// A user turn answering tool calls by id (`function_call_output` items, Responses API
-    /// only), with optional text after them.
+    /// A user turn answering tool calls by id, with optional text after the answers:
+    /// `function_call_output` items, sent as such to the Responses API, as `tool_result`
+    /// blocks to Anthropic and as `functionResponse` parts to Gemini.
     pub fn tool_outputs<I, S>(outputs: I, text: impl Into<String>) -> Self
     where
         I: IntoIterator<Item = (S, S)>,
@@ -394,8 +397,12 @@ pub struct ChatResponse {
     /// False when the provider reported no usage at all (tokens and cost then read 0).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub usage_reported: bool,
-    /// The Responses API's output items as sent (reasoning with `encrypted_content`,
-    /// function calls, messages), for [`Message::assistant_turn`] to replay; empty elsewhere.
+    /// What the next request must carry back, for [`Message::assistant_turn`] to replay, in
+    /// the answering protocol's shape: every Responses output item (reasoning with
+    /// `encrypted_content`); Anthropic's content blocks in order (`thinking` with its
+    /// `signature`, `redacted_thinking` with its `data`, text, `tool_use`) when there is
+    /// thinking or a tool call; Gemini's parts as sent when one carries a `thoughtSignature`
+    /// or a `functionCall`. Empty otherwise, so a plain answer replays as plain text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Value>,
 }

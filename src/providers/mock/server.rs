@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use super::super::types::ProviderKind;
 use super::render::{error_response, fault_response, json_response, recorded_response, reply_response, strings};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
+use super::signatures::missing_signature;
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -45,6 +46,11 @@ pub struct MockConfig {
     /// Path every route sits under instead of the public APIs' `/v1` (`/v1beta` for
     /// Gemini), e.g. `/api/paas/v4`, to check that base URLs are used as given.
     pub path_prefix: Option<String>,
+    /// Answer 400, as the real APIs do, to a tool round that replays a function call
+    /// without the reasoning signatures the mock issued (Anthropic with thinking on:
+    /// signed thinking blocks first in the assistant turn; Gemini: the `thoughtSignature`
+    /// on the first `functionCall` part, issued for Gemini 3 models and thinking requests).
+    pub require_signatures: bool,
 }
 
 impl Default for MockConfig {
@@ -58,6 +64,7 @@ impl Default for MockConfig {
             require_api_key: None,
             record_log: true,
             path_prefix: None,
+            require_signatures: false,
         }
     }
 }
@@ -213,9 +220,9 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
-    let (latency, required_key, answered_model, record) = {
+    let (latency, required_key, answered_model, record, require_signatures) = {
         let config = lock(&shared.config);
-        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log)
+        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.require_signatures)
     };
     if record {
         lock(&shared.log).push(LoggedRequest {
@@ -232,6 +239,9 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     {
         let message = format!("Incorrect API key provided: {given}");
         return error_response(protocol, 401, &message, RetryHeader::None);
+    }
+    if let Some(message) = require_signatures.then(|| missing_signature(protocol, &body)).flatten() {
+        return error_response(protocol, 400, &message, RetryHeader::None);
     }
     let request = MockRequest { api_key: given, ..describe(protocol, url_model, body) };
     let plan = plan(&shared, index, request);
