@@ -139,6 +139,10 @@ pub struct Endpoint {
     /// [`super::request_fingerprint`], secret ones nowhere).
     #[serde(skip)]
     pub headers: Vec<ExtraHeader>,
+    /// Run Responses API calls in background mode and poll for the answer (see
+    /// [`super::Background`]); transport, so never serialized or keyed.
+    #[serde(skip)]
+    pub background: bool,
 }
 
 /// One header the model entry adds (Azure `api-key`, `anthropic-beta`, a gateway's tag).
@@ -163,7 +167,7 @@ pub enum HeaderValueOf {
 impl Endpoint {
     /// Builds an endpoint with the provider's public base URL and no key.
     pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
-        Self { kind, model: model.into(), base_url: kind.default_base_url().to_owned(), api_key: None, headers: Vec::new() }
+        Self { kind, model: model.into(), base_url: kind.default_base_url().to_owned(), api_key: None, headers: Vec::new(), background: false }
     }
 
     /// Adds a header sent with every request to this endpoint.
@@ -187,6 +191,13 @@ impl Endpoint {
     #[must_use]
     pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
         self.base_url = base_url.into();
+        self
+    }
+
+    /// Turns background mode on or off (it applies to Responses API calls only).
+    #[must_use]
+    pub fn with_background(mut self, background: bool) -> Self {
+        self.background = background;
         self
     }
 

@@ -4,8 +4,10 @@
 //! speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini success and error shapes. Replies come from a
 //! [`Script`]; failures from a [`FaultPlan`]. It signs reasoning like the real APIs (Anthropic
 //! thinking signatures, Gemini `thoughtSignature`s) and, when asked, rejects a tool round
-//! that does not carry them back. It never reaches the network.
+//! that does not carry them back. Responses API calls in background mode are queued and
+//! answered after a few polls. It never reaches the network.
 
+mod background;
 mod render;
 mod script;
 mod server;

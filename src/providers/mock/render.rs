@@ -187,7 +187,7 @@ pub(super) fn reply_response(request: &MockRequest, reply: &MockReply, answered_
 }
 
 /// The success JSON of the request's protocol, with usage and a `model` field.
-fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
+pub(super) fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
     let model = reply.model.as_deref().or(answered_model).unwrap_or(&request.model);
     let reasoning_words = reply.reasoning.as_deref().map_or(0, words);
     let usage = reply.usage.unwrap_or(Usage {
