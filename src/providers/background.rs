@@ -270,6 +270,11 @@ async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str) -> Submitted {
                 failures = 0;
                 tracing::debug!(response = id, status = %text(&json, "/status"), "background response not done yet");
             }
+            // A rate limit is pacing: wait as asked, without using up the failed-poll budget.
+            Err(CallError::RateLimited { retry_after }) => {
+                tracing::info!(response = id, "polling a background response was rate limited; polling again later");
+                wait = wait.max(retry_after.unwrap_or(job.polling.max));
+            }
             Err(error) if error.is_retryable() => {
                 failures += 1;
                 tracing::info!(response = id, class = error.class(), failures, "polling a background response failed; polling again (not re-sending)");
@@ -277,7 +282,7 @@ async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str) -> Submitted {
                     cancel(http, job, id).await;
                     return Submitted::settled(Err(error));
                 };
-                wait = wait.max(delay);
+                wait = wait.max(delay).max(error.retry_after().unwrap_or_default());
             }
             // 401, 404: the response cannot be read; sending it again would bill twice.
             Err(error) => return Submitted::settled(Err(error)),
@@ -303,7 +308,7 @@ mod tests {
     use super::super::client::tests::{ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::client::{request_fingerprint, request_url};
     use super::super::limiter::ConcurrencyMode;
-    use super::super::mock::{Fault, FaultPlan, LoggedRequest, MockConfig, MockServer};
+    use super::super::mock::{Fault, FaultPlan, LoggedRequest, MockConfig, MockServer, RetryHeader};
     use super::super::types::{Endpoint, HeaderValueOf, ProviderKind, canonical_json};
     use super::*;
     use serde_json::json;
@@ -342,14 +347,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_poll_that_fails_transiently_is_polled_again_never_posted_again() {
-        // Call 0 is the POST; calls 1 and 2 (the first two polls) fail.
-        let faults = FaultPlan { sequence: vec![None, Some(Fault::ServerError), Some(Fault::Disconnect)], ..FaultPlan::default() };
+        // Call 0 is the POST; calls 1 to 3 (the first three polls) fail, the last with a 429.
+        let faults = FaultPlan {
+            sequence: vec![None, Some(Fault::ServerError), Some(Fault::Disconnect), Some(Fault::RateLimited(RetryHeader::Millis(30)))],
+            ..FaultPlan::default()
+        };
         let server = MockServer::start(MockConfig { faults, background_polls: 2, ..MockConfig::default() }).await.unwrap();
         let record = quick_client().call_recorded(&background_endpoint(&server), &ask("x")).await;
         assert_eq!(record.result.map(|response| response.text), Ok("echo: x".to_owned()));
         let log = server.request_log();
         assert_eq!(posts(&log), 1, "re-POSTing would start and bill a second run");
-        assert_eq!(polls(&log).len(), 4, "two failed polls, then in_progress, then the answer");
+        assert_eq!(polls(&log).len(), 5, "three failed polls, then in_progress, then the answer");
         assert_eq!(record.attempts, 1);
     }
 
