@@ -10,7 +10,7 @@ use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::calls::Usage;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, run_cells};
 use evalgrid::plan::plan;
-use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, ProviderClient, RetryPolicy, install_crypto_provider};
+use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::report::{ReportOutcome, build};
 use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use serde_json::json;
@@ -194,6 +194,7 @@ fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::Shard>) -> C
             retry_rate_limits: true,
         },
         max_response_bytes: t.max_response_bytes,
+        polling: PollConfig { first: Duration::from_millis(t.background_poll_ms), max: Duration::from_millis(t.background_poll_max_ms) },
         ..ClientConfig::default()
     }
 }

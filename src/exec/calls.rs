@@ -319,7 +319,8 @@ pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
 /// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
 /// added only by [`with_key`], at call time. For `provider: openai` the entry's `api`
 /// picks Chat Completions or Responses for this request (`auto` looks at the model,
-/// server and request: [`crate::providers::responses::route`]).
+/// server and request: [`crate::providers::responses::route`]), and `background` whether
+/// a Responses call is polled in background mode (not keyed).
 fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
     let mut kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
     let mut endpoint = Endpoint::new(kind, model.model.clone());
@@ -329,6 +330,8 @@ fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, Step
     if kind == ProviderKind::OpenAi {
         kind = crate::providers::responses::route(model.api, &model.model, &endpoint.base_url, request);
         endpoint.kind = kind;
+        // Transport: the endpoint's fingerprint (the call key) leaves it out.
+        endpoint.background = kind == ProviderKind::OpenAiResponses && model.background.applies(&model.model, &endpoint.base_url);
     }
     for (name, source) in &model.headers {
         if let HeaderSource::Value(text) = source {
@@ -417,11 +420,13 @@ mod tests {
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::Auto,
+            background: crate::providers::Background::Auto,
         }
     }
 
     fn context(dir: &std::path::Path) -> CallContext {
-        let config = ClientConfig { use_system_proxy: false, retry: crate::providers::RetryPolicy::no_retries(), ..ClientConfig::default() };
+        let polling = crate::providers::PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) };
+        let config = ClientConfig { use_system_proxy: false, retry: crate::providers::RetryPolicy::no_retries(), polling, ..ClientConfig::default() };
         CallContext::new(Store::open(dir).unwrap(), Arc::new(ProviderClient::new(config).unwrap()), false)
     }
 
@@ -511,6 +516,33 @@ mod tests {
         assert_eq!(server.calls(), 1, "the second call was served from the cache");
     }
 
+    /// Background mode is transport: a call answered in the background is the same cache
+    /// entry as one answered in the foreground, on the real API's `auto` routing too.
+    #[tokio::test]
+    async fn background_mode_keys_and_caches_like_a_foreground_call() {
+        use crate::providers::{Background, OpenAiApi};
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let mut model = ModelConfig { api: OpenAiApi::Responses, background: Background::On, ..model(&server, "o3-pro") };
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        assert_eq!(ctx.chat(episode, &model, &request, &site).await.unwrap().text, "echo: q");
+        let log = server.request_log();
+        assert_eq!((log[0].body["background"].clone(), log.iter().filter(|r| r.method == "GET").count()), (json!(true), 3));
+        let key = call_key(&model, &request, &site).unwrap();
+        for background in [Background::Off, Background::Auto] {
+            model.background = background;
+            assert_eq!(call_key(&model, &request, &site).unwrap(), key, "{background}");
+            assert_eq!(model.key_value(), ModelConfig { background: Background::On, ..model.clone() }.key_value());
+        }
+        model.background = Background::Off;
+        ctx.chat(episode, &model, &request, &site).await.unwrap();
+        assert_eq!(server.calls(), 4, "served from the entry the background call wrote");
+        let openai = ModelConfig { base_url: None, api: OpenAiApi::Auto, ..model.clone() };
+        let auto = ModelConfig { background: Background::Auto, ..openai.clone() };
+        assert_eq!(call_key(&openai, &request, &site), call_key(&auto, &request, &site), "o3-pro on api.openai.com: auto is on");
+    }
+
     #[test]
     fn answered_ids_are_classified() {
         for (requested, answered, expected) in [
@@ -546,6 +578,7 @@ mod tests {
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::Auto,
+            background: crate::providers::Background::Auto,
         };
         let missing = dir.path().join("missing.json");
         let err = scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();

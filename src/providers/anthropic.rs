@@ -7,8 +7,16 @@
 //! seed themselves); `thinking_budget: N` → `thinking: {type: enabled, budget_tokens: N}`,
 //! which the API only accepts with temperature 1, so `temperature` is forced to 1 and `top_k`
 //! removed. JSON mode has no native switch: an instruction is appended to the system prompt.
-//! Usage: `input` adds cache reads and writes to `input_tokens`; thinking tokens are not
-//! reported separately (they are inside `output_tokens`), so `reasoning` is 0.
+//! Usage: `input` adds cache reads and writes to `input_tokens`; `reasoning` is
+//! `output_tokens_details.thinking_tokens` (inside `output_tokens`), 0 where not reported.
+//!
+//! Tool rounds: an answer with thinking or a tool call keeps its content blocks in order
+//! ([`ChatResponse::items`]: `thinking` with its `signature`, `redacted_thinking` with its
+//! `data`, text, `tool_use`). A turn replaying them ([`super::Message::assistant_turn`]) sends
+//! them back verbatim as its content, so the thinking blocks come first, before the
+//! `tool_use` they led to, as the API requires when thinking is on; `function_call_output`
+//! items of a user turn become `tool_result` blocks, first in its content. Turns without
+//! items are sent as plain strings, as before.
 
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -16,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::families::{ClaudeThinking, claude_max_output, claude_thinking};
-use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Message, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// API version pinned in every request, so response shapes cannot drift under us.
@@ -129,7 +137,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             };
-            json!({"role": role, "content": message.content})
+            json!({"role": role, "content": content(message)})
         })
         .collect();
     body.insert("model".into(), Value::String(model.to_owned()));
@@ -138,6 +146,51 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         body.insert("tools".into(), Value::Array(tool_objects(tools, "input_schema")));
     }
     Value::Object(body)
+}
+
+/// Content block types a turn's items may replay; anything else (another protocol's
+/// items) is not sent.
+const BLOCK_TYPES: &[&str] = &["thinking", "redacted_thinking", "text", "tool_use", "tool_result"];
+
+/// A turn's content: its text as a plain string when it has no items (the form every
+/// existing key has), else blocks: tool results first (the API wants them before any
+/// text), then the replayed blocks verbatim in their order, then the text unless a
+/// replayed text block already holds it.
+fn content(message: &Message) -> Value {
+    let mut blocks: Vec<Value> = Vec::new();
+    for item in &message.items {
+        match item.get("type").and_then(Value::as_str) {
+            Some("function_call_output") => blocks.push(json!({
+                "type": "tool_result",
+                "tool_use_id": item.get("call_id").cloned().unwrap_or(Value::Null),
+                "content": item.get("output").cloned().unwrap_or(Value::Null),
+            })),
+            Some(kind) if BLOCK_TYPES.contains(&kind) => blocks.push(item.clone()),
+            _ => {}
+        }
+    }
+    if blocks.is_empty() {
+        return Value::String(message.content.clone());
+    }
+    let has_text = blocks.iter().any(|block| block.get("type").and_then(Value::as_str) == Some("text"));
+    if !has_text && !message.content.is_empty() {
+        blocks.push(json!({"type": "text", "text": message.content}));
+    }
+    Value::Array(blocks)
+}
+
+/// A response content block as it is sent back: only the fields a request accepts
+/// (`thinking` + `signature`, `data`, `text`, `id` + `name` + `input`); other block types
+/// verbatim.
+fn replayable(block: &Value) -> Value {
+    let keep: &[&str] = match block.get("type").and_then(Value::as_str) {
+        Some("thinking") => &["type", "thinking", "signature"],
+        Some("redacted_thinking") => &["type", "data"],
+        Some("text") => &["type", "text"],
+        Some("tool_use") => &["type", "id", "name", "input"],
+        _ => return block.clone(),
+    };
+    Value::Object(keep.iter().filter_map(|key| block.get(*key).map(|value| ((*key).to_owned(), value.clone()))).collect())
 }
 
 /// Parses a response (any status) into an answer or a classified error.
@@ -151,16 +204,24 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
     let mut answer = String::new();
     let mut reasoning = String::new();
     let mut tool_calls = Vec::new();
+    // Whether the blocks hold anything plain text cannot carry into the next turn.
+    let mut carried = false;
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => answer.push_str(&text(block, "/text")),
-            Some("thinking") => reasoning.push_str(&text(block, "/thinking")),
+            Some("thinking") => {
+                reasoning.push_str(&text(block, "/thinking"));
+                carried = true;
+            }
+            Some("redacted_thinking") => carried = true,
             Some("tool_use") => {
-                tool_calls.push(ToolCall { id: text(block, "/id"), name: text(block, "/name"), arguments: block.get("input").cloned().unwrap_or(Value::Null) })
+                tool_calls.push(ToolCall { id: text(block, "/id"), name: text(block, "/name"), arguments: block.get("input").cloned().unwrap_or(Value::Null) });
+                carried = true;
             }
             _ => {}
         }
     }
+    let items = if carried { blocks.iter().map(replayable).collect() } else { Vec::new() };
     let cache_read = count(&json, "/usage/cache_read_input_tokens");
     let stop_reason = text(&json, "/stop_reason");
     let response = ChatResponse {
@@ -179,7 +240,7 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
         latency_ms: 0,
         refusal: None,
         usage_reported: true,
-        items: Vec::new(),
+        items,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if stop_reason == "refusal" {
@@ -203,7 +264,8 @@ fn finish_reason(reason: &str) -> FinishReason {
 mod tests {
     use super::super::client::tests::{mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockServer};
-    use super::super::types::{Message, ProviderKind};
+    use super::super::tests::signature::fixture;
+    use super::super::types::ProviderKind;
     use super::*;
 
     fn request(thinking: bool) -> ChatRequest {
@@ -262,6 +324,47 @@ mod tests {
         assert_eq!((refused.finish_reason, refused.text.as_str(), refused.usage_reported), (FinishReason::Refusal, "", false));
         let overloaded = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(parse_response(ok, &HeaderMap::new(), overloaded).unwrap_err().class(), "overloaded");
+    }
+
+    #[test]
+    fn recorded_thinking_and_redacted_blocks_are_kept_in_order_with_their_signatures() {
+        let parse = |name: &str| parse_response(StatusCode::OK, &HeaderMap::new(), &fixture(name)).unwrap();
+        let types = |response: &ChatResponse| response.items.iter().map(|block| block["type"].as_str().unwrap_or_default().to_owned()).collect::<Vec<_>>();
+        let called = parse("anthropic_thinking_tool_use");
+        assert_eq!(types(&called), ["thinking", "text", "tool_use"]);
+        assert_eq!(called.items[0]["signature"], "BDaL4VrbR2Oj0hO4XpJxT28J5TILnCrrUXoKiiNBZW9P+nr8XSj1zuZzAl4egiCCpQNvfyUuFFJP5CncdYZEQPPmLxYsNrcs");
+        assert_eq!(called.items[2], json!({"type": "tool_use", "id": "toolu_01CswdEQBMshySk6Y9DFKrfq", "name": "get_weather", "input": {"location": "Paris"}}));
+        assert_eq!((called.finish_reason.class(), called.usage.output, called.usage.reasoning), ("tool_calls", 131, 58), "thinking tokens are counted");
+        let redacted = parse("anthropic_redacted_thinking");
+        assert_eq!(types(&redacted), ["thinking", "redacted_thinking", "text"]);
+        assert!(redacted.items[1]["data"].as_str().unwrap().starts_with("EmwKAhgBEgy3va3pzix"));
+        assert_eq!(redacted.items[1].as_object().unwrap().len(), 2, "only `type` and `data` are replayed");
+        assert_eq!((redacted.text.as_str(), redacted.reasoning.as_deref()), ("Based on my analysis...", Some("Let me analyze this step by step...")));
+        // An answer with neither thinking nor a tool call replays as plain text.
+        assert!(parse("anthropic_context_exceeded").items.is_empty());
+    }
+
+    #[test]
+    fn a_replayed_tool_round_sends_thinking_before_tool_use_and_tool_results_first() {
+        let called = parse_response(StatusCode::OK, &HeaderMap::new(), &fixture("anthropic_thinking_tool_use")).unwrap();
+        let mut request = request(true);
+        request.messages = vec![
+            Message::user("What's the weather in Paris?"),
+            Message::assistant_turn(&called),
+            Message::tool_outputs([("toolu_01CswdEQBMshySk6Y9DFKrfq", "Current temperature: 88°F")], "Go on."),
+        ];
+        let body = build_body(&request, &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
+        assert_eq!(body["messages"][0]["content"], "What's the weather in Paris?", "a turn without items is a plain string");
+        assert_eq!(body["messages"][1]["content"], Value::Array(called.items.clone()), "replayed verbatim, thinking first");
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([{"type": "tool_result", "tool_use_id": "toolu_01CswdEQBMshySk6Y9DFKrfq", "content": "Current temperature: 88°F"},
+                   {"type": "text", "text": "Go on."}])
+        );
+        // Another protocol's items are not sent to Anthropic.
+        request.messages[1].items = vec![json!({"type": "reasoning", "encrypted_content": "e"})];
+        let body = build_body(&request, &Endpoint::new(ProviderKind::Anthropic, "claude-test"));
+        assert_eq!(body["messages"][1]["content"], called.text);
     }
 
     #[tokio::test]

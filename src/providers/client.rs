@@ -19,6 +19,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep, timeout_at};
 
+use super::background::{self, PollConfig, Submitted};
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
@@ -53,13 +54,16 @@ pub struct ClientConfig {
     /// Largest response body read, in bytes; a longer one is a `ResponseTooLarge` error,
     /// so a runaway or hostile reply cannot exhaust memory or fill the cache.
     pub max_response_bytes: u64,
+    /// How background-mode Responses calls are polled ([`Endpoint::background`]).
+    pub polling: PollConfig,
 }
 
 /// Default cap on a response body: far above any real chat answer (8 MiB).
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 impl Default for ClientConfig {
-    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies.
+    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies,
+    /// background responses polled after 1 s, doubling to 10 s.
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -70,6 +74,7 @@ impl Default for ClientConfig {
             retry: RetryPolicy::default(),
             use_system_proxy: true,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            polling: PollConfig::default(),
         }
     }
 }
@@ -81,7 +86,8 @@ pub struct CallOutcome {
     pub response: ChatResponse,
     /// HTTP attempts made, the successful one included (retries cost money: record them).
     pub attempts: u32,
-    /// The JSON body sent, identical on every attempt.
+    /// The JSON body sent, identical on every attempt (the keyed body: background mode
+    /// adds `background` and `store: true` on the wire only).
     pub request_body: Value,
 }
 
@@ -255,7 +261,7 @@ fn describe_transport(error: reqwest::Error) -> String {
     text
 }
 
-fn transport_error(error: reqwest::Error) -> CallError {
+pub(super) fn transport_error(error: reqwest::Error) -> CallError {
     if error.is_timeout() {
         CallError::Timeout
     } else if error.is_builder() {
@@ -339,7 +345,12 @@ impl ProviderClient {
         let request_body = request_body(endpoint, request);
         let started = Instant::now();
         let mut record = CallRecord { result: Err(CallError::Timeout), attempts: 0, failed_attempts: Vec::new(), request_body, elapsed: Duration::ZERO };
-        let prepared = serde_json::to_vec(&record.request_body)
+        let wire = if endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses {
+            &background::wire_body(&record.request_body)
+        } else {
+            &record.request_body
+        };
+        let prepared = serde_json::to_vec(wire)
             .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })
             .and_then(|bytes| Ok((bytes, request_headers(endpoint)?)));
         match prepared {
@@ -387,8 +398,24 @@ impl ProviderClient {
             };
             record.attempts += 1;
             let sent = Instant::now();
-            let result =
-                timeout_at(deadline, self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
+            let Submitted { result, resubmit } = if endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses {
+                // Bounded by the budget inside: it cancels the response when the budget is spent.
+                let job = background::Job {
+                    url: &url,
+                    headers,
+                    body,
+                    shaping,
+                    polling: self.config.polling,
+                    retry: policy,
+                    deadline,
+                    max_response_bytes: self.config.max_response_bytes,
+                };
+                background::run(&self.http, &job, &lane.pacer).await
+            } else {
+                let result =
+                    timeout_at(deadline, self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
+                Submitted { result, resubmit: true }
+            };
             if let Err(CallError::RateLimited { retry_after }) = &result {
                 // Before the permit is freed, so no waiting request slips past the pause.
                 lane.pacer.rate_limited(ticket, *retry_after);
@@ -416,6 +443,8 @@ impl ProviderClient {
                 Err(error) => {
                     record.failed_attempts.push(error.class());
                     let delay = match &error {
+                        // A background response exists: sending again would start (and bill) a second run.
+                        _ if !resubmit => None,
                         // A timed-out attempt is only tried again when a whole attempt still
                         // fits the call's budget: a long reasoning call cut by the budget
                         // would otherwise be sent, and billed, twice for nothing.
@@ -475,7 +504,7 @@ impl ProviderClient {
 
 /// Reads a body chunk by chunk and stops as soon as it would exceed `limit` bytes, so no
 /// more than the cap is ever held (a declared `Content-Length` over the cap stops it at once).
-async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, CallError> {
+pub(super) async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, CallError> {
     let too_large = CallError::ResponseTooLarge { limit };
     if response.content_length().is_some_and(|length| length > limit) {
         return Err(too_large);
@@ -516,6 +545,7 @@ pub(super) mod tests {
             },
             use_system_proxy: false,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            polling: PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) },
         }
     }
 

@@ -8,6 +8,15 @@
 //! reasoning text comes back (not for budget 0, which turns thinking off). Other keys pass
 //! through into `generationConfig` verbatim. JSON mode sets `responseMimeType`.
 //! Usage: `output` = candidates + thoughts tokens, so it includes reasoning as billed.
+//!
+//! Tool rounds: an answer whose parts carry a `thoughtSignature` (Gemini 3 signs the first
+//! `functionCall` part, or the last part of an answer without calls) or a `functionCall`
+//! keeps its parts as sent ([`ChatResponse::items`]); a model turn replaying them
+//! ([`super::Message::assistant_turn`]) sends them back verbatim, so each signature stays on
+//! the part it came on (Gemini 3 answers 400 "Function call is missing a thought_signature"
+//! otherwise). `function_call_output` items of a user turn become `functionResponse` parts
+//! (`{name, response: {output}}`, plus the call's `id` when it had one), the name taken from
+//! the model turn's matching `functionCall`. Turns without items are one text part, as before.
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
@@ -15,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::families::gemini_generation;
-use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Message, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
 /// The request URL: `base_url` as given plus `/models/{model}:generateContent` (a bare
@@ -88,6 +97,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     if request.json_mode {
         config.insert("responseMimeType".into(), json!("application/json"));
     }
+    let mut calls: Vec<(String, String)> = Vec::new();
     let contents = request
         .messages
         .iter()
@@ -96,7 +106,7 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
                 Role::User => "user",
                 Role::Assistant => "model",
             };
-            json!({"role": role, "parts": [{"text": message.content}]})
+            json!({"role": role, "parts": parts(message, &mut calls)})
         })
         .collect();
     let mut body = Map::new();
@@ -111,6 +121,51 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         body.insert("tools".into(), json!([{"functionDeclarations": tool_objects(tools, "parameters")}]));
     }
     Value::Object(body)
+}
+
+/// Whether a replayed item is a Gemini part (another protocol's items have a `type`).
+fn is_part(item: &Value) -> bool {
+    item.is_object() && item.get("type").is_none()
+}
+
+/// A turn's parts: one text part when it has no items (the form every existing key has);
+/// else the `functionResponse` parts answering `function_call_output` items, then the
+/// replayed parts verbatim, then the text unless a replayed answer part holds it.
+/// `calls` holds the (id, name) of the function calls of the last model turn with any,
+/// oldest first, to name the responses.
+fn parts(message: &Message, calls: &mut Vec<(String, String)>) -> Vec<Value> {
+    let mut parts = Vec::new();
+    let mut answered = 0;
+    for item in &message.items {
+        if item.get("type").and_then(Value::as_str) == Some("function_call_output") {
+            let id = text(item, "/call_id");
+            // By id where the call had one, else in order (Gemini 2.x calls carry no id).
+            let name = calls.iter().find(|(call, _)| !id.is_empty() && *call == id).or_else(|| calls.get(answered)).map(|(_, name)| name.clone());
+            answered += 1;
+            let mut response = Map::new();
+            if !id.is_empty() {
+                response.insert("id".into(), Value::String(id));
+            }
+            response.insert("name".into(), Value::String(name.unwrap_or_default()));
+            response.insert("response".into(), json!({"output": item.get("output").cloned().unwrap_or(Value::Null)}));
+            parts.push(json!({"functionResponse": response}));
+        } else if is_part(item) {
+            parts.push(item.clone());
+        }
+    }
+    let made_calls: Vec<(String, String)> =
+        parts.iter().filter_map(|part| part.get("functionCall")).map(|call| (text(call, "/id"), text(call, "/name"))).collect();
+    if !made_calls.is_empty() {
+        *calls = made_calls;
+    }
+    if parts.is_empty() {
+        return vec![json!({"text": message.content})];
+    }
+    let has_text = parts.iter().any(|part| part.get("text").is_some() && part.get("thought").and_then(Value::as_bool) != Some(true));
+    if !has_text && !message.content.is_empty() {
+        parts.push(json!({"text": message.content}));
+    }
+    parts
 }
 
 /// The `thinkingBudget` a Gemini 2.x model gets for a generic `reasoning_effort`
@@ -166,6 +221,9 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
     };
     let mut reasoning = String::new();
     let parts = candidate.pointer("/content/parts").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    if parts.iter().any(|part| part.get("thoughtSignature").is_some() || part.get("functionCall").is_some()) {
+        response.items = parts.to_vec();
+    }
     for part in parts {
         if let Some(call) = part.get("functionCall") {
             response.tool_calls.push(ToolCall {
@@ -202,7 +260,8 @@ fn finish_reason(reason: &str) -> FinishReason {
 mod tests {
     use super::super::client::tests::{mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockServer};
-    use super::super::types::{Message, ProviderKind};
+    use super::super::tests::signature::fixture;
+    use super::super::types::ProviderKind;
     use super::*;
 
     fn request() -> ChatRequest {
@@ -249,6 +308,49 @@ mod tests {
         let empty = br#"{"candidates":[{"finishReason":"MAX_TOKENS","content":{"parts":[{"text":"x","thought":true}]}}]}"#;
         let cut = parse_response(ok, &HeaderMap::new(), empty).unwrap();
         assert_eq!((cut.finish_reason, cut.text.as_str(), cut.reasoning.as_deref()), (FinishReason::Length, "", Some("x")));
+    }
+
+    #[test]
+    fn recorded_signed_parts_are_kept_as_sent() {
+        let parse = |name: &str| parse_response(StatusCode::OK, &HeaderMap::new(), &fixture(name)).unwrap();
+        let recorded = |name: &str| serde_json::from_slice::<Value>(&fixture(name)).unwrap()["candidates"][0]["content"]["parts"].clone();
+        let parallel = parse("gemini_signed_parallel_calls");
+        assert_eq!(Value::Array(parallel.items.clone()), recorded("gemini_signed_parallel_calls"));
+        assert_eq!(parallel.items[0]["thoughtSignature"], "CiUBVKhc7oJ3Xz9qZr1rYQ2M0kF7aB8n", "the first call carries the signature");
+        assert!(parallel.items[1].get("thoughtSignature").is_none(), "a parallel call after it carries none");
+        assert_eq!((parallel.tool_calls.len(), parallel.finish_reason.class(), parallel.usage.reasoning), (2, "tool_calls", 112));
+        let answered = parse("gemini_signed_text");
+        assert_eq!(Value::Array(answered.items.clone()), recorded("gemini_signed_text"));
+        assert_eq!(answered.text, "It is 18°C in Paris and 14°C in London, so Paris is warmer.");
+        assert_eq!(answered.reasoning.as_deref(), Some("**Comparing temperatures** Paris is warmer."));
+        // Gemini 2.5 calls carry no signature but are replayed natively; plain answers are text.
+        assert_eq!(parse("gemini_function_call").items.len(), 1);
+        assert!(parse("gemini_thinking").items.is_empty());
+    }
+
+    #[test]
+    fn a_replayed_tool_round_keeps_each_signature_on_its_part_and_names_the_responses() {
+        let called = parse_response(StatusCode::OK, &HeaderMap::new(), &fixture("gemini_signed_parallel_calls")).unwrap();
+        let mut request = request();
+        request.messages =
+            vec![Message::user("Paris or London: which is warmer?"), Message::assistant_turn(&called), Message::tool_outputs([("", "18°C"), ("", "14°C")], "")];
+        let body = build_body(&request, &Endpoint::new(ProviderKind::Gemini, "gemini-3-pro-preview"));
+        assert_eq!(body["contents"][0]["parts"], json!([{"text": "Paris or London: which is warmer?"}]));
+        assert_eq!(body["contents"][1]["parts"], Value::Array(called.items.clone()));
+        let response = |output: &str| json!({"functionResponse": {"name": "get_current_temperature", "response": {"output": output}}});
+        assert_eq!(body["contents"][2], json!({"role": "user", "parts": [response("18°C"), response("14°C")]}));
+        // Calls with ids are answered by id, whatever the order of the outputs.
+        let with_ids = ChatResponse {
+            items: vec![json!({"functionCall": {"id": "c1", "name": "a", "args": {}}}), json!({"functionCall": {"id": "c2", "name": "b", "args": {}}})],
+            ..called
+        };
+        request.messages = vec![Message::user("go"), Message::assistant_turn(&with_ids), Message::tool_outputs([("c2", "x"), ("c1", "y")], "and?")];
+        let body = build_body(&request, &Endpoint::new(ProviderKind::Gemini, "gemini-3-pro-preview"));
+        assert_eq!(
+            body["contents"][2]["parts"],
+            json!([{"functionResponse": {"id": "c2", "name": "b", "response": {"output": "x"}}},
+                   {"functionResponse": {"id": "c1", "name": "a", "response": {"output": "y"}}}, {"text": "and?"}])
+        );
     }
 
     #[tokio::test]

@@ -5,12 +5,14 @@
 //! deterministic JSON body; send it through one shared `reqwest::Client`; classify every
 //! failure ([`CallError`]); retry what is transient while honouring `Retry-After`; adapt
 //! concurrency per (provider, base URL); and refuse to return empty or refused outputs as
-//! answers. [`mock`] is a real local HTTP server speaking all four protocols for tests.
+//! answers. Very long Responses API calls can run in background mode and be polled
+//! ([`Background`]). [`mock`] is a real local HTTP server speaking all four protocols for tests.
 //!
 //! Not here: caching (the caller hashes [`request_fingerprint`] and decides what to store),
 //! streaming, and reading API keys (callers pass them in [`Endpoint`]).
 
 pub mod anthropic;
+mod background;
 mod bench;
 mod client;
 mod error;
@@ -26,6 +28,7 @@ mod retry;
 mod types;
 mod wire;
 
+pub use background::{Background, PollConfig};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
     CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, Lane, LaneSnapshot, ProviderClient, install_crypto_provider, request_body,

@@ -9,7 +9,9 @@
 //! `reasoning: {effort, summary: "auto"}`. Requests always carry `store: false` (evalgrid
 //! keeps the conversation itself), and reasoning models are asked for
 //! `include: ["reasoning.encrypted_content"]` so reasoning can be carried between tool
-//! rounds statelessly. Background mode and streaming are not implemented.
+//! rounds statelessly. Very long calls can run in background mode (`background:` in the
+//! model entry; `background: true` and `store: true` on the wire, polled until done): see
+//! [`super::Background`]. Streaming is not implemented.
 //!
 //! [`Message::items`]: super::Message::items
 
@@ -57,7 +59,8 @@ pub fn route(api: OpenAiApi, model: &str, base_url: &str, request: &ChatRequest)
     }
 }
 
-fn is_openai_api(base_url: &str) -> bool {
+/// Whether `base_url` is OpenAI's own API, the only server `auto` settings act on.
+pub(super) fn is_openai_api(base_url: &str) -> bool {
     reqwest::Url::parse(base_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)).as_deref() == Some("api.openai.com")
 }
 
@@ -162,13 +165,13 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
 ///
 /// # Errors
 /// Any [`CallError`] class; a `queued`/`in_progress` response (background mode, which
-/// evalgrid does not request) is a protocol error.
+/// is polled until done before it is parsed) is a protocol error.
 pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let output = json.get("output").and_then(Value::as_array).ok_or_else(|| CallError::Protocol { detail: "response has no `output` array".into() })?;
     let state = text(&json, "/status");
     if matches!(state.as_str(), "queued" | "in_progress") {
-        return Err(CallError::Protocol { detail: format!("response is `{state}` (background mode is not supported)") });
+        return Err(CallError::Protocol { detail: format!("response is `{state}` (a background response is parsed once done)") });
     }
     let (mut answer, mut summaries, mut refusal, mut calls) = (String::new(), Vec::new(), None::<String>, Vec::new());
     for item in output {

@@ -7,3 +7,4 @@ use super::*;
 mod body;
 mod endpoint;
 mod shaping;
+pub(super) mod signature;

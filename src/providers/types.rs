@@ -139,6 +139,10 @@ pub struct Endpoint {
     /// [`super::request_fingerprint`], secret ones nowhere).
     #[serde(skip)]
     pub headers: Vec<ExtraHeader>,
+    /// Run Responses API calls in background mode and poll for the answer (see
+    /// [`super::Background`]); transport, so never serialized or keyed.
+    #[serde(skip)]
+    pub background: bool,
 }
 
 /// One header the model entry adds (Azure `api-key`, `anthropic-beta`, a gateway's tag).
@@ -163,7 +167,7 @@ pub enum HeaderValueOf {
 impl Endpoint {
     /// Builds an endpoint with the provider's public base URL and no key.
     pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
-        Self { kind, model: model.into(), base_url: kind.default_base_url().to_owned(), api_key: None, headers: Vec::new() }
+        Self { kind, model: model.into(), base_url: kind.default_base_url().to_owned(), api_key: None, headers: Vec::new(), background: false }
     }
 
     /// Adds a header sent with every request to this endpoint.
@@ -190,6 +194,13 @@ impl Endpoint {
         self
     }
 
+    /// Turns background mode on or off (it applies to Responses API calls only).
+    #[must_use]
+    pub fn with_background(mut self, background: bool) -> Self {
+        self.background = background;
+        self
+    }
+
     /// Attaches the API key the caller read from its environment.
     #[must_use]
     pub fn with_api_key(mut self, key: Secret) -> Self {
@@ -209,17 +220,19 @@ pub enum Role {
     Assistant,
 }
 
-/// One conversation turn: text, plus (for the Responses API only) protocol items.
+/// One conversation turn: text, plus the protocol items a tool round must carry back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// Who wrote the turn.
     pub role: Role,
     /// The turn's text.
     pub content: String,
-    /// Responses API items replayed verbatim before `content` (reasoning items with their
-    /// `encrypted_content`, `function_call`, `function_call_output`), so a tool round keeps
-    /// the model's reasoning; other protocols send `content` only. Not serialized when
-    /// empty, so plain turns (and every existing key) keep their form.
+    /// Protocol items replayed verbatim, so a tool round keeps the model's reasoning: an
+    /// assistant turn's items are [`ChatResponse::items`] in the shape of the protocol that
+    /// answered (Responses output items, Anthropic content blocks, Gemini parts); a user
+    /// turn's `function_call_output` items ([`Message::tool_outputs`]) become each
+    /// protocol's tool results. Not serialized when empty, so plain turns (and every
+    /// existing key) keep their form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Value>,
 }
@@ -235,15 +248,16 @@ impl Message {
         Self { role: Role::Assistant, content: content.into(), items: Vec::new() }
     }
 
-    /// The assistant turn that replays `response` exactly: its text and, on the Responses
-    /// API, its output items (reasoning before the function calls it led to).
+    /// The assistant turn that replays `response` exactly: its text and its items
+    /// (reasoning with its signatures, before the function calls it led to).
     #[must_use]
     pub fn assistant_turn(response: &ChatResponse) -> Self {
         Self { role: Role::Assistant, content: response.text.clone(), items: response.items.clone() }
     }
 
-    /// A user turn answering tool calls by id (`function_call_output` items, Responses API
-    /// only), with optional text after them.
+    /// A user turn answering tool calls by id, with optional text after the answers:
+    /// `function_call_output` items, sent as such to the Responses API, as `tool_result`
+    /// blocks to Anthropic and as `functionResponse` parts to Gemini.
     pub fn tool_outputs<I, S>(outputs: I, text: impl Into<String>) -> Self
     where
         I: IntoIterator<Item = (S, S)>,
@@ -394,8 +408,12 @@ pub struct ChatResponse {
     /// False when the provider reported no usage at all (tokens and cost then read 0).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub usage_reported: bool,
-    /// The Responses API's output items as sent (reasoning with `encrypted_content`,
-    /// function calls, messages), for [`Message::assistant_turn`] to replay; empty elsewhere.
+    /// What the next request must carry back, for [`Message::assistant_turn`] to replay, in
+    /// the answering protocol's shape: every Responses output item (reasoning with
+    /// `encrypted_content`); Anthropic's content blocks in order (`thinking` with its
+    /// `signature`, `redacted_thinking` with its `data`, text, `tool_use`) when there is
+    /// thinking or a tool call; Gemini's parts as sent when one carries a `thoughtSignature`
+    /// or a `functionCall`. Empty otherwise, so a plain answer replays as plain text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Value>,
 }

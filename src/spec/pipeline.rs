@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::providers::OpenAiApi;
+use crate::providers::{Background, OpenAiApi};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -79,6 +79,10 @@ pub struct TransportConfig {
     /// Concurrency cap of each `--shard` run; `None` = the cap divided by the shard count,
     /// so n shards together send what one run would.
     pub per_shard_concurrency: Option<usize>,
+    /// First wait before polling a background response (ms); doubles per poll.
+    pub background_poll_ms: u64,
+    /// Longest wait between polls of a background response (ms).
+    pub background_poll_max_ms: u64,
 }
 
 impl Default for TransportConfig {
@@ -94,6 +98,8 @@ impl Default for TransportConfig {
             concurrency_cap: 100,
             max_response_bytes: crate::providers::DEFAULT_MAX_RESPONSE_BYTES,
             per_shard_concurrency: None,
+            background_poll_ms: 1000,
+            background_poll_max_ms: 10_000,
         }
     }
 }
@@ -167,6 +173,10 @@ pub struct ModelConfig {
     /// out of keys and dumps so existing ones stay as they were.
     #[serde(skip_serializing_if = "OpenAiApi::is_auto")]
     pub api: OpenAiApi,
+    /// Whether Responses API calls run in background mode and are polled (`background:`
+    /// `auto`, `true`, `false`); transport, in no key (the call keys as without it).
+    #[serde(skip_serializing_if = "Background::is_auto")]
+    pub background: Background,
 }
 
 /// Where an extra header's value comes from.

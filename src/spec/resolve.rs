@@ -11,7 +11,7 @@ use super::pipeline::{
 };
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
-use crate::providers::OpenAiApi;
+use crate::providers::{Background, OpenAiApi};
 
 /// Largest seed range accepted, to stop a typo from planning billions of cells.
 const MAX_SEEDS: u64 = 1_000_000;
@@ -159,6 +159,8 @@ impl Resolver<'_> {
             max_concurrency: positive(self, raw.max_concurrency, "max_concurrency"),
             concurrency_cap: positive(self, raw.concurrency_cap, "concurrency_cap").unwrap_or(d.concurrency_cap),
             per_shard_concurrency: positive(self, raw.per_shard_concurrency, "per_shard_concurrency"),
+            background_poll_ms: raw.background_poll_ms.unwrap_or(d.background_poll_ms).max(1),
+            background_poll_max_ms: raw.background_poll_max_ms.unwrap_or(d.background_poll_max_ms).max(1),
         }
     }
 
@@ -315,6 +317,7 @@ impl Resolver<'_> {
             };
             let headers = self.headers(m);
             let api = self.api(m, provider);
+            let background = self.background(m, provider, api);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider: provider.clone(),
@@ -330,6 +333,7 @@ impl Resolver<'_> {
                 accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
                 headers,
                 api,
+                background,
             });
         }
         out
@@ -347,6 +351,25 @@ impl Resolver<'_> {
             self.push(at, format!("unknown `api: {}`", raw.value), Some("use `chat` (Chat Completions), `responses` (Responses API) or `auto`".into()));
             OpenAiApi::Auto
         })
+    }
+
+    /// `background:` of a model entry: `auto`, `true` or `false`, on `provider: openai` only
+    /// and not with `api: chat` (background mode is a Responses API feature).
+    fn background(&mut self, m: &RawModel, provider: &str, api: OpenAiApi) -> Background {
+        let Some(raw) = &m.background else { return Background::Auto };
+        let at = position_of(raw);
+        if provider != "openai" {
+            self.push(at, format!("`background` applies to `provider: openai` only, not `{provider}`"), None);
+            return Background::Auto;
+        }
+        let Some(background) = Background::parse(&raw.value) else {
+            self.push(at, format!("unknown `background: {}`", raw.value), Some("use `auto`, `true` or `false`".into()));
+            return Background::Auto;
+        };
+        if api == OpenAiApi::Chat && background == Background::On {
+            self.push(at, "`background: true` needs the Responses API", Some("use `api: responses` (or `auto`), or drop `background`".into()));
+        }
+        background
     }
 
     /// `headers:` of a model entry: valid names, a string or `{env: VAR}` each, and

@@ -1,7 +1,7 @@
 //! The OpenAI Responses API (`provider: openai`, `api: responses`): a BBQ-Bench episode
 //! against a mock speaking the Responses API, with reasoning items in every answer, reaches
-//! the same record as the Chat Completions run of the same scripted trajectory; `api:` is
-//! checked and keyed.
+//! the same record as the Chat Completions run of the same scripted trajectory, also in
+//! background mode (polled, keyed as in the foreground); `api:` and `background:` are checked.
 
 use evalgrid::providers::mock::{MockConfig, MockOutcome, MockRequest, MockServer, Script};
 use serde_json::{Value, json};
@@ -37,7 +37,8 @@ fn as_chat(request: &MockRequest) -> MockRequest {
 /// The BBQ script, answering in the Responses shape with a reasoning item (summary and
 /// encrypted content) before every answer.
 fn responses_model(request: &MockRequest) -> MockOutcome {
-    assert_eq!(request.body["store"], false);
+    // Stateless, except in background mode, which the API only allows on stored responses.
+    assert_eq!(request.body["store"], request.body.get("background").is_some_and(|background| background == true));
     match model(&as_chat(request)) {
         MockOutcome::Reply(mut reply) => {
             reply.reasoning = Some(format!("thinking before answer {}", request.route_index));
@@ -82,12 +83,42 @@ fn bbq_episode_over_the_responses_api_reaches_the_chat_completions_record() {
     runtime.block_on(server.shutdown());
 }
 
+/// Background mode (`background: true`): every call is POSTed once with `background` and
+/// `store: true`, polled until done, and keyed as without it, so the same pipeline without
+/// `background` replays the whole cell from the cache.
+#[test]
+fn bbq_episode_in_background_mode_polls_and_keys_as_in_the_foreground() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let server =
+        runtime.block_on(MockServer::start(MockConfig { script: Script::function(responses_model), background_polls: 2, ..MockConfig::default() })).unwrap();
+    let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
+    let ws = Workspace::new();
+    let fast_polls = "transport: {background_poll_ms: 5, background_poll_max_ms: 20}\n";
+    ws.write("p.yaml", &format!("{}{fast_polls}", pipeline(&url, ", api: responses, background: true")));
+    let (_, episode, _, outcomes) = run_the_cell(&ws);
+    assert_eq!(outcomes["mock"]["answers"], 9, "{outcomes}");
+    assert_eq!(episode, expected_record(), "the same record as the Chat Completions run");
+    let log = server.request_log();
+    let posts: Vec<_> = log.iter().filter(|request| request.method == "POST").collect();
+    assert_eq!(posts.len(), 9, "one POST per call");
+    assert!(posts.iter().all(|request| request.path == "/v1/responses" && request.body["background"] == true && request.body["store"] == true));
+    assert_eq!(log.iter().filter(|request| request.method == "GET" && request.path.starts_with("/v1/responses/resp_bg_")).count(), 18);
+    ws.write("p.yaml", &pipeline(&url, ", api: responses"));
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json", "--offline"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["cells_cached"], 1, "background mode is not in any key: {v}");
+    runtime.block_on(server.shutdown());
+}
+
 #[test]
 fn api_is_checked_per_provider() {
     let ws = Workspace::new();
     for (entry, message) in [
         ("{id: a, provider: anthropic, model: claude-opus-4-5, api: responses}", "`api` applies to `provider: openai` only"),
         ("{id: o, provider: openai, model: gpt-5.2, api: stream}", "unknown `api: stream`"),
+        ("{id: a, provider: anthropic, model: claude-opus-4-5, background: true}", "`background` applies to `provider: openai` only"),
+        ("{id: o, provider: openai, model: o3-pro, background: sometimes}", "unknown `background: \"sometimes\"`"),
+        ("{id: o, provider: openai, model: o3-pro, api: chat, background: true}", "`background: true` needs the Responses API"),
     ] {
         ws.write("bad.yaml", &format!("name: x\nmodels:\n  - {entry}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n"));
         let out = ws.run(&["validate", "bad.yaml"]);
@@ -95,6 +126,6 @@ fn api_is_checked_per_provider() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(message) && stderr.contains("bad.yaml:3:"), "{stderr}");
     }
-    ws.write("ok.yaml", "name: x\nmodels:\n  - {id: o, provider: openai, model: gpt-5.2, api: auto}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n");
+    ws.write("ok.yaml", "name: x\nmodels:\n  - {id: o, provider: openai, model: gpt-5.2, api: auto, background: auto}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n");
     assert_eq!(ws.run(&["validate", "ok.yaml"]).status.code(), Some(0));
 }

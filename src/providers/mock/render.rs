@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::super::types::{FinishReason, ProviderKind, Usage};
 use super::script::{Fault, MockReply, MockRequest, RetryHeader, echo};
+use super::signatures::{ANTHROPIC_SIGNATURE, GEMINI_SIGNATURE};
 
 /// Text of a string, or of the `pointer` field of each element of an array of parts.
 pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {
@@ -186,7 +187,7 @@ pub(super) fn reply_response(request: &MockRequest, reply: &MockReply, answered_
 }
 
 /// The success JSON of the request's protocol, with usage and a `model` field.
-fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
+pub(super) fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
     let model = reply.model.as_deref().or(answered_model).unwrap_or(&request.model);
     let reasoning_words = reply.reasoning.as_deref().map_or(0, words);
     let usage = reply.usage.unwrap_or(Usage {
@@ -237,7 +238,7 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
         ProviderKind::Anthropic => {
             let mut content = Vec::new();
             if let Some(reasoning) = &reply.reasoning {
-                content.push(json!({"type": "thinking", "thinking": reasoning, "signature": "mock-signature"}));
+                content.push(json!({"type": "thinking", "thinking": reasoning, "signature": format!("{ANTHROPIC_SIGNATURE}{}", request.route_index)}));
             }
             if !reply.text.is_empty() {
                 content.push(json!({"type": "text", "text": reply.text}));
@@ -271,6 +272,13 @@ fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option
             }
             for call in &reply.tool_calls {
                 parts.push(json!({"functionCall": {"name": call.name, "args": call.arguments}}));
+            }
+            // Gemini 3 (and thinking 2.5) sign the first function call, else the last part.
+            if request.wants_reasoning || request.model.contains("gemini-3") {
+                let signed = parts.iter().position(|part| part.get("functionCall").is_some()).or_else(|| parts.len().checked_sub(1));
+                if let Some(part) = signed.and_then(|at| parts.get_mut(at)) {
+                    part["thoughtSignature"] = json!(format!("{GEMINI_SIGNATURE}{}", request.route_index));
+                }
             }
             let finish = match finish {
                 FinishReason::Stop | FinishReason::ToolCalls => "STOP".to_owned(),

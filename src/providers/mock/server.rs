@@ -1,7 +1,8 @@
 //! A real HTTP/1.1 server on 127.0.0.1 that speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini
 //! success and error shapes, for tests and benchmarks that must never touch the internet.
 //!
-//! One fallback handler routes by path (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`,
+//! One fallback handler routes by path (`/v1/chat/completions`, `/v1/responses` and, in background
+//! mode, `/v1/responses/{id}[/cancel]`, `/v1/messages`,
 //! `/v1beta/models/{model}:generateContent`), logs the request, checks the key if asked to,
 //! waits the configured latency, then renders a fault from the [`FaultPlan`] or the
 //! [`Script`]'s reply (rendered by [`super::render`]).
@@ -24,8 +25,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
-use super::render::{error_response, fault_response, json_response, recorded_response, reply_response, strings};
+use super::background::{Jobs, stored_route};
+use super::render::{error_response, fault_response, json_response, recorded_response, reply_response, strings, success_body};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
+use super::signatures::missing_signature;
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -45,6 +48,14 @@ pub struct MockConfig {
     /// Path every route sits under instead of the public APIs' `/v1` (`/v1beta` for
     /// Gemini), e.g. `/api/paas/v4`, to check that base URLs are used as given.
     pub path_prefix: Option<String>,
+    /// Answer 400, as the real APIs do, to a tool round that replays a function call
+    /// without the reasoning signatures the mock issued (Anthropic with thinking on:
+    /// signed thinking blocks first in the assistant turn; Gemini: the `thoughtSignature`
+    /// on the first `functionCall` part, issued for Gemini 3 models and thinking requests).
+    pub require_signatures: bool,
+    /// Polls a Responses API call in background mode takes: its POST answers `queued`,
+    /// the polls before this one `in_progress`, this one the answer.
+    pub background_polls: u32,
 }
 
 impl Default for MockConfig {
@@ -58,6 +69,8 @@ impl Default for MockConfig {
             require_api_key: None,
             record_log: true,
             path_prefix: None,
+            require_signatures: false,
+            background_polls: 3,
         }
     }
 }
@@ -83,6 +96,7 @@ struct Shared {
     log: Mutex<Vec<LoggedRequest>>,
     calls: AtomicU64,
     cursors: Mutex<BTreeMap<ProviderKind, u64>>,
+    jobs: Jobs,
 }
 
 /// A running mock provider; dropping it stops the server.
@@ -119,6 +133,7 @@ impl MockServer {
             log: Mutex::new(Vec::new()),
             calls: AtomicU64::new(0),
             cursors: Mutex::new(BTreeMap::new()),
+            jobs: Jobs::default(),
         });
         let router = Router::new().fallback(handle).with_state(Arc::clone(&shared));
         let (stop, stopped) = oneshot::channel::<()>();
@@ -209,13 +224,14 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     let path = uri.path().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prefix = lock(&shared.config).path_prefix.clone();
-    let Some((protocol, url_model)) = route(&path, prefix.as_deref()) else {
+    let stored = stored_route(&path, prefix.as_deref().unwrap_or("/v1"));
+    let Some((protocol, url_model)) = stored.as_ref().map(|_| (ProviderKind::OpenAiResponses, None)).or_else(|| route(&path, prefix.as_deref())) else {
         return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
-    let (latency, required_key, answered_model, record) = {
+    let (latency, required_key, answered_model, record, require_signatures) = {
         let config = lock(&shared.config);
-        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log)
+        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.require_signatures)
     };
     if record {
         lock(&shared.log).push(LoggedRequest {
@@ -233,6 +249,13 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         let message = format!("Incorrect API key provided: {given}");
         return error_response(protocol, 401, &message, RetryHeader::None);
     }
+    if let Some(message) = require_signatures.then(|| missing_signature(protocol, &body)).flatten() {
+        return error_response(protocol, 400, &message, RetryHeader::None);
+    }
+    if let Some((id, cancel)) = stored {
+        return stored_response(&shared, index, &id, cancel, answered_model.as_deref()).await;
+    }
+    let background = protocol == ProviderKind::OpenAiResponses && body.get("background") == Some(&Value::Bool(true));
     let request = MockRequest { api_key: given, ..describe(protocol, url_model, body) };
     let plan = plan(&shared, index, request);
     if !latency.is_zero() {
@@ -240,9 +263,37 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     }
     match plan {
         Plan::Exhausted(protocol) => error_response(protocol, 410, "mock script exhausted", RetryHeader::None),
+        Plan::Reply(reply, request) if background => {
+            json_response(StatusCode::OK, &shared.jobs.queue(index, success_body(&request, &reply, answered_model.as_deref())))
+        }
+        Plan::Recorded(200, body) if background => match serde_json::from_str::<Value>(&body) {
+            Ok(answer) => json_response(StatusCode::OK, &shared.jobs.queue(index, answer)),
+            Err(_) => recorded_response(200, body),
+        },
         Plan::Reply(reply, request) => reply_response(&request, &reply, answered_model.as_deref()),
         Plan::Recorded(status, body) => recorded_response(status, body),
         Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref()).await,
+    }
+}
+
+/// A poll or cancel of a background response: a fault from the plan if one is due,
+/// else its state (404 for an unknown id).
+async fn stored_response(shared: &Shared, index: u64, id: &str, cancel: bool, answered_model: Option<&str>) -> Response {
+    let protocol = ProviderKind::OpenAiResponses;
+    let (fault, latency, polls) = {
+        let config = lock(&shared.config);
+        (config.faults.decide(index), config.latency, config.background_polls)
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(fault) = fault {
+        return fault_response(fault, &describe(protocol, None, Value::Null), answered_model).await;
+    }
+    let state = if cancel { shared.jobs.cancel(id) } else { shared.jobs.poll(id, polls) };
+    match state {
+        Some(state) => json_response(StatusCode::OK, &state),
+        None => error_response(protocol, 404, &format!("No response found with id '{id}'."), RetryHeader::None),
     }
 }
 

@@ -4,7 +4,9 @@
 use serde_json::{Map, Value, json};
 
 use super::client::request_body;
-use super::types::{ChatRequest, Endpoint, Message, ProviderKind};
+use super::signature::fixture;
+use super::types::{ChatRequest, Endpoint, Message, ProviderKind, ToolSpec};
+use super::{anthropic, gemini};
 
 fn request(params: Value) -> ChatRequest {
     let params: Map<String, Value> = params.as_object().cloned().unwrap_or_default();
@@ -114,7 +116,7 @@ fn gemini_2_gets_a_thinking_budget_and_gemini_3_a_level() {
 fn responses_body_with_tools_and_reasoning() {
     let params = json!({"max_tokens": 16384, "reasoning_effort": "medium", "temperature": 1.0, "top_p": 0.9});
     let mut request = request(params);
-    request.tools = Some(vec![super::types::ToolSpec {
+    request.tools = Some(vec![ToolSpec {
         name: "execute_python".into(),
         description: "Run Python code and return its output.".into(),
         parameters: json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}),
@@ -122,4 +124,57 @@ fn responses_body_with_tools_and_reasoning() {
     let body = request_body(&Endpoint::new(ProviderKind::OpenAiResponses, "gpt-5.2"), &request);
     insta::assert_json_snapshot!("responses_tools_and_reasoning", body);
     assert!(body.get("max_tokens").is_none() && body.get("reasoning_effort").is_none() && body.get("messages").is_none());
+}
+
+fn weather_tool(name: &str) -> Vec<ToolSpec> {
+    vec![ToolSpec {
+        name: name.into(),
+        description: "Current weather in a city.".into(),
+        parameters: json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}),
+    }]
+}
+
+/// The second round of a tool loop with thinking on: the recorded answer's thinking block
+/// (signature included) first, then its text and `tool_use`, then the `tool_result`.
+#[test]
+fn anthropic_second_round_carries_the_thinking_signature() {
+    let ok = reqwest::StatusCode::OK;
+    let called = anthropic::parse_response(ok, &reqwest::header::HeaderMap::new(), &fixture("anthropic_thinking_tool_use")).unwrap();
+    let params: Map<String, Value> = json!({"thinking_budget": 10000, "max_tokens": 16000}).as_object().cloned().unwrap_or_default();
+    let request = ChatRequest {
+        messages: vec![
+            Message::user("What's the weather in Paris?"),
+            Message::assistant_turn(&called),
+            Message::tool_outputs([("toolu_01CswdEQBMshySk6Y9DFKrfq", "Current temperature: 88°F")], ""),
+        ],
+        system: None,
+        params,
+        json_mode: false,
+        tools: Some(weather_tool("get_weather")),
+    };
+    let body = request_body(&Endpoint::new(ProviderKind::Anthropic, "claude-sonnet-4-5"), &request);
+    insta::assert_json_snapshot!("anthropic_second_round_signatures", body);
+}
+
+/// Gemini 3 parallel calls, their responses, the signed answer, then a new question: each
+/// `thoughtSignature` stays on the part it came on (the first call, the answer's text).
+#[test]
+fn gemini_second_round_carries_the_thought_signatures() {
+    let ok = reqwest::StatusCode::OK;
+    let parse = |name: &str| gemini::parse_response(ok, &reqwest::header::HeaderMap::new(), &fixture(name)).unwrap();
+    let request = ChatRequest {
+        messages: vec![
+            Message::user("Which is warmer now, Paris or London?"),
+            Message::assistant_turn(&parse("gemini_signed_parallel_calls")),
+            Message::tool_outputs([("", "18°C"), ("", "14°C")], ""),
+            Message::assistant_turn(&parse("gemini_signed_text")),
+            Message::user("And Rome?"),
+        ],
+        system: Some("Use the tools.".into()),
+        params: json!({"reasoning_effort": "high"}).as_object().cloned().unwrap_or_default(),
+        json_mode: false,
+        tools: Some(weather_tool("get_current_temperature")),
+    };
+    let body = request_body(&Endpoint::new(ProviderKind::Gemini, "gemini-3-pro-preview"), &request);
+    insta::assert_json_snapshot!("gemini_second_round_signatures", body);
 }
