@@ -1,12 +1,14 @@
 //! A fake model provider on 127.0.0.1 for tests and benchmarks.
 //!
 //! [`MockServer`] is a real HTTP server (axum on a tokio listener bound to port 0) that
-//! speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini success and error shapes. Replies come from a
+//! speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini success and error shapes,
+//! streamed (server-sent events, optionally paced or stalled) when the request asks. Replies come from a
 //! [`Script`]; failures from a [`FaultPlan`]. It never reaches the network.
 
 mod render;
 mod script;
 mod server;
+mod stream;
 
 pub use script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo, prompt_hash};
 pub use server::{LoggedRequest, MockConfig, MockServer};

@@ -2,9 +2,10 @@
 //! success and error shapes, for tests and benchmarks that must never touch the internet.
 //!
 //! One fallback handler routes by path (`/v1/chat/completions`, `/v1/responses`, `/v1/messages`,
-//! `/v1beta/models/{model}:generateContent`), logs the request, checks the key if asked to,
+//! `/v1beta/models/{model}:generateContent` or `:streamGenerateContent`), logs the request, checks the key if asked to,
 //! waits the configured latency, then renders a fault from the [`FaultPlan`] or the
-//! [`Script`]'s reply (rendered by [`super::render`]).
+//! [`Script`]'s reply (rendered by [`super::render`], as server-sent events by
+//! [`super::stream`] when the request asks for a stream).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -24,8 +25,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
-use super::render::{error_response, fault_response, json_response, recorded_response, reply_response, strings};
+use super::render::{answer_response, error_response, fault_response, json_response, recorded_response, strings};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
+use super::stream::{Ending, Pace, recorded_frames, sse_response};
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -45,6 +47,9 @@ pub struct MockConfig {
     /// Path every route sits under instead of the public APIs' `/v1` (`/v1beta` for
     /// Gemini), e.g. `/api/paas/v4`, to check that base URLs are used as given.
     pub path_prefix: Option<String>,
+    /// Pause between the events of a streamed reply (zero: all at once), to pace tokens
+    /// like a model generating them.
+    pub stream_interval: Duration,
 }
 
 impl Default for MockConfig {
@@ -58,6 +63,7 @@ impl Default for MockConfig {
             require_api_key: None,
             record_log: true,
             path_prefix: None,
+            stream_interval: Duration::ZERO,
         }
     }
 }
@@ -69,6 +75,8 @@ pub struct LoggedRequest {
     pub method: String,
     /// Request path.
     pub path: String,
+    /// Query string (empty when none), e.g. Gemini's `alt=sse`.
+    pub query: String,
     /// Headers, names lowercased.
     pub headers: BTreeMap<String, String>,
     /// Parsed JSON body (`Null` if it was not JSON).
@@ -202,6 +210,7 @@ enum Plan {
     Fault(Fault, MockRequest),
     Reply(MockReply, MockRequest),
     Recorded(u16, String),
+    RecordedStream(String),
     Exhausted(ProviderKind),
 }
 
@@ -209,18 +218,20 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     let path = uri.path().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prefix = lock(&shared.config).path_prefix.clone();
-    let Some((protocol, url_model)) = route(&path, prefix.as_deref()) else {
+    let Some((protocol, url_model, gemini_stream)) = route(&path, prefix.as_deref()) else {
         return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
-    let (latency, required_key, answered_model, record) = {
+    let (latency, required_key, answered_model, record, interval) = {
         let config = lock(&shared.config);
-        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log)
+        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.stream_interval)
     };
+    let pace = Pace { interval, stall: None };
     if record {
         lock(&shared.log).push(LoggedRequest {
             method: method.to_string(),
             path: path.clone(),
+            query: uri.query().unwrap_or_default().to_owned(),
             headers: headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect(),
             body: body.clone(),
             at: shared.started.elapsed(),
@@ -233,16 +244,19 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         let message = format!("Incorrect API key provided: {given}");
         return error_response(protocol, 401, &message, RetryHeader::None);
     }
-    let request = MockRequest { api_key: given, ..describe(protocol, url_model, body) };
+    let described = describe(protocol, url_model, body);
+    let stream = gemini_stream || (protocol != ProviderKind::Gemini && described.body.get("stream") == Some(&json!(true)));
+    let request = MockRequest { api_key: given, stream, ..described };
     let plan = plan(&shared, index, request);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     match plan {
         Plan::Exhausted(protocol) => error_response(protocol, 410, "mock script exhausted", RetryHeader::None),
-        Plan::Reply(reply, request) => reply_response(&request, &reply, answered_model.as_deref()),
+        Plan::Reply(reply, request) => answer_response(&request, &reply, answered_model.as_deref(), pace),
         Plan::Recorded(status, body) => recorded_response(status, body),
-        Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref()).await,
+        Plan::RecordedStream(body) => sse_response(recorded_frames(&body), Ending::Whole, pace),
+        Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref(), pace).await,
     }
 }
 
@@ -270,11 +284,13 @@ fn plan(shared: &Shared, index: u64, request: MockRequest) -> Plan {
         MockOutcome::Reply(reply) => Plan::Reply(reply, request),
         MockOutcome::Fault(fault) => Plan::Fault(fault, request),
         MockOutcome::Recorded { status, body } => Plan::Recorded(status, body),
+        MockOutcome::RecordedStream { body } => Plan::RecordedStream(body),
     }
 }
 
-/// Protocol and (for Gemini) model from the path, under `prefix` when one is set.
-fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<String>)> {
+/// Protocol, (for Gemini) model and whether Gemini's streaming method was called, from the
+/// path, under `prefix` when one is set.
+fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<String>, bool)> {
     let (rest, gemini_rest) = match prefix {
         Some(prefix) => {
             let rest = path.strip_prefix(prefix.trim_end_matches('/'))?;
@@ -283,12 +299,16 @@ fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<Strin
         None => (path.strip_prefix("/v1").unwrap_or("-"), path.strip_prefix("/v1beta").unwrap_or("-")),
     };
     match rest {
-        "/chat/completions" => Some((ProviderKind::OpenAi, None)),
-        "/responses" => Some((ProviderKind::OpenAiResponses, None)),
-        "/messages" => Some((ProviderKind::Anthropic, None)),
+        "/chat/completions" => Some((ProviderKind::OpenAi, None, false)),
+        "/responses" => Some((ProviderKind::OpenAiResponses, None, false)),
+        "/messages" => Some((ProviderKind::Anthropic, None, false)),
         _ => {
-            let model = gemini_rest.strip_prefix("/models/")?.strip_suffix(":generateContent")?;
-            Some((ProviderKind::Gemini, Some(model.to_owned())))
+            let method = gemini_rest.strip_prefix("/models/")?;
+            if let Some(model) = method.strip_suffix(":streamGenerateContent") {
+                return Some((ProviderKind::Gemini, Some(model.to_owned()), true));
+            }
+            let model = method.strip_suffix(":generateContent")?;
+            Some((ProviderKind::Gemini, Some(model.to_owned()), false))
         }
     }
 }
@@ -324,7 +344,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
         ProviderKind::Gemini => body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true)),
     };
     let model = url_model.unwrap_or_else(|| body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned());
-    MockRequest { protocol, model, last_user, wants_reasoning, body, route_index: 0, api_key: String::new() }
+    MockRequest { protocol, model, last_user, wants_reasoning, body, route_index: 0, api_key: String::new(), stream: false }
 }
 
 #[cfg(test)]
