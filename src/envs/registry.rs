@@ -222,6 +222,7 @@ mod tests {
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::default(),
+            stream: crate::providers::StreamMode::Auto,
         };
         assert_eq!(Registry::injected_params("bbq", &model("gpt-5-mini", &[])), vec!["reasoning_effort: \"medium\"".to_owned()]);
         assert!(

@@ -148,6 +148,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::Auto,
+            stream: crate::providers::StreamMode::Auto,
             id: "m".into(),
             provider: "builtin".into(),
             model: "random".into(),

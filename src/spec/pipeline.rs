@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::providers::OpenAiApi;
+use crate::providers::{OpenAiApi, StreamMode};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -79,6 +79,11 @@ pub struct TransportConfig {
     /// Concurrency cap of each `--shard` run; `None` = the cap divided by the shard count,
     /// so n shards together send what one run would.
     pub per_shard_concurrency: Option<usize>,
+    /// Silence (s) after which a streamed attempt is abandoned as stalled and retried;
+    /// streamed calls have no per-attempt total timeout short of `stream_total_timeout_s`.
+    pub stream_idle_timeout_s: u64,
+    /// Longest one streamed attempt may run while it keeps sending (s).
+    pub stream_total_timeout_s: u64,
 }
 
 impl Default for TransportConfig {
@@ -94,6 +99,8 @@ impl Default for TransportConfig {
             concurrency_cap: 100,
             max_response_bytes: crate::providers::DEFAULT_MAX_RESPONSE_BYTES,
             per_shard_concurrency: None,
+            stream_idle_timeout_s: crate::providers::DEFAULT_STREAM_IDLE_TIMEOUT.as_secs(),
+            stream_total_timeout_s: crate::providers::DEFAULT_STREAM_TOTAL_TIMEOUT.as_secs(),
         }
     }
 }
@@ -167,6 +174,10 @@ pub struct ModelConfig {
     /// out of keys and dumps so existing ones stay as they were.
     #[serde(skip_serializing_if = "OpenAiApi::is_auto")]
     pub api: OpenAiApi,
+    /// Whether calls stream (`stream:`); transport, so never in a key (not in
+    /// [`Self::key_value`]).
+    #[serde(skip_serializing_if = "StreamMode::is_auto")]
+    pub stream: StreamMode,
 }
 
 /// Where an extra header's value comes from.

@@ -59,6 +59,10 @@ pub struct RawTransport {
     pub max_response_bytes: Option<Spanned<u64>>,
     #[serde(default)]
     pub per_shard_concurrency: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub stream_idle_timeout_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub stream_total_timeout_s: Option<Spanned<u64>>,
 }
 
 /// Per-model prices in US dollars per million tokens (for cost columns).
@@ -94,6 +98,9 @@ pub struct RawModel {
     /// OpenAI API: `chat`, `responses` or `auto` (`provider: openai` only).
     #[serde(default)]
     pub api: Option<Spanned<String>>,
+    /// Streaming: `auto`, `true` or `false` (models called over HTTP only).
+    #[serde(default)]
+    pub stream: Option<Spanned<serde_json::Value>>,
 }
 
 /// One entry of `tasks:`.

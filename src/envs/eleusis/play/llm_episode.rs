@@ -71,6 +71,7 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         accept_other_model: c.get("accept_other_model").and_then(Value::as_bool).unwrap_or(false),
         headers: std::collections::BTreeMap::new(),
         api: crate::providers::OpenAiApi::Auto,
+        stream: crate::providers::StreamMode::Auto,
     })
 }
 
