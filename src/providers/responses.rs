@@ -9,7 +9,9 @@
 //! `reasoning: {effort, summary: "auto"}`. Requests always carry `store: false` (evalgrid
 //! keeps the conversation itself), and reasoning models are asked for
 //! `include: ["reasoning.encrypted_content"]` so reasoning can be carried between tool
-//! rounds statelessly. Background mode and streaming are not implemented.
+//! rounds statelessly. Streaming (`stream: true`, folded from the `response.*` events back into
+//! this response object by [`super::stream`]) is transport and parsed here like any response;
+//! background mode is not implemented.
 //!
 //! [`Message::items`]: super::Message::items
 
