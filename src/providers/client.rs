@@ -63,8 +63,8 @@ pub struct ClientConfig {
     /// Silence after which a streamed attempt is abandoned as stalled and retried; replaces
     /// `request_timeout` for streams, which may send for hours.
     pub stream_idle_timeout: Duration,
-    /// Longest a streamed attempt (and a streamed call's retry budget) may run while it
-    /// keeps sending, so nothing hangs forever.
+    /// Longest one streamed attempt may run while it keeps sending, so nothing hangs
+    /// forever; the time a stream spends sending does not use up the retry budget.
     pub stream_total_timeout: Duration,
 }
 
@@ -402,20 +402,16 @@ impl ProviderClient {
     }
 
     async fn attempt_loop(&self, endpoint: &Endpoint, wire: &Wire, started: Instant, record: &mut CallRecord) {
-        let mut policy = self.config.retry;
-        // What bounds one attempt: its total time, or for a stream its total time as long
-        // as it keeps sending; a streamed call's budget stretches to fit a whole stream.
-        let attempt_timeout = if wire.streamed {
-            policy.total_timeout = policy.total_timeout.max(self.config.stream_total_timeout);
-            self.config.stream_total_timeout
-        } else {
-            self.config.request_timeout
-        };
-        let deadline = started + policy.total_timeout;
+        let policy = self.config.retry;
         let lane = self.lane(endpoint);
         // Failed attempts that use the retry budget (a 429 never does), and 429s so far.
         let (mut failures, mut rate_limits) = (0_u32, 0_u32);
+        // Time spent inside streamed attempts: a stream is bounded by its own timeouts (idle
+        // and total), so the time it spends sending does not use up the call's budget, which
+        // bounds only the waiting and the retrying (429s still end when it is spent).
+        let mut streaming = Duration::ZERO;
         loop {
+            let deadline = started + policy.total_timeout + streaming;
             let Ok(permit) = timeout_at(deadline, lane.limiter.acquire()).await else {
                 record.result = Err(CallError::Timeout);
                 return;
@@ -429,7 +425,17 @@ impl ProviderClient {
             };
             record.attempts += 1;
             let sent = Instant::now();
-            let result = timeout_at(deadline, self.send_once(endpoint.kind, wire, &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
+            let result = if wire.streamed {
+                self.send_once(endpoint.kind, wire, &lane.pacer).await
+            } else {
+                timeout_at(deadline, self.send_once(endpoint.kind, wire, &lane.pacer)).await.unwrap_or(Err(CallError::Timeout))
+            };
+            let attempt_time = sent.elapsed();
+            if wire.streamed {
+                streaming += attempt_time;
+            }
+            let deadline = started + policy.total_timeout + streaming;
+            let budget_used = started.elapsed().saturating_sub(streaming);
             if let Err(CallError::RateLimited { retry_after }) = &result {
                 // Before the permit is freed, so no waiting request slips past the pause.
                 lane.pacer.rate_limited(ticket, *retry_after);
@@ -460,14 +466,16 @@ impl ProviderClient {
                         // A timed-out attempt is only tried again when a whole attempt still
                         // fits the call's budget: a long reasoning call cut by the budget
                         // would otherwise be sent, and billed, twice for nothing.
-                        CallError::Timeout if deadline.saturating_duration_since(Instant::now()) < attempt_timeout => None,
+                        CallError::Timeout if !wire.streamed && deadline.saturating_duration_since(Instant::now()) < self.config.request_timeout => None,
+                        // A stream that ran to its total cap is runaway: another would be too.
+                        CallError::Timeout if wire.streamed && attempt_time >= self.config.stream_total_timeout => None,
                         CallError::RateLimited { retry_after } => {
                             rate_limits += 1;
-                            policy.rate_limit_delay(rate_limits, *retry_after, started.elapsed())
+                            policy.rate_limit_delay(rate_limits, *retry_after, budget_used)
                         }
                         _ => {
                             failures += 1;
-                            policy.next_delay(failures, &error, started.elapsed())
+                            policy.next_delay(failures, &error, budget_used)
                         }
                     };
                     if matches!(error, CallError::StreamStalled { .. }) {

@@ -82,7 +82,8 @@ pub struct TransportConfig {
     /// Silence (s) after which a streamed attempt is abandoned as stalled and retried;
     /// streamed calls have no per-attempt total timeout short of `stream_total_timeout_s`.
     pub stream_idle_timeout_s: u64,
-    /// Longest one streamed attempt may run while it keeps sending (s).
+    /// Longest one streamed attempt may run while it keeps sending (s); streaming time does
+    /// not use up `call_timeout_s`, which bounds waits and retries.
     pub stream_total_timeout_s: u64,
 }
 

@@ -224,6 +224,22 @@ async fn a_stalled_stream_is_retried_once() {
     }
 }
 
+/// Streaming time is not budget, but waiting is: a streamed call under endless 429s still
+/// ends when the call's budget is spent, not after `stream_total_timeout`.
+#[tokio::test]
+async fn endless_rate_limits_end_a_streamed_call_at_its_budget() {
+    let always = FaultPlan::rate(1.0, vec![Fault::RateLimited(RetryHeader::Millis(50))], 0);
+    let server = MockServer::start(MockConfig { faults: always, ..MockConfig::default() }).await.unwrap();
+    let config = ClientConfig {
+        retry: RetryPolicy { total_timeout: Duration::from_millis(800), ..quick_config().retry },
+        stream_total_timeout: Duration::from_secs(3600),
+        ..quick_config()
+    };
+    let record = client(config).call_recorded(&streamed(&server, ProviderKind::Anthropic), &ask("x")).await;
+    assert_eq!(record.result.unwrap_err().class(), "rate_limited");
+    assert!(record.elapsed < Duration::from_secs(2), "{:?}", record.elapsed);
+}
+
 #[tokio::test]
 async fn a_server_silent_before_its_first_byte_stalls_too() {
     let server = MockServer::start(MockConfig { faults: FaultPlan::sequence([Fault::Slow(Duration::from_secs(3))]), ..MockConfig::default() }).await.unwrap();
