@@ -195,6 +195,8 @@ fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::Shard>) -> C
         },
         max_response_bytes: t.max_response_bytes,
         polling: PollConfig { first: Duration::from_millis(t.background_poll_ms), max: Duration::from_millis(t.background_poll_max_ms) },
+        stream_idle_timeout: Duration::from_secs(t.stream_idle_timeout_s),
+        stream_total_timeout: Duration::from_secs(t.stream_total_timeout_s),
         ..ClientConfig::default()
     }
 }
@@ -264,7 +266,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
             "calls": {
                 "live": get(&usage.live_calls), "cached": get(&usage.cached_calls), "failed": get(&usage.failed_calls),
-                "shared": get(&usage.shared_calls), "rate_limited": get(&usage.rate_limited),
+                "shared": get(&usage.shared_calls), "rate_limited": get(&usage.rate_limited), "stream_stalls": get(&usage.stream_stalls),
                 "http_attempts": get(&usage.attempts), "input_tokens": get(&usage.input_tokens),
                 "output_tokens": get(&usage.output_tokens), "cost_usd": get(&usage.cost_micro_usd) as f64 / 1e6,
                 "answered_by_other_model": other_model,

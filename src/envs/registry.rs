@@ -224,6 +224,7 @@ mod tests {
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::default(),
             background: crate::providers::Background::default(),
+            stream: crate::providers::StreamMode::Auto,
         };
         assert_eq!(Registry::injected_params("bbq", &model("gpt-5-mini", &[])), vec!["reasoning_effort: \"medium\"".to_owned()]);
         assert!(

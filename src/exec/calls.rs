@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::progress::Progress;
 use super::step_error::StepError;
 use super::substep::{Fresh, SubStep};
 use crate::cache::Store;
@@ -75,6 +76,9 @@ pub struct Usage {
     pub shared_calls: AtomicU64,
     /// HTTP 429 responses: pacing, not failures.
     pub rate_limited: AtomicU64,
+    /// Streamed attempts abandoned because the stream went silent (each was retried while
+    /// the retry policy allowed).
+    pub stream_stalls: AtomicU64,
 }
 
 impl Usage {
@@ -172,6 +176,8 @@ pub struct CallContext {
     client: Arc<ProviderClient>,
     offline: bool,
     in_flight: InFlight,
+    /// Where run-log lines go while cells run: above the progress bar once attached.
+    log: Mutex<Option<Progress>>,
     /// Counters.
     pub usage: Usage,
 }
@@ -180,7 +186,22 @@ impl CallContext {
     /// Creates the context; `offline` serves only from the cache.
     #[must_use]
     pub fn new(store: Store, client: Arc<ProviderClient>, offline: bool) -> Self {
-        Self { store, client, offline, in_flight: InFlight::default(), usage: Usage::default() }
+        Self { store, client, offline, in_flight: InFlight::default(), log: Mutex::new(None), usage: Usage::default() }
+    }
+
+    /// Sends later run-log lines above `progress` (which hides itself off a terminal), so
+    /// they never garble the bar.
+    pub fn attach_progress(&self, progress: Progress) {
+        *self.log.lock().unwrap_or_else(PoisonError::into_inner) = Some(progress);
+    }
+
+    /// Writes one line to the run log (stderr): above the progress bar when one is attached,
+    /// else as a `tracing` warning.
+    pub fn note(&self, line: &str) {
+        match self.log.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            Some(progress) => progress.println(line),
+            None => tracing::warn!("{line}"),
+        }
     }
 
     /// Call counters plus, for every lane the provider has rate-limited, how it is
@@ -271,6 +292,19 @@ impl CallContext {
         self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
         let rate_limited = record.failed_attempts.iter().filter(|class| **class == "rate_limited").count();
         self.usage.rate_limited.fetch_add(rate_limited as u64, Ordering::Relaxed);
+        let stalls = record.failed_attempts.iter().filter(|class| **class == CallError::STREAM_STALLED).count();
+        if stalls > 0 {
+            self.usage.stream_stalls.fetch_add(stalls as u64, Ordering::Relaxed);
+            let outcome = match &record.result {
+                Ok(_) => format!("retried, answered on attempt {}", record.attempts),
+                Err(error) => format!("the call failed after {} attempt(s): {error}", record.attempts),
+            };
+            self.note(&format!(
+                "warning: model `{}`: the response stream stalled {stalls} time(s) (no data for {:?}, transport.stream_idle_timeout_s); {outcome}",
+                model.id,
+                self.client.config().stream_idle_timeout
+            ));
+        }
         let response = match record.result {
             Ok(response) => response,
             Err(error) => {
@@ -323,7 +357,7 @@ pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
 /// a Responses call is polled in background mode (not keyed).
 fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
     let mut kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
-    let mut endpoint = Endpoint::new(kind, model.model.clone());
+    let mut endpoint = Endpoint::new(kind, model.model.clone()).with_stream(model.stream);
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
     }
@@ -421,6 +455,7 @@ mod tests {
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::Auto,
             background: crate::providers::Background::Auto,
+            stream: crate::providers::StreamMode::Auto,
         }
     }
 
@@ -579,6 +614,7 @@ mod tests {
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::Auto,
             background: crate::providers::Background::Auto,
+            stream: crate::providers::StreamMode::Auto,
         };
         let missing = dir.path().join("missing.json");
         let err = scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();

@@ -6,8 +6,8 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Live counters shown next to the bar.
-#[derive(Debug)]
+/// Live counters shown next to the bar; clones draw the same bar.
+#[derive(Debug, Clone)]
 pub struct Progress {
     bar: ProgressBar,
 }

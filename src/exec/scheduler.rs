@@ -154,6 +154,7 @@ pub async fn run_cells(
     if !options.progress {
         progress.finish();
     }
+    calls.attach_progress(progress.clone());
     let _watch = options.progress.then(|| {
         let calls = Arc::clone(&calls);
         progress.watch(move || calls.progress_line())

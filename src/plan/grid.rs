@@ -149,6 +149,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
             headers: std::collections::BTreeMap::new(),
             api: crate::providers::OpenAiApi::Auto,
             background: crate::providers::Background::Auto,
+            stream: crate::providers::StreamMode::Auto,
             id: "m".into(),
             provider: "builtin".into(),
             model: "random".into(),

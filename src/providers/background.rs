@@ -199,7 +199,7 @@ async fn exchange(http: &reqwest::Client, method: Method, url: &str, job: &Job<'
     }
     let response = request.send().await.map_err(transport_error)?;
     let (status, headers) = (response.status(), response.headers().clone());
-    let bytes = read_capped(response, job.max_response_bytes).await?;
+    let bytes = read_capped(response, job.max_response_bytes, None).await?;
     Ok((status, headers, bytes))
 }
 

@@ -9,21 +9,27 @@
 //! only the call's time budget bounds how long a call waits for the provider. Empty,
 //! refused, filtered and truncated outputs are answers (with their `finish_reason`), not
 //! errors. Bodies are read in chunks up to `max_response_bytes` and no further. Errors and answers are scrubbed of the API key before they are returned.
+//!
+//! A streamed call ([`super::stream`]) is bounded differently: each attempt may run up to
+//! `stream_total_timeout` as long as bytes keep coming, and fails as `StreamStalled`
+//! (retried like a timeout) after `stream_idle_timeout` of silence, so a long reasoning
+//! call is never cut, and billed twice, for its length alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use tokio::time::{Instant, sleep, timeout_at};
+use tokio::time::{Instant, sleep, timeout, timeout_at};
 
 use super::background::{self, PollConfig, Submitted};
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
+use super::stream::{Assembler, SseDecoder, streamed_body, streamed_url};
 use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as};
 use super::{anthropic, gemini, openai, responses};
 
@@ -52,11 +58,30 @@ pub struct ClientConfig {
     /// Honour `HTTP(S)_PROXY`; tests turn it off so 127.0.0.1 is reached directly.
     pub use_system_proxy: bool,
     /// Largest response body read, in bytes; a longer one is a `ResponseTooLarge` error,
-    /// so a runaway or hostile reply cannot exhaust memory or fill the cache.
+    /// so a runaway or hostile reply cannot exhaust memory or fill the cache. For a streamed
+    /// call it bounds the bytes of the whole event stream.
     pub max_response_bytes: u64,
     /// How background-mode Responses calls are polled ([`Endpoint::background`]).
     pub polling: PollConfig,
+    /// Silence after which a streamed attempt is abandoned as stalled and retried; replaces
+    /// `request_timeout` for streams, which may send for hours.
+    pub stream_idle_timeout: Duration,
+    /// Longest one streamed attempt may run while it keeps sending, so nothing hangs
+    /// forever; the time a stream spends sending does not use up the retry budget.
+    pub stream_total_timeout: Duration,
 }
+
+/// Default silence that fails a streamed attempt: long enough for a server that sends
+/// nothing while its model reasons (Chat Completions streams no reasoning), short enough
+/// that a dead connection is noticed well before a non-streaming call would time out.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_mins(5);
+
+/// Default cap on one streamed attempt: four hours of output.
+pub const DEFAULT_STREAM_TOTAL_TIMEOUT: Duration = Duration::from_hours(4);
+
+/// How many bytes of event stream one byte of assembled answer may take before a stream is
+/// stopped as runaway: token-per-event streams spend ~150–250 bytes on a token.
+const STREAM_BYTES_PER_ANSWER_BYTE: u64 = 16;
 
 /// Default cap on a response body: far above any real chat answer (8 MiB).
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
@@ -64,6 +89,8 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 impl Default for ClientConfig {
     /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies,
     /// background responses polled after 1 s, doubling to 10 s.
+    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies;
+    /// streams stall after 5 min of silence and end after 4 h.
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -75,6 +102,8 @@ impl Default for ClientConfig {
             use_system_proxy: true,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             polling: PollConfig::default(),
+            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
+            stream_total_timeout: DEFAULT_STREAM_TOTAL_TIMEOUT,
         }
     }
 }
@@ -88,7 +117,11 @@ pub struct CallOutcome {
     pub attempts: u32,
     /// The JSON body sent, identical on every attempt (the keyed body: background mode
     /// adds `background` and `store: true` on the wire only).
+    /// The JSON body sent, identical on every attempt, less a streamed call's switch
+    /// (`stream`, `stream_options`): the body the call is keyed by.
     pub request_body: Value,
+    /// Whether the call was streamed (server-sent events).
+    pub streamed: bool,
 }
 
 impl CallOutcome {
@@ -110,10 +143,12 @@ pub struct CallRecord {
     pub attempts: u32,
     /// Class of each failed attempt, in order.
     pub failed_attempts: Vec<&'static str>,
-    /// The JSON body sent.
+    /// The JSON body sent, less a streamed call's switch (the keyed body).
     pub request_body: Value,
     /// Wall time of the whole call, retries and waits included.
     pub elapsed: Duration,
+    /// Whether the call was streamed (server-sent events).
+    pub streamed: bool,
 }
 
 /// Everything that paces one (provider, base URL, model): calls to the same model share
@@ -308,6 +343,12 @@ impl ProviderClient {
         Ok(Self { http, config, lanes: Mutex::new(HashMap::new()) })
     }
 
+    /// The transport settings this client was built with.
+    #[must_use]
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
     /// The lane shared by every call to this (provider, base URL, model).
     pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
         let key = (endpoint.kind, endpoint.base_url.trim_end_matches('/').to_owned(), endpoint.model.clone());
@@ -337,26 +378,35 @@ impl ProviderClient {
     /// The last attempt's [`CallError`] once retries are exhausted or not allowed.
     pub async fn call(&self, endpoint: &Endpoint, request: &ChatRequest) -> Result<CallOutcome, CallError> {
         let record = self.call_recorded(endpoint, request).await;
-        record.result.map(|response| CallOutcome { response, attempts: record.attempts, request_body: record.request_body })
+        record.result.map(|response| CallOutcome { response, attempts: record.attempts, request_body: record.request_body, streamed: record.streamed })
     }
 
     /// Like [`Self::call`] but also reports attempts and failures when the call fails.
     pub async fn call_recorded(&self, endpoint: &Endpoint, request: &ChatRequest) -> CallRecord {
         let request_body = request_body(endpoint, request);
+        // A background call is polled, never streamed.
+        let background = endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses;
+        let streamed = !background && endpoint.stream.streams(endpoint.kind, &request_body);
         let started = Instant::now();
-        let mut record = CallRecord { result: Err(CallError::Timeout), attempts: 0, failed_attempts: Vec::new(), request_body, elapsed: Duration::ZERO };
-        let wire = if endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses {
-            &background::wire_body(&record.request_body)
+        let mut record =
+            CallRecord { result: Err(CallError::Timeout), attempts: 0, failed_attempts: Vec::new(), request_body, elapsed: Duration::ZERO, streamed };
+        // The switches are added to the bytes sent only: the recorded (keyed) body never has them.
+        let sent = if background {
+            background::wire_body(&record.request_body)
+        } else if streamed {
+            streamed_body(endpoint.kind, &record.request_body)
         } else {
-            &record.request_body
+            record.request_body.clone()
         };
-        let prepared = serde_json::to_vec(wire)
+        let prepared = serde_json::to_vec(&sent)
             .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })
             .and_then(|bytes| Ok((bytes, request_headers(endpoint)?)));
         match prepared {
-            Ok((bytes, headers)) => {
+            Ok((body, headers)) => {
                 let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
-                self.attempt_loop(endpoint, (&bytes, &headers, &shaping), started, &mut record).await
+                let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
+                let wire = Wire { url, headers, body, shaping, streamed };
+                self.attempt_loop(endpoint, &wire, started, &mut record).await;
             }
             Err(error) => record.result = Err(error),
         }
@@ -371,20 +421,17 @@ impl ProviderClient {
         record
     }
 
-    async fn attempt_loop(
-        &self,
-        endpoint: &Endpoint,
-        (body, headers, shaping): (&[u8], &HeaderMap, &openai::Shaping),
-        started: Instant,
-        record: &mut CallRecord,
-    ) {
+    async fn attempt_loop(&self, endpoint: &Endpoint, wire: &Wire, started: Instant, record: &mut CallRecord) {
         let policy = self.config.retry;
-        let deadline = started + policy.total_timeout;
         let lane = self.lane(endpoint);
-        let url = request_url(endpoint);
         // Failed attempts that use the retry budget (a 429 never does), and 429s so far.
         let (mut failures, mut rate_limits) = (0_u32, 0_u32);
+        // Time spent inside streamed attempts: a stream is bounded by its own timeouts (idle
+        // and total), so the time it spends sending does not use up the call's budget, which
+        // bounds only the waiting and the retrying (429s still end when it is spent).
+        let mut streaming = Duration::ZERO;
         loop {
+            let deadline = started + policy.total_timeout + streaming;
             let Ok(permit) = timeout_at(deadline, lane.limiter.acquire()).await else {
                 record.result = Err(CallError::Timeout);
                 return;
@@ -401,21 +448,28 @@ impl ProviderClient {
             let Submitted { result, resubmit } = if endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses {
                 // Bounded by the budget inside: it cancels the response when the budget is spent.
                 let job = background::Job {
-                    url: &url,
-                    headers,
-                    body,
-                    shaping,
+                    url: &wire.url,
+                    headers: &wire.headers,
+                    body: &wire.body,
+                    shaping: &wire.shaping,
                     polling: self.config.polling,
                     retry: policy,
                     deadline,
                     max_response_bytes: self.config.max_response_bytes,
                 };
                 background::run(&self.http, &job, &lane.pacer).await
+            } else if wire.streamed {
+                Submitted { result: self.send_once(endpoint.kind, wire, &lane.pacer).await, resubmit: true }
             } else {
-                let result =
-                    timeout_at(deadline, self.send_once(endpoint.kind, &url, (headers, body, shaping), &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
+                let result = timeout_at(deadline, self.send_once(endpoint.kind, wire, &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
                 Submitted { result, resubmit: true }
             };
+            let attempt_time = sent.elapsed();
+            if wire.streamed {
+                streaming += attempt_time;
+            }
+            let deadline = started + policy.total_timeout + streaming;
+            let budget_used = started.elapsed().saturating_sub(streaming);
             if let Err(CallError::RateLimited { retry_after }) = &result {
                 // Before the permit is freed, so no waiting request slips past the pause.
                 lane.pacer.rate_limited(ticket, *retry_after);
@@ -448,24 +502,36 @@ impl ProviderClient {
                         // A timed-out attempt is only tried again when a whole attempt still
                         // fits the call's budget: a long reasoning call cut by the budget
                         // would otherwise be sent, and billed, twice for nothing.
-                        CallError::Timeout if deadline.saturating_duration_since(Instant::now()) < self.config.request_timeout => None,
+                        CallError::Timeout if !wire.streamed && deadline.saturating_duration_since(Instant::now()) < self.config.request_timeout => None,
+                        // A stream that ran to its total cap is runaway: another would be too.
+                        CallError::Timeout if wire.streamed && attempt_time >= self.config.stream_total_timeout => None,
                         CallError::RateLimited { retry_after } => {
                             rate_limits += 1;
-                            policy.rate_limit_delay(rate_limits, *retry_after, started.elapsed())
+                            policy.rate_limit_delay(rate_limits, *retry_after, budget_used)
                         }
                         _ => {
                             failures += 1;
-                            policy.next_delay(failures, &error, started.elapsed())
+                            policy.next_delay(failures, &error, budget_used)
                         }
                     };
-                    tracing::info!(
-                        provider = %endpoint.kind,
-                        model = %endpoint.model,
-                        attempt = record.attempts,
-                        class = error.class(),
-                        retry_in_ms = delay.map(|delay| delay.as_millis()),
-                        "model call attempt failed"
-                    );
+                    if matches!(error, CallError::StreamStalled { .. }) {
+                        tracing::warn!(
+                            provider = %endpoint.kind,
+                            model = %endpoint.model,
+                            attempt = record.attempts,
+                            retry_in_ms = delay.map(|delay| delay.as_millis()),
+                            "streamed response stalled; attempt abandoned"
+                        );
+                    } else {
+                        tracing::info!(
+                            provider = %endpoint.kind,
+                            model = %endpoint.model,
+                            attempt = record.attempts,
+                            class = error.class(),
+                            retry_in_ms = delay.map(|delay| delay.as_millis()),
+                            "model call attempt failed"
+                        );
+                    }
                     record.result = Err(error);
                     match delay {
                         Some(delay) => sleep(delay).await,
@@ -476,42 +542,106 @@ impl ProviderClient {
         }
     }
 
-    async fn send_once(
-        &self,
-        kind: ProviderKind,
-        url: &str,
-        (headers, body, shaping): (&HeaderMap, &[u8], &openai::Shaping),
-        pacer: &Pacer,
-    ) -> Result<ChatResponse, CallError> {
-        let response = self
-            .http
-            .post(url)
-            .headers(headers.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(body.to_vec())
-            .send()
-            .await
-            .map_err(transport_error)?;
+    async fn send_once(&self, kind: ProviderKind, wire: &Wire, pacer: &Pacer) -> Result<ChatResponse, CallError> {
+        let request =
+            self.http.post(&wire.url).headers(wire.headers.clone()).header(CONTENT_TYPE, HeaderValue::from_static("application/json")).body(wire.body.clone());
+        if wire.streamed {
+            return self.send_streamed(kind, wire, request, pacer).await;
+        }
+        let response = request.send().await.map_err(transport_error)?;
         let status = response.status();
         let response_headers = response.headers().clone();
         if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
             pacer.observe_headers(&budget);
         }
-        let bytes = read_capped(response, self.config.max_response_bytes).await?;
-        parse(kind, status, &response_headers, &bytes, shaping)
+        let bytes = read_capped(response, self.config.max_response_bytes, None).await?;
+        parse(kind, status, &response_headers, &bytes, &wire.shaping)
     }
+
+    /// One streamed attempt: the response head and every later chunk must come within the
+    /// idle timeout; the events are folded into the protocol's non-streaming body, which
+    /// the protocol's own parser reads. An error status, or a server that answered with
+    /// one JSON body after all, is read and parsed as without streaming.
+    async fn send_streamed(&self, kind: ProviderKind, wire: &Wire, request: reqwest::RequestBuilder, pacer: &Pacer) -> Result<ChatResponse, CallError> {
+        let idle = self.config.stream_idle_timeout;
+        let stalled = || CallError::StreamStalled { idle };
+        let request = request.header(ACCEPT, HeaderValue::from_static("text/event-stream")).timeout(self.config.stream_total_timeout);
+        let mut response = timeout(idle, request.send()).await.map_err(|_| stalled())?.map_err(transport_error)?;
+        let status = response.status();
+        let response_headers = response.headers().clone();
+        if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
+            pacer.observe_headers(&budget);
+        }
+        let event_stream = response_headers
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
+        if !status.is_success() || !event_stream {
+            let bytes = read_capped(response, self.config.max_response_bytes, Some(idle)).await?;
+            return parse(kind, status, &response_headers, &bytes, &wire.shaping);
+        }
+        // The cap bounds the answer (what is kept and cached); the event stream around it is
+        // far larger (a Chat Completions chunk spends ~200 bytes on one token), so the raw
+        // bytes get a proportionally larger bound that still stops a runaway stream.
+        let limit = self.config.max_response_bytes;
+        let raw_limit = limit.saturating_mul(STREAM_BYTES_PER_ANSWER_BYTE);
+        let (mut decoder, mut assembler, mut events, mut total) = (SseDecoder::default(), Assembler::new(kind), Vec::new(), 0_u64);
+        'read: loop {
+            let chunk = timeout(idle, response.chunk()).await.map_err(|_| stalled())?.map_err(body_error)?;
+            match &chunk {
+                Some(bytes) => {
+                    total = total.saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+                    if total > raw_limit {
+                        return Err(CallError::ResponseTooLarge { limit });
+                    }
+                    decoder.push(bytes, &mut events);
+                }
+                None => decoder.finish(&mut events),
+            }
+            for event in events.drain(..) {
+                if assembler.push(&event)? {
+                    break 'read;
+                }
+            }
+            if chunk.is_none() {
+                break;
+            }
+        }
+        let body =
+            serde_json::to_vec(&assembler.finish()?).map_err(|error| CallError::Protocol { detail: format!("cannot re-encode a streamed answer: {error}") })?;
+        if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
+            return Err(CallError::ResponseTooLarge { limit });
+        }
+        parse(kind, status, &response_headers, &body, &wire.shaping)
+    }
+}
+
+/// What one call sends on every attempt.
+struct Wire {
+    url: String,
+    headers: HeaderMap,
+    /// The bytes sent (for a streamed call, the keyed body plus the protocol's switch).
+    body: Vec<u8>,
+    shaping: openai::Shaping,
+    streamed: bool,
 }
 
 /// Reads a body chunk by chunk and stops as soon as it would exceed `limit` bytes, so no
 /// more than the cap is ever held (a declared `Content-Length` over the cap stops it at once).
-pub(super) async fn read_capped(mut response: reqwest::Response, limit: u64) -> Result<Vec<u8>, CallError> {
+/// With `idle`, a wait of longer than that for the next chunk is a stall.
+pub(super) async fn read_capped(mut response: reqwest::Response, limit: u64, idle: Option<Duration>) -> Result<Vec<u8>, CallError> {
     let too_large = CallError::ResponseTooLarge { limit };
     if response.content_length().is_some_and(|length| length > limit) {
         return Err(too_large);
     }
     let capacity = response.content_length().unwrap_or(0).min(limit).min(1 << 20);
     let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-    while let Some(chunk) = response.chunk().await.map_err(body_error)? {
+    loop {
+        let next = match idle {
+            Some(idle) => timeout(idle, response.chunk()).await.map_err(|_| CallError::StreamStalled { idle })?,
+            None => response.chunk().await,
+        };
+        let Some(chunk) = next.map_err(body_error)? else { break };
         if u64::try_from(bytes.len() + chunk.len()).unwrap_or(u64::MAX) > limit {
             return Err(too_large);
         }
@@ -546,6 +676,8 @@ pub(super) mod tests {
             use_system_proxy: false,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             polling: PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) },
+            stream_idle_timeout: Duration::from_secs(1),
+            stream_total_timeout: Duration::from_secs(10),
         }
     }
 

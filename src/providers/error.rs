@@ -47,6 +47,13 @@ pub enum CallError {
     /// The request or the whole retry budget ran out of time.
     #[error("request timed out")]
     Timeout,
+    /// A streamed response sent nothing for the inactivity timeout: a timeout of the
+    /// attempt, retried like one, that a live stream (however long) never hits.
+    #[error("the response stream stalled: no data for {idle:?} (transport.stream_idle_timeout_s)")]
+    StreamStalled {
+        /// The inactivity timeout that ran out.
+        idle: Duration,
+    },
     /// The connection could not be made or was reset before a response arrived.
     #[error("connection failed: {detail}")]
     Connect {
@@ -96,11 +103,23 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// [`Self::class`] of a stalled stream, for callers that count them.
+    pub const STREAM_STALLED: &'static str = "stream_stalled";
+
     /// Whether sending the same request again may succeed. Empty, refused, filtered and
     /// truncated answers are not errors at all: they are the model's outcome, cached and scored.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::RateLimited { .. } | Self::Overloaded { .. } | Self::Server { .. } | Self::Timeout | Self::Connect { .. } | Self::Protocol { .. })
+        matches!(
+            self,
+            Self::RateLimited { .. }
+                | Self::Overloaded { .. }
+                | Self::Server { .. }
+                | Self::Timeout
+                | Self::StreamStalled { .. }
+                | Self::Connect { .. }
+                | Self::Protocol { .. }
+        )
     }
 
     /// Short stable name of the error class, for result rows and metrics.
@@ -112,6 +131,7 @@ impl CallError {
             Self::Overloaded { .. } => "overloaded",
             Self::Server { .. } => "server",
             Self::Timeout => "timeout",
+            Self::StreamStalled { .. } => Self::STREAM_STALLED,
             Self::Connect { .. } => "connect",
             Self::Protocol { .. } => "protocol",
             Self::ResponseTooLarge { .. } => "response_too_large",

@@ -6,10 +6,12 @@
 //! failure ([`CallError`]); retry what is transient while honouring `Retry-After`; adapt
 //! concurrency per (provider, base URL); and refuse to return empty or refused outputs as
 //! answers. Very long Responses API calls can run in background mode and be polled
-//! ([`Background`]). [`mock`] is a real local HTTP server speaking all four protocols for tests.
+//! ([`Background`]). Calls with a large output cap stream ([`stream`]), folded back into the body the
+//! protocol returns without streaming. [`mock`] is a real local HTTP server speaking all four
+//! protocols, streamed or not, for tests.
 //!
-//! Not here: caching (the caller hashes [`request_fingerprint`] and decides what to store),
-//! streaming, and reading API keys (callers pass them in [`Endpoint`]).
+//! Not here: caching (the caller hashes [`request_fingerprint`] and decides what to store)
+//! and reading API keys (callers pass them in [`Endpoint`]).
 
 pub mod anthropic;
 mod background;
@@ -25,19 +27,21 @@ pub mod openai;
 mod pacer;
 pub mod responses;
 mod retry;
+pub mod stream;
 mod types;
 mod wire;
 
 pub use background::{Background, PollConfig};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
-    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, Lane, LaneSnapshot, ProviderClient, install_crypto_provider, request_body,
-    request_fingerprint, request_url,
+    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, Lane, LaneSnapshot,
+    ProviderClient, install_crypto_provider, request_body, request_fingerprint, request_url,
 };
 pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
+pub use stream::StreamMode;
 pub use types::{
     Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
     ToolSpec, Usage, answered_as, canonical_json,

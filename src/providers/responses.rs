@@ -11,7 +11,9 @@
 //! `include: ["reasoning.encrypted_content"]` so reasoning can be carried between tool
 //! rounds statelessly. Very long calls can run in background mode (`background:` in the
 //! model entry; `background: true` and `store: true` on the wire, polled until done): see
-//! [`super::Background`]. Streaming is not implemented.
+//! [`super::Background`]. Streaming (`stream: true`, folded from the `response.*` events back
+//! into this response object by [`super::stream`]) is transport and parsed here like any
+//! response.
 //!
 //! [`Message::items`]: super::Message::items
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::REDACTED;
+use super::stream::StreamMode;
 
 /// Which wire protocol an endpoint speaks; serialized lowercase for configs and cache keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -143,6 +144,10 @@ pub struct Endpoint {
     /// [`super::Background`]); transport, so never serialized or keyed.
     #[serde(skip)]
     pub background: bool,
+    /// Whether calls stream (`stream:` in the model entry): transport, never serialized or
+    /// keyed.
+    #[serde(skip)]
+    pub stream: StreamMode,
 }
 
 /// One header the model entry adds (Azure `api-key`, `anthropic-beta`, a gateway's tag).
@@ -167,7 +172,22 @@ pub enum HeaderValueOf {
 impl Endpoint {
     /// Builds an endpoint with the provider's public base URL and no key.
     pub fn new(kind: ProviderKind, model: impl Into<String>) -> Self {
-        Self { kind, model: model.into(), base_url: kind.default_base_url().to_owned(), api_key: None, headers: Vec::new(), background: false }
+        Self {
+            kind,
+            model: model.into(),
+            base_url: kind.default_base_url().to_owned(),
+            api_key: None,
+            headers: Vec::new(),
+            background: false,
+            stream: StreamMode::Auto,
+        }
+    }
+
+    /// Sets whether calls to this endpoint stream.
+    #[must_use]
+    pub fn with_stream(mut self, stream: StreamMode) -> Self {
+        self.stream = stream;
+        self
     }
 
     /// Adds a header sent with every request to this endpoint.

@@ -66,6 +66,7 @@ pub fn load_str(source: &str, path: &Path, catalog: &dyn Catalog) -> Result<Pipe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::StreamMode;
     use proptest::prelude::*;
 
     /// A catalog with one benchmark, enough to exercise every resolver path.
@@ -111,6 +112,42 @@ mod tests {
         assert_eq!(p.seeds, vec![0, 1, 2]);
         assert_eq!(p.tasks.len(), 2);
         assert_eq!(p.report.decimals, 2);
+    }
+
+    fn with_model(model: &str, transport: &str) -> Result<Pipeline, SpecError> {
+        let text = format!("name: p\nmodels:\n  - {model}\ntasks:\n  - benchmark: bench\nseeds: [0]\n{transport}");
+        load_str(&text, Path::new("p.yaml"), &Tiny)
+    }
+
+    fn messages(error: SpecError) -> Vec<String> {
+        let SpecError::Invalid(report) = error else { panic!("{error}") };
+        report.diagnostics.iter().map(|d| format!("{}:{}: {}", d.position.line, d.position.column, d.message)).collect()
+    }
+
+    /// Issue 13 item 6: `stream:` is read per model and is transport, so no key sees it.
+    #[test]
+    fn stream_is_a_model_setting_outside_every_key() {
+        let model = |stream: &str| format!("{{id: m, provider: openai, model: gpt-x, params: {{max_tokens: 64}}{stream}}}");
+        let auto = with_model(&model(""), "").unwrap();
+        assert_eq!(auto.models[0].stream, crate::providers::StreamMode::Auto);
+        for (text, mode) in [(", stream: true", StreamMode::On), (", stream: false", StreamMode::Off), (", stream: auto", StreamMode::Auto)] {
+            let p = with_model(&model(text), "").unwrap();
+            assert_eq!(p.models[0].stream, mode, "{text}");
+            assert_eq!(p.models[0].key_value(), auto.models[0].key_value(), "{text}");
+        }
+        let t = with_model(&model(""), "transport: {stream_idle_timeout_s: 7, stream_total_timeout_s: 3600}\n").unwrap().transport;
+        assert_eq!((t.stream_idle_timeout_s, t.stream_total_timeout_s), (7, 3600));
+        let d = auto.transport;
+        assert_eq!((d.stream_idle_timeout_s, d.stream_total_timeout_s), (300, 4 * 3600));
+
+        let bad = messages(with_model(&model(", stream: always"), "").unwrap_err());
+        assert!(bad[0].starts_with("3:") && bad[0].contains("unknown `stream: \"always\"`"), "{bad:?}");
+        let builtin = messages(with_model("{id: r, provider: builtin, model: random, stream: true}", "").unwrap_err());
+        assert!(builtin[0].contains("`stream` applies to models called over HTTP"), "{builtin:?}");
+        let param = messages(with_model("{id: m, provider: openai, model: gpt-x, params: {stream: true}}", "").unwrap_err());
+        assert!(param[0].contains("`params.stream` is not a generation parameter"), "{param:?}");
+        let zero = messages(with_model(&model(""), "transport: {stream_idle_timeout_s: 0}\n").unwrap_err());
+        assert!(zero[0].contains("`transport.stream_idle_timeout_s` must be at least 1"), "{zero:?}");
     }
 
     proptest! {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::providers::{Background, OpenAiApi};
+use crate::providers::{Background, OpenAiApi, StreamMode};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -83,6 +83,12 @@ pub struct TransportConfig {
     pub background_poll_ms: u64,
     /// Longest wait between polls of a background response (ms).
     pub background_poll_max_ms: u64,
+    /// Silence (s) after which a streamed attempt is abandoned as stalled and retried;
+    /// streamed calls have no per-attempt total timeout short of `stream_total_timeout_s`.
+    pub stream_idle_timeout_s: u64,
+    /// Longest one streamed attempt may run while it keeps sending (s); streaming time does
+    /// not use up `call_timeout_s`, which bounds waits and retries.
+    pub stream_total_timeout_s: u64,
 }
 
 impl Default for TransportConfig {
@@ -100,6 +106,8 @@ impl Default for TransportConfig {
             per_shard_concurrency: None,
             background_poll_ms: 1000,
             background_poll_max_ms: 10_000,
+            stream_idle_timeout_s: crate::providers::DEFAULT_STREAM_IDLE_TIMEOUT.as_secs(),
+            stream_total_timeout_s: crate::providers::DEFAULT_STREAM_TOTAL_TIMEOUT.as_secs(),
         }
     }
 }
@@ -177,6 +185,10 @@ pub struct ModelConfig {
     /// `auto`, `true`, `false`); transport, in no key (the call keys as without it).
     #[serde(skip_serializing_if = "Background::is_auto")]
     pub background: Background,
+    /// Whether calls stream (`stream:`); transport, so never in a key (not in
+    /// [`Self::key_value`]).
+    #[serde(skip_serializing_if = "StreamMode::is_auto")]
+    pub stream: StreamMode,
 }
 
 /// Where an extra header's value comes from.

@@ -63,6 +63,9 @@ pub struct RawTransport {
     pub background_poll_ms: Option<u64>,
     #[serde(default)]
     pub background_poll_max_ms: Option<u64>,
+    pub stream_idle_timeout_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub stream_total_timeout_s: Option<Spanned<u64>>,
 }
 
 /// Per-model prices in US dollars per million tokens (for cost columns).
@@ -101,6 +104,9 @@ pub struct RawModel {
     /// Responses API background mode: `auto`, `true` or `false` (`provider: openai` only).
     #[serde(default)]
     pub background: Option<Spanned<serde_json::Value>>,
+    /// Streaming: `auto`, `true` or `false` (models called over HTTP only).
+    #[serde(default)]
+    pub stream: Option<Spanned<serde_json::Value>>,
 }
 
 /// One entry of `tasks:`.

@@ -11,7 +11,7 @@ use super::pipeline::{
 };
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
-use crate::providers::{Background, OpenAiApi};
+use crate::providers::{Background, OpenAiApi, StreamMode};
 
 /// Largest seed range accepted, to stop a typo from planning billions of cells.
 const MAX_SEEDS: u64 = 1_000_000;
@@ -161,7 +161,18 @@ impl Resolver<'_> {
             per_shard_concurrency: positive(self, raw.per_shard_concurrency, "per_shard_concurrency"),
             background_poll_ms: raw.background_poll_ms.unwrap_or(d.background_poll_ms).max(1),
             background_poll_max_ms: raw.background_poll_max_ms.unwrap_or(d.background_poll_max_ms).max(1),
+            stream_idle_timeout_s: self.seconds(raw.stream_idle_timeout_s, "stream_idle_timeout_s").unwrap_or(d.stream_idle_timeout_s),
+            stream_total_timeout_s: self.seconds(raw.stream_total_timeout_s, "stream_total_timeout_s").unwrap_or(d.stream_total_timeout_s),
         }
+    }
+
+    /// A timeout in whole seconds that must be at least 1 (zero would fail every call).
+    fn seconds(&mut self, raw: Option<Spanned<u64>>, name: &str) -> Option<u64> {
+        let raw = raw?;
+        if raw.value == 0 {
+            self.push(position_of(&raw), format!("`transport.{name}` must be at least 1"), None);
+        }
+        Some(raw.value.max(1))
     }
 
     /// `scripted` models name a replies file (relative to the pipeline);
@@ -318,6 +329,7 @@ impl Resolver<'_> {
             let headers = self.headers(m);
             let api = self.api(m, provider);
             let background = self.background(m, provider, api);
+            let stream = self.stream(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider: provider.clone(),
@@ -334,9 +346,38 @@ impl Resolver<'_> {
                 headers,
                 api,
                 background,
+                stream,
             });
         }
         out
+    }
+
+    /// `stream:` of a model entry (`auto`, `true`, `false`), for models called over HTTP;
+    /// `params.stream` is refused, since it would enter the cache key and the body parser.
+    fn stream(&mut self, m: &RawModel, provider: &str) -> StreamMode {
+        for name in ["stream", "stream_options"] {
+            if let Some(raw) = m.params.get(name).filter(|_| provider != BUILTIN_PROVIDER && provider != SCRIPTED_PROVIDER) {
+                self.push(
+                    position_of(raw),
+                    format!("`params.{name}` is not a generation parameter"),
+                    Some("set `stream: true`, `false` or `auto` on the model entry: streaming is transport, never part of a cache key".into()),
+                );
+            }
+        }
+        let Some(raw) = &m.stream else { return StreamMode::Auto };
+        let at = position_of(raw);
+        if provider == BUILTIN_PROVIDER || provider == SCRIPTED_PROVIDER {
+            self.push(at, format!("`stream` applies to models called over HTTP, not `provider: {provider}`"), None);
+            return StreamMode::Auto;
+        }
+        StreamMode::parse(&raw.value).unwrap_or_else(|| {
+            self.push(
+                at,
+                format!("unknown `stream: {}`", raw.value),
+                Some("use `auto` (stream when the output cap is 8192 tokens or more, or Anthropic thinking is on), `true` or `false`".into()),
+            );
+            StreamMode::Auto
+        })
     }
 
     /// `api:` of a model entry: `chat`, `responses` or `auto`, on `provider: openai` only.

@@ -48,3 +48,5 @@ mod provider_conformance;
 mod slurm;
 // The OpenAI Responses API: a BBQ-Bench episode over it reaches the Chat Completions record.
 mod responses_api;
+// Streaming through the binary: a stalled stream retried and logged; keys shared with unstreamed calls.
+mod streaming;

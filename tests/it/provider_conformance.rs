@@ -97,7 +97,8 @@ fn recorded_bodies_in_each_providers_documented_shape_parse_to_the_right_outcome
     use evalgrid::providers::mock::{MockOutcome, Script};
     use evalgrid::providers::{
         ClientConfig, Endpoint, ProviderClient,
-        ProviderKind::{Anthropic, Gemini, OpenAi},
+        ProviderKind::{Anthropic, Gemini, OpenAi, OpenAiResponses},
+        StreamMode,
     };
     let cases = [
         Expect {
@@ -308,24 +309,174 @@ fn recorded_bodies_in_each_providers_documented_shape_parse_to_the_right_outcome
         },
         Expect { file: "gemini_safety", kind: Gemini, base: "", text: "", reasoning: None, tools: &[], finish: "content_filter", usage: (20, 0, 0) },
         Expect { file: "gemini_malformed_call", kind: Gemini, base: "", text: "", reasoning: None, tools: &[], finish: "malformed", usage: (900, 0, 0) },
+        // Streamed bodies (`.sse`: server-sent events as each API's streaming docs show them),
+        // fetched with `stream: true`: they must parse exactly as their unstreamed twins.
+        Expect {
+            file: "openai_stream_normal",
+            kind: OpenAi,
+            base: "",
+            text: "Hello! How can I assist you today?",
+            reasoning: None,
+            tools: &[],
+            finish: "stop",
+            usage: (19, 10, 0),
+        },
+        Expect {
+            file: "openai_stream_tool_call",
+            kind: OpenAi,
+            base: "",
+            text: "",
+            reasoning: None,
+            tools: &["get_current_weather"],
+            finish: "tool_calls",
+            usage: (82, 17, 0),
+        },
+        Expect {
+            file: "openai_stream_truncated",
+            kind: OpenAi,
+            base: "",
+            text: "The list: 1, 2,",
+            reasoning: None,
+            tools: &[],
+            finish: "length",
+            usage: (40, 64, 48),
+        },
+        Expect {
+            file: "deepseek_stream_reasoner",
+            kind: OpenAi,
+            base: "/deepseek",
+            text: "4",
+            reasoning: Some("The user wants 2+2, which is 4."),
+            tools: &[],
+            finish: "stop",
+            usage: (13, 30, 22),
+        },
+        Expect {
+            file: "vllm_stream_reasoning",
+            kind: OpenAi,
+            base: "/vllm/v1",
+            text: "4",
+            reasoning: Some("Simple arithmetic."),
+            tools: &[],
+            finish: "stop",
+            usage: (70, 20, 0),
+        },
+        Expect {
+            file: "responses_stream_reasoning",
+            kind: OpenAiResponses,
+            base: "",
+            text: "Paris.",
+            reasoning: Some("France's capital is Paris."),
+            tools: &[],
+            finish: "stop",
+            usage: (36, 87, 64),
+        },
+        Expect {
+            file: "responses_stream_function_call",
+            kind: OpenAiResponses,
+            base: "",
+            text: "",
+            reasoning: None,
+            tools: &["get_weather"],
+            finish: "tool_calls",
+            usage: (50, 30, 16),
+        },
+        Expect {
+            file: "responses_stream_truncated",
+            kind: OpenAiResponses,
+            base: "",
+            text: "",
+            reasoning: None,
+            tools: &[],
+            finish: "length",
+            usage: (40, 64, 64),
+        },
+        Expect { file: "anthropic_stream_normal", kind: Anthropic, base: "", text: "Hello!", reasoning: None, tools: &[], finish: "stop", usage: (25, 15, 0) },
+        Expect {
+            file: "anthropic_stream_thinking",
+            kind: Anthropic,
+            base: "",
+            text: "4",
+            reasoning: Some("2 and 2 make 4."),
+            tools: &[],
+            finish: "stop",
+            usage: (20, 40, 0),
+        },
+        Expect {
+            file: "anthropic_stream_tool_use",
+            kind: Anthropic,
+            base: "",
+            text: "Okay, let's check the weather for San Francisco, CA:",
+            reasoning: None,
+            tools: &["get_weather"],
+            finish: "tool_calls",
+            usage: (472, 89, 0),
+        },
+        Expect {
+            file: "anthropic_stream_truncated",
+            kind: Anthropic,
+            base: "",
+            text: "",
+            reasoning: Some("Long reasoning that ran out"),
+            tools: &[],
+            finish: "length",
+            usage: (1050, 64000, 0),
+        },
+        Expect {
+            file: "gemini_stream_thinking",
+            kind: Gemini,
+            base: "",
+            text: "4",
+            reasoning: Some("**Adding** two and two."),
+            tools: &[],
+            finish: "stop",
+            usage: (10, 30, 29),
+        },
+        Expect {
+            file: "gemini_stream_function_call",
+            kind: Gemini,
+            base: "",
+            text: "",
+            reasoning: None,
+            tools: &["get_weather"],
+            finish: "tool_calls",
+            usage: (50, 8, 0),
+        },
+        Expect {
+            file: "gemini_stream_truncated",
+            kind: Gemini,
+            base: "",
+            text: "The list is: 1, 2,",
+            reasoning: None,
+            tools: &[],
+            finish: "length",
+            usage: (12, 106, 100),
+        },
     ];
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let client = ProviderClient::new(ClientConfig { use_system_proxy: false, ..ClientConfig::default() }).unwrap();
+        let dir = crate::support::repo().join("tests/fixtures/providers");
+        let recorded =
+            std::fs::read_dir(&dir).unwrap().filter(|entry| entry.as_ref().unwrap().path().extension().is_some_and(|e| e == "json" || e == "sse")).count();
+        assert_eq!(recorded, cases.len(), "every recorded body has its expectation");
         for case in &cases {
-            let path = crate::support::repo().join(format!("tests/fixtures/providers/{}.json", case.file));
-            let body = std::fs::read_to_string(&path).unwrap();
+            let streamed = dir.join(format!("{}.sse", case.file)).exists();
+            let body = std::fs::read_to_string(dir.join(format!("{}.{}", case.file, if streamed { "sse" } else { "json" }))).unwrap();
             let prefix = match (case.base, case.kind) {
                 ("", Gemini) => "/v1beta".to_owned(),
                 ("", _) => "/v1".to_owned(),
                 (base, _) => base.to_owned(),
             };
-            let script = Script::Sequence(vec![MockOutcome::Recorded { status: 200, body }]);
+            let outcome = if streamed { MockOutcome::RecordedStream { body } } else { MockOutcome::Recorded { status: 200, body } };
+            let script = Script::Sequence(vec![outcome]);
             let server =
                 evalgrid::providers::mock::MockServer::start(MockConfig { script, path_prefix: Some(prefix.clone()), ..MockConfig::default() }).await.unwrap();
             // xAI is recognised by host; the mock stands in for it on 127.0.0.1 through the
             // documented total_tokens arithmetic.
-            let endpoint = Endpoint::new(case.kind, "m").with_base_url(format!("{}{prefix}", server.base_url().trim_end_matches('/')));
+            let endpoint = Endpoint::new(case.kind, "m")
+                .with_base_url(format!("{}{prefix}", server.base_url().trim_end_matches('/')))
+                .with_stream(if streamed { StreamMode::On } else { StreamMode::Off });
             let request = evalgrid::providers::ChatRequest { messages: vec![evalgrid::providers::Message::user("What is 2+2?")], ..Default::default() };
             let response = client.call(&endpoint, &request).await.unwrap_or_else(|e| panic!("{}: {e}", case.file)).response;
             let name = case.file;
@@ -335,7 +486,64 @@ fn recorded_bodies_in_each_providers_documented_shape_parse_to_the_right_outcome
             assert_eq!(response.finish_reason.class(), case.finish, "{name}");
             assert_eq!((response.usage.input, response.usage.output, response.usage.reasoning), case.usage, "{name}");
             assert_eq!(response.usage.cost, (name == "openrouter_cost").then_some(0.00076), "{name}");
+            if streamed {
+                assert_eq!(server.request_log()[0].body.get("stream").is_some(), case.kind != Gemini, "{name}: asked for a stream");
+            }
             server.shutdown().await;
         }
     });
+}
+
+/// Signatures and opaque reasoning (Anthropic `signature` and `redacted_thinking`, Gemini
+/// `thoughtSignature`, Responses `encrypted_content`) survive the folding of every recorded
+/// stream, so a tool round can carry them back as it would after an unstreamed call.
+#[test]
+fn recorded_streams_keep_every_signature() {
+    use evalgrid::providers::ProviderKind;
+    use evalgrid::providers::stream::{assemble, events};
+    fn opaque(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, item) in map {
+                    let redacted = key == "data" && map.get("type").and_then(serde_json::Value::as_str) == Some("redacted_thinking");
+                    match item.as_str() {
+                        Some(text) if !text.is_empty() && (["signature", "thoughtSignature", "encrypted_content"].contains(&key.as_str()) || redacted) => {
+                            out.push(text.to_owned());
+                        }
+                        _ => opaque(item, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|item| opaque(item, out)),
+            _ => {}
+        }
+    }
+    let dir = crate::support::repo().join("tests/fixtures/providers");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "sse") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let kind = match name.split('_').next() {
+            Some("anthropic") => ProviderKind::Anthropic,
+            Some("gemini") => ProviderKind::Gemini,
+            Some("responses") => ProviderKind::OpenAiResponses,
+            _ => ProviderKind::OpenAi,
+        };
+        let bytes = std::fs::read(&path).unwrap();
+        let mut sent = Vec::new();
+        for event in events(&bytes) {
+            if let Ok(json) = serde_json::from_str(&event.data) {
+                opaque(&json, &mut sent);
+            }
+        }
+        let body = assemble(kind, &bytes).unwrap_or_else(|e| panic!("{name}: {e}")).to_string();
+        for signature in &sent {
+            assert!(body.contains(signature.as_str()), "{name}: `{signature}` lost");
+        }
+        checked += sent.len();
+    }
+    assert!(checked >= 6, "the fixtures carry signatures to check: {checked}");
 }

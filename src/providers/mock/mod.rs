@@ -1,7 +1,8 @@
 //! A fake model provider on 127.0.0.1 for tests and benchmarks.
 //!
 //! [`MockServer`] is a real HTTP server (axum on a tokio listener bound to port 0) that
-//! speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini success and error shapes. Replies come from a
+//! speaks the OpenAI (Chat Completions and Responses), Anthropic and Gemini success and error shapes,
+//! streamed (server-sent events, optionally paced or stalled) when the request asks. Replies come from a
 //! [`Script`]; failures from a [`FaultPlan`]. It signs reasoning like the real APIs (Anthropic
 //! thinking signatures, Gemini `thoughtSignature`s) and, when asked, rejects a tool round
 //! that does not carry them back. Responses API calls in background mode are queued and
@@ -12,6 +13,7 @@ mod render;
 mod script;
 mod server;
 mod signatures;
+mod stream;
 
 pub use script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo, prompt_hash};
 pub use server::{LoggedRequest, MockConfig, MockServer};

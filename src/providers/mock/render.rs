@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::super::types::{FinishReason, ProviderKind, Usage};
 use super::script::{Fault, MockReply, MockRequest, RetryHeader, echo};
 use super::signatures::{ANTHROPIC_SIGNATURE, GEMINI_SIGNATURE};
+use super::stream::{Ending, Pace, frames, overload_frame, paced, sse_response};
 
 /// Text of a string, or of the `pointer` field of each element of an array of parts.
 pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {
@@ -120,8 +121,13 @@ pub(super) fn error_response(protocol: ProviderKind, status: u16, message: &str,
     response
 }
 
-pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered_model: Option<&str>) -> Response {
+pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered_model: Option<&str>, pace: Pace) -> Response {
     let protocol = request.protocol;
+    if request.stream
+        && let Some(response) = streamed_fault(&fault, request, answered_model, pace).await
+    {
+        return response;
+    }
     match fault {
         Fault::RateLimited(retry) => error_response(protocol, 429, "Rate limit reached, slow down", retry),
         Fault::ServerError => error_response(protocol, 500, "internal server error", RetryHeader::None),
@@ -141,7 +147,7 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
             json_response(StatusCode::OK, &body)
         }
         Fault::Status { status, message } => error_response(protocol, status, &message, RetryHeader::None),
-        Fault::Slow(delay) => {
+        Fault::Slow(delay) | Fault::StallMidStream { silence: delay, .. } => {
             tokio::time::sleep(delay).await;
             reply_response(request, &echo(request), answered_model)
         }
@@ -165,6 +171,52 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
     }
 }
 
+/// The streamed form of a fault, for faults that happen after a stream has begun (errors
+/// with their own HTTP status are sent as such, before any event, as real servers do).
+async fn streamed_fault(fault: &Fault, request: &MockRequest, answered_model: Option<&str>, pace: Pace) -> Option<Response> {
+    let events = || frames(request, &success_body(request, &echo(request), answered_model));
+    Some(match fault {
+        Fault::OverloadedIn200 => {
+            let mut events = events();
+            events.truncate(2);
+            events.push(overload_frame(request.protocol));
+            sse_response(events, Ending::Whole, pace)
+        }
+        Fault::TruncatedJson => sse_response(events(), Ending::Cut, pace),
+        Fault::Disconnect => sse_response(events(), Ending::Reset, pace),
+        Fault::Slow(delay) => {
+            tokio::time::sleep(*delay).await;
+            sse_response(events(), Ending::Whole, pace)
+        }
+        Fault::StallMidStream { after, silence } => sse_response(events(), Ending::Whole, Pace { stall: Some((*after, *silence)), ..pace }),
+        Fault::HugeAnswer { bytes } => huge_stream(request, *bytes, answered_model, pace),
+        _ => return None,
+    })
+}
+
+/// A streamed answer whose text is `bytes` × `a`, sent as 64 KiB text events generated one
+/// at a time. (Events after the text that repeat it whole, such as the Responses API's
+/// final response, carry it only when it is at most 4 MiB; a client reading that far has
+/// a cap above the answer.)
+fn huge_stream(request: &MockRequest, bytes: u64, answered_model: Option<&str>, pace: Pace) -> Response {
+    const MARK: &str = "@@mock-huge-answer@@";
+    const CHUNK: u64 = 64 * 1024;
+    let mut before = frames(request, &success_body(request, &MockReply::text(MARK), answered_model));
+    let at = before.iter().position(|event| event.contains(MARK)).unwrap_or(before.len());
+    let mut rest = before.split_off(at);
+    let expanded = (!rest.is_empty()).then(|| rest.remove(0));
+    let whole = if bytes <= 4 << 20 { "a".repeat(usize::try_from(bytes).unwrap_or(0)) } else { String::new() };
+    let after: Vec<String> = rest.iter().map(|event| event.replace(MARK, &whole)).collect();
+    let text = expanded.into_iter().flat_map(move |event| {
+        (0..bytes.div_ceil(CHUNK)).map(move |index| {
+            let len = usize::try_from((bytes - index * CHUNK).min(CHUNK)).unwrap_or(0);
+            event.replace(MARK, &"a".repeat(len))
+        })
+    });
+    let items = before.into_iter().chain(text).chain(after).map(|event| Ok(Bytes::from(event)));
+    paced(items, pace)
+}
+
 /// A valid success body whose answer text is `bytes` × `a`, generated chunk by chunk.
 fn huge_answer(request: &MockRequest, bytes: u64, answered_model: Option<&str>) -> Response {
     const MARK: &str = "@@mock-huge-answer@@";
@@ -184,6 +236,15 @@ fn huge_answer(request: &MockRequest, bytes: u64, answered_model: Option<&str>) 
 
 pub(super) fn reply_response(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Response {
     json_response(StatusCode::OK, &success_body(request, reply, answered_model))
+}
+
+/// A reply, streamed as the request's protocol streams when it asked for a stream.
+pub(super) fn answer_response(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>, pace: Pace) -> Response {
+    if request.stream {
+        sse_response(frames(request, &success_body(request, reply, answered_model)), Ending::Whole, pace)
+    } else {
+        reply_response(request, reply, answered_model)
+    }
 }
 
 /// The success JSON of the request's protocol, with usage and a `model` field.

@@ -117,6 +117,14 @@ pub enum Fault {
         /// Length of the answer text in bytes.
         bytes: u64,
     },
+    /// A streamed reply goes silent for `silence` after its first `after` events, then sends
+    /// the rest, as a stalled provider does; a non-streamed reply is held back that long.
+    StallMidStream {
+        /// Events sent before the silence.
+        after: usize,
+        /// How long nothing is sent.
+        silence: Duration,
+    },
 }
 
 /// Either a reply or a fault.
@@ -132,6 +140,12 @@ pub enum MockOutcome {
         /// HTTP status.
         status: u16,
         /// The body, verbatim.
+        body: String,
+    },
+    /// Send this exact event stream (server-sent events recorded in a provider's documented
+    /// streaming shape) as `text/event-stream` with HTTP 200, paced like any streamed reply.
+    RecordedStream {
+        /// The stream, verbatim.
         body: String,
     },
 }
@@ -154,6 +168,9 @@ pub struct MockRequest {
     /// The API key the request presented (empty if none), so a script can make the model
     /// echo it back, as a leak test needs.
     pub api_key: String,
+    /// Whether the request asked for a streamed reply (`stream: true`, or Gemini's
+    /// `:streamGenerateContent`); the reply is then sent as server-sent events.
+    pub stream: bool,
 }
 
 /// A reply function; must be deterministic for reproducible episodes.

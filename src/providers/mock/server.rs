@@ -3,9 +3,10 @@
 //!
 //! One fallback handler routes by path (`/v1/chat/completions`, `/v1/responses` and, in background
 //! mode, `/v1/responses/{id}[/cancel]`, `/v1/messages`,
-//! `/v1beta/models/{model}:generateContent`), logs the request, checks the key if asked to,
+//! `/v1beta/models/{model}:generateContent` or `:streamGenerateContent`), logs the request, checks the key if asked to,
 //! waits the configured latency, then renders a fault from the [`FaultPlan`] or the
-//! [`Script`]'s reply (rendered by [`super::render`]).
+//! [`Script`]'s reply (rendered by [`super::render`], as server-sent events by
+//! [`super::stream`] when the request asks for a stream).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -26,9 +27,10 @@ use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
 use super::background::{Jobs, stored_route};
-use super::render::{error_response, fault_response, json_response, recorded_response, reply_response, strings, success_body};
+use super::render::{answer_response, error_response, fault_response, json_response, recorded_response, strings, success_body};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
 use super::signatures::missing_signature;
+use super::stream::{Ending, Pace, recorded_frames, sse_response};
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -56,6 +58,9 @@ pub struct MockConfig {
     /// Polls a Responses API call in background mode takes: its POST answers `queued`,
     /// the polls before this one `in_progress`, this one the answer.
     pub background_polls: u32,
+    /// Pause between the events of a streamed reply (zero: all at once), to pace tokens
+    /// like a model generating them.
+    pub stream_interval: Duration,
 }
 
 impl Default for MockConfig {
@@ -71,6 +76,7 @@ impl Default for MockConfig {
             path_prefix: None,
             require_signatures: false,
             background_polls: 3,
+            stream_interval: Duration::ZERO,
         }
     }
 }
@@ -82,6 +88,8 @@ pub struct LoggedRequest {
     pub method: String,
     /// Request path.
     pub path: String,
+    /// Query string (empty when none), e.g. Gemini's `alt=sse`.
+    pub query: String,
     /// Headers, names lowercased.
     pub headers: BTreeMap<String, String>,
     /// Parsed JSON body (`Null` if it was not JSON).
@@ -217,6 +225,7 @@ enum Plan {
     Fault(Fault, MockRequest),
     Reply(MockReply, MockRequest),
     Recorded(u16, String),
+    RecordedStream(String),
     Exhausted(ProviderKind),
 }
 
@@ -225,18 +234,22 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prefix = lock(&shared.config).path_prefix.clone();
     let stored = stored_route(&path, prefix.as_deref().unwrap_or("/v1"));
-    let Some((protocol, url_model)) = stored.as_ref().map(|_| (ProviderKind::OpenAiResponses, None)).or_else(|| route(&path, prefix.as_deref())) else {
+    let Some((protocol, url_model, gemini_stream)) =
+        stored.as_ref().map(|_| (ProviderKind::OpenAiResponses, None, false)).or_else(|| route(&path, prefix.as_deref()))
+    else {
         return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
-    let (latency, required_key, answered_model, record, require_signatures) = {
+    let (latency, required_key, answered_model, record, require_signatures, interval) = {
         let config = lock(&shared.config);
-        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.require_signatures)
+        (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.require_signatures, config.stream_interval)
     };
+    let pace = Pace { interval, stall: None };
     if record {
         lock(&shared.log).push(LoggedRequest {
             method: method.to_string(),
             path: path.clone(),
+            query: uri.query().unwrap_or_default().to_owned(),
             headers: headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect(),
             body: body.clone(),
             at: shared.started.elapsed(),
@@ -256,7 +269,9 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         return stored_response(&shared, index, &id, cancel, answered_model.as_deref()).await;
     }
     let background = protocol == ProviderKind::OpenAiResponses && body.get("background") == Some(&Value::Bool(true));
-    let request = MockRequest { api_key: given, ..describe(protocol, url_model, body) };
+    let described = describe(protocol, url_model, body);
+    let stream = gemini_stream || (protocol != ProviderKind::Gemini && described.body.get("stream") == Some(&json!(true)));
+    let request = MockRequest { api_key: given, stream, ..described };
     let plan = plan(&shared, index, request);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -270,9 +285,10 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
             Ok(answer) => json_response(StatusCode::OK, &shared.jobs.queue(index, answer)),
             Err(_) => recorded_response(200, body),
         },
-        Plan::Reply(reply, request) => reply_response(&request, &reply, answered_model.as_deref()),
+        Plan::Reply(reply, request) => answer_response(&request, &reply, answered_model.as_deref(), pace),
         Plan::Recorded(status, body) => recorded_response(status, body),
-        Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref()).await,
+        Plan::RecordedStream(body) => sse_response(recorded_frames(&body), Ending::Whole, pace),
+        Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref(), pace).await,
     }
 }
 
@@ -288,7 +304,7 @@ async fn stored_response(shared: &Shared, index: u64, id: &str, cancel: bool, an
         tokio::time::sleep(latency).await;
     }
     if let Some(fault) = fault {
-        return fault_response(fault, &describe(protocol, None, Value::Null), answered_model).await;
+        return fault_response(fault, &describe(protocol, None, Value::Null), answered_model, Pace { interval: Duration::ZERO, stall: None }).await;
     }
     let state = if cancel { shared.jobs.cancel(id) } else { shared.jobs.poll(id, polls) };
     match state {
@@ -321,11 +337,13 @@ fn plan(shared: &Shared, index: u64, request: MockRequest) -> Plan {
         MockOutcome::Reply(reply) => Plan::Reply(reply, request),
         MockOutcome::Fault(fault) => Plan::Fault(fault, request),
         MockOutcome::Recorded { status, body } => Plan::Recorded(status, body),
+        MockOutcome::RecordedStream { body } => Plan::RecordedStream(body),
     }
 }
 
-/// Protocol and (for Gemini) model from the path, under `prefix` when one is set.
-fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<String>)> {
+/// Protocol, (for Gemini) model and whether Gemini's streaming method was called, from the
+/// path, under `prefix` when one is set.
+fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<String>, bool)> {
     let (rest, gemini_rest) = match prefix {
         Some(prefix) => {
             let rest = path.strip_prefix(prefix.trim_end_matches('/'))?;
@@ -334,12 +352,16 @@ fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<Strin
         None => (path.strip_prefix("/v1").unwrap_or("-"), path.strip_prefix("/v1beta").unwrap_or("-")),
     };
     match rest {
-        "/chat/completions" => Some((ProviderKind::OpenAi, None)),
-        "/responses" => Some((ProviderKind::OpenAiResponses, None)),
-        "/messages" => Some((ProviderKind::Anthropic, None)),
+        "/chat/completions" => Some((ProviderKind::OpenAi, None, false)),
+        "/responses" => Some((ProviderKind::OpenAiResponses, None, false)),
+        "/messages" => Some((ProviderKind::Anthropic, None, false)),
         _ => {
-            let model = gemini_rest.strip_prefix("/models/")?.strip_suffix(":generateContent")?;
-            Some((ProviderKind::Gemini, Some(model.to_owned())))
+            let method = gemini_rest.strip_prefix("/models/")?;
+            if let Some(model) = method.strip_suffix(":streamGenerateContent") {
+                return Some((ProviderKind::Gemini, Some(model.to_owned()), true));
+            }
+            let model = method.strip_suffix(":generateContent")?;
+            Some((ProviderKind::Gemini, Some(model.to_owned()), false))
         }
     }
 }
@@ -375,7 +397,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
         ProviderKind::Gemini => body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true)),
     };
     let model = url_model.unwrap_or_else(|| body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned());
-    MockRequest { protocol, model, last_user, wants_reasoning, body, route_index: 0, api_key: String::new() }
+    MockRequest { protocol, model, last_user, wants_reasoning, body, route_index: 0, api_key: String::new(), stream: false }
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         headers: std::collections::BTreeMap::new(),
         api: crate::providers::OpenAiApi::Auto,
         background: crate::providers::Background::Auto,
+        stream: crate::providers::StreamMode::Auto,
     })
 }
 

@@ -1,0 +1,144 @@
+//! Chat Completions streams (`chat.completion.chunk` events, then `data: [DONE]`) folded
+//! into one `chat.completion` body.
+//!
+//! Deltas of the first choice are concatenated: `content`, `refusal`, the reasoning text
+//! under whichever name the server uses (`reasoning_content`, `reasoning`), and tool calls
+//! by their `index` (id and name from the first delta, `arguments` appended). Usage comes
+//! from the chunk that carries it (the last one, with `stream_options.include_usage`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{SseEvent, event_json, stream_cut};
+use crate::providers::CallError;
+
+/// Reasoning fields compatible servers stream, in the order they are written back.
+const REASONING_FIELDS: [&str; 2] = ["reasoning_content", "reasoning"];
+
+#[derive(Debug, Default)]
+struct ToolCallParts {
+    id: String,
+    kind: String,
+    name: String,
+    arguments: String,
+}
+
+/// The chunks of one Chat Completions stream so far.
+#[derive(Debug, Default)]
+pub(super) struct ChatStream {
+    head: Map<String, Value>,
+    content: Option<String>,
+    refusal: Option<String>,
+    reasoning: BTreeMap<&'static str, String>,
+    tool_calls: BTreeMap<u64, ToolCallParts>,
+    finish_reason: Option<Value>,
+    usage: Option<Value>,
+    error: Option<Value>,
+    done: bool,
+}
+
+impl ChatStream {
+    /// Folds one event in; `true` once the stream is over (`[DONE]` or an error).
+    pub(super) fn push(&mut self, event: &SseEvent) -> Result<bool, CallError> {
+        if event.data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(true);
+        }
+        let chunk = event_json(event)?;
+        if chunk.get("error").is_some_and(|error| !error.is_null()) {
+            self.error = Some(chunk);
+            return Ok(true);
+        }
+        for key in ["id", "created", "system_fingerprint", "service_tier"] {
+            if let Some(value) = chunk.get(key).filter(|value| !value.is_null()) {
+                self.head.entry(key).or_insert_with(|| value.clone());
+            }
+        }
+        if let Some(model) = chunk.get("model").filter(|model| model.as_str().is_some_and(|model| !model.is_empty())) {
+            self.head.insert("model".into(), model.clone());
+        }
+        if let Some(usage) = chunk.get("usage").filter(|usage| usage.is_object()) {
+            self.usage = Some(usage.clone());
+        }
+        let choices = chunk.get("choices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        for choice in choices.iter().filter(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) {
+            if let Some(delta) = choice.get("delta") {
+                self.delta(delta);
+            }
+            if let Some(reason) = choice.get("finish_reason").filter(|reason| !reason.is_null()) {
+                self.finish_reason = Some(reason.clone());
+            }
+        }
+        Ok(false)
+    }
+
+    fn delta(&mut self, delta: &Value) {
+        let text = |key: &str| delta.get(key).and_then(Value::as_str);
+        if let Some(content) = text("content") {
+            self.content.get_or_insert_with(String::new).push_str(content);
+        }
+        if let Some(refusal) = text("refusal") {
+            self.refusal.get_or_insert_with(String::new).push_str(refusal);
+        }
+        for field in REASONING_FIELDS {
+            if let Some(reasoning) = text(field) {
+                self.reasoning.entry(field).or_default().push_str(reasoning);
+            }
+        }
+        let calls = delta.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        for (position, call) in calls.iter().enumerate() {
+            let index = call.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+            let parts = self.tool_calls.entry(index).or_default();
+            let field = |pointer: &str| call.pointer(pointer).and_then(Value::as_str).filter(|text| !text.is_empty());
+            if let Some(id) = field("/id").filter(|_| parts.id.is_empty()) {
+                id.clone_into(&mut parts.id);
+            }
+            if let Some(kind) = field("/type").filter(|_| parts.kind.is_empty()) {
+                kind.clone_into(&mut parts.kind);
+            }
+            if let Some(name) = field("/function/name").filter(|_| parts.name.is_empty()) {
+                name.clone_into(&mut parts.name);
+            }
+            if let Some(arguments) = field("/function/arguments") {
+                parts.arguments.push_str(arguments);
+            }
+        }
+    }
+
+    /// The `chat.completion` body the same answer has without streaming.
+    pub(super) fn finish(self) -> Result<Value, CallError> {
+        if let Some(error) = self.error {
+            return Ok(error);
+        }
+        if !self.done && self.finish_reason.is_none() {
+            return Err(stream_cut("no `finish_reason` and no `[DONE]`"));
+        }
+        let mut message = json!({
+            "role": "assistant",
+            "content": self.content.map_or(Value::Null, Value::String),
+            "refusal": self.refusal.map_or(Value::Null, Value::String),
+        });
+        for (field, reasoning) in self.reasoning {
+            message[field] = Value::String(reasoning);
+        }
+        if !self.tool_calls.is_empty() {
+            let calls = self
+                .tool_calls
+                .into_values()
+                .map(|call| {
+                    let kind = if call.kind.is_empty() { "function".to_owned() } else { call.kind };
+                    json!({"id": call.id, "type": kind, "function": {"name": call.name, "arguments": call.arguments}})
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let mut body = self.head;
+        body.insert("object".into(), json!("chat.completion"));
+        body.insert("choices".into(), json!([{"index": 0, "message": message, "finish_reason": self.finish_reason.unwrap_or(Value::Null)}]));
+        if let Some(usage) = self.usage {
+            body.insert("usage".into(), usage);
+        }
+        Ok(Value::Object(body))
+    }
+}
