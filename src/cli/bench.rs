@@ -272,15 +272,18 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
     let calls = 4520 * u64::from(seeds);
     // The mock counts requests as they arrive: the first and the last arrival bound the
     // call phase (the last answer comes one latency later), apart from the run's fixed
-    // costs (reading 17 MB of data, planning, metrics and report).
+    // costs (reading 17 MB of data, planning, metrics and report). Identical prompts are
+    // one request (single-flight), so the last arrival is the last change of the count.
     let running = std::sync::atomic::AtomicBool::new(true);
     let (run, (first, last)) = std::thread::scope(|scope| {
         let sampler = scope.spawn(|| {
-            let (t0, mut first, mut last) = (Instant::now(), None, None);
-            while running.load(std::sync::atomic::Ordering::Relaxed) && last.is_none() {
+            let (t0, mut first, mut last, mut seen) = (Instant::now(), None, None, 0);
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
                 let n = server.calls();
-                first = first.or((n > 0).then(|| t0.elapsed()));
-                last = last.or((n >= calls).then(|| t0.elapsed()));
+                if n != seen {
+                    first = first.or(Some(t0.elapsed()));
+                    (last, seen) = (Some(t0.elapsed()), n);
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
             (first, last)

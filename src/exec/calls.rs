@@ -238,6 +238,7 @@ impl CallContext {
             return scripted_reply(model, request);
         }
         let endpoint = endpoint(model, request)?;
+        let reasoning_tag = cached_reasoning_tag(&endpoint, request);
         let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint, request, site));
         // Declared before the lock guard so it is dropped after it.
         let joined = self.in_flight.join(step.key());
@@ -278,9 +279,12 @@ impl CallContext {
         }
         drop(shared);
         drop(joined);
-        let done = done?;
+        let mut done = done?;
         if done.hit {
             self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
+            if let Some(tag) = &reasoning_tag {
+                done.value = settle_cached_reasoning(done.value, tag);
+            }
         }
         Ok(done.value)
     }
@@ -322,6 +326,25 @@ impl CallContext {
         }
         Ok(response)
     }
+}
+
+/// The tag whose leading block the provider layer moves to `reasoning` for this call
+/// (OpenAI-compatible servers), so a cached answer can be held to the same rule.
+fn cached_reasoning_tag(endpoint: &Endpoint, request: &ChatRequest) -> Option<String> {
+    matches!(endpoint.kind, ProviderKind::OpenAi | ProviderKind::OpenAiResponses)
+        .then(|| crate::providers::openai::Shaping::for_call(request, &endpoint.base_url).reasoning_tag)
+        .flatten()
+}
+
+/// A cached answer stored before the provider layer split reasoning off (its key is the
+/// same: the default split sends nothing new) still starts with the `<think>` block; it
+/// is split now, so no benchmark scores or executes a draft written while thinking. An
+/// answer split when it arrived already has its reasoning and is left exactly as stored.
+fn settle_cached_reasoning(response: ChatResponse, tag: &str) -> ChatResponse {
+    if response.reasoning.as_deref().is_some_and(|r| !r.is_empty()) {
+        return response;
+    }
+    crate::providers::openai::split_reasoning(response, tag)
 }
 
 /// The cache key a call would have; `None` for built-in models.
@@ -535,6 +558,43 @@ mod tests {
         model.accept_other_model = true;
         assert_eq!(ctx.chat(episode, &model, &request, &site).await.unwrap().answered_model, "other");
         assert!(ctx.store().contains(call_key(&model, &request, &site).unwrap()), "accepted: cached");
+    }
+
+    /// An answer cached before the provider layer split `<think>` off (same key: the
+    /// default split sends nothing) is split when served; one split on arrival is served
+    /// exactly as stored, even if its answer starts with another tagged block.
+    #[tokio::test]
+    async fn a_cached_answer_from_before_the_think_split_is_split_when_served() {
+        let server = MockServer::start(MockConfig::default()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "mock-1");
+        let (episode, site) = (StepKey::compute(&json!("e")), CallSite::default());
+        let stored = |request: &ChatRequest, text: &str, reasoning: Option<&str>| {
+            let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint(&model, request).unwrap(), request, &site));
+            let response = ChatResponse {
+                text: text.into(),
+                reasoning: reasoning.map(str::to_owned),
+                tool_calls: Vec::new(),
+                usage: crate::providers::Usage::default(),
+                answered_model: "mock-1".into(),
+                finish_reason: crate::providers::FinishReason::Stop,
+                latency_ms: 0,
+                refusal: None,
+                usage_reported: true,
+                items: Vec::new(),
+            };
+            step.store_blocking(ctx.store(), response, 0).unwrap();
+        };
+        let old = ask("old");
+        stored(&old, "<think>draft <TOOL>{}</TOOL></think>\nfinal", None);
+        let served = ctx.chat(episode, &model, &old, &site).await.unwrap();
+        assert_eq!((served.text.as_str(), served.reasoning.as_deref()), ("final", Some("draft <TOOL>{}</TOOL>")));
+        let new = ask("new");
+        stored(&new, "<think>quoted</think> answer", Some("thought"));
+        let served = ctx.chat(episode, &model, &new, &site).await.unwrap();
+        assert_eq!((served.text.as_str(), served.reasoning.as_deref()), ("<think>quoted</think> answer", Some("thought")));
+        assert_eq!(server.calls(), 0, "both were served from the cache");
     }
 
     /// A dated snapshot of the alias is the model asked for: cached, so a resume is free.
