@@ -466,11 +466,16 @@ mod tests {
     use std::time::Duration;
 
     fn model(server: &MockServer, answered: &str) -> ModelConfig {
+        ModelConfig { base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))), ..config("m", "openai", answered) }
+    }
+
+    /// A model entry with every setting at its default.
+    fn config(id: &str, provider: &str, model: &str) -> ModelConfig {
         ModelConfig {
-            id: "m".into(),
-            provider: "openai".into(),
-            model: answered.into(),
-            base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))),
+            id: id.into(),
+            provider: provider.into(),
+            model: model.into(),
+            base_url: None,
             api_key_env: None,
             params: crate::spec::Params::new(),
             price: None,
@@ -663,18 +668,8 @@ mod tests {
         use std::error::Error as _;
         let dir = tempfile::tempdir().unwrap();
         let scripted = |path: &std::path::Path| ModelConfig {
-            id: "s".into(),
-            provider: crate::spec::resolve::SCRIPTED_PROVIDER.into(),
-            model: "canned".into(),
-            base_url: None,
-            api_key_env: None,
             params: [("file".to_owned(), json!(path))].into_iter().collect(),
-            price: None,
-            accept_other_model: false,
-            headers: std::collections::BTreeMap::new(),
-            api: crate::providers::OpenAiApi::Auto,
-            background: crate::providers::Background::Auto,
-            stream: crate::providers::StreamMode::Auto,
+            ..config("s", crate::spec::resolve::SCRIPTED_PROVIDER, "canned")
         };
         let missing = dir.path().join("missing.json");
         let err = scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();
