@@ -39,6 +39,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,6 +122,9 @@ pub struct Store {
     root: PathBuf,
     remote: Option<Arc<Remote>>,
     commit: Arc<GroupCommit>,
+    /// False while this directory holds no failure record (none at open, none written
+    /// since): storing an entry then has no failure to clear, and skips the unlink.
+    failures_seen: Arc<AtomicBool>,
 }
 
 impl Store {
@@ -132,7 +136,9 @@ impl Store {
             fs_err::create_dir_all(&p).map_err(|e| CacheError::Io { path: p.clone(), source: e })?;
         }
         let commit = GroupCommit::start(&root).map_err(io(&root))?;
-        Ok(Self { root, remote: None, commit: Arc::new(commit) })
+        let failures = root.join("failures");
+        let failures_seen = std::fs::read_dir(&failures).map_err(io(&failures))?.next().is_some();
+        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)) })
     }
 
     /// Waits until everything this process wrote to the cache so far survives a machine
@@ -334,6 +340,7 @@ impl Store {
     /// Records why a step failed (for `status` and `--retry-errors`).
     pub fn record_failure(&self, failure: &Failure) -> Result<(), CacheError> {
         let bytes = serde_json::to_vec(failure).expect("failures are plain JSON values and always serialize");
+        self.failures_seen.store(true, Ordering::SeqCst);
         self.put_record(&self.failure_path(failure.key), &bytes)
     }
 
@@ -346,6 +353,9 @@ impl Store {
 
     /// Forgets a recorded failure (after a success), here and on a shared remote.
     pub fn clear_failure(&self, key: StepKey) -> Result<(), CacheError> {
+        if self.remote.is_none() && !self.failures_seen.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let path = self.failure_path(key);
         if let (Some(remote), Some(rel)) = (&self.remote, self.rel(&path)) {
             remote.delete_record(&rel)?;

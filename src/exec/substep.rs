@@ -21,7 +21,9 @@ use crate::plan::{StepKey, StepKind};
 pub struct SubStep {
     episode: StepKey,
     kind: StepKind,
-    components: Value,
+    /// Shared: a call's components hold its whole prompt, and the sub-step is cloned onto
+    /// a blocking thread for each cache read and write.
+    components: std::sync::Arc<Value>,
     key: StepKey,
 }
 
@@ -73,7 +75,7 @@ impl SubStep {
     #[must_use]
     pub fn new(episode: StepKey, kind: StepKind, components: Value) -> Self {
         let key = StepKey::compute(&components);
-        Self { episode, kind, components, key }
+        Self { episode, kind, components: std::sync::Arc::new(components), key }
     }
 
     /// The sub-step's cache key.
@@ -103,7 +105,7 @@ impl SubStep {
         let stored = store.put(&Entry {
             key: self.key,
             kind: self.kind,
-            components: self.components.clone(),
+            components: Value::clone(&self.components),
             output,
             duration_ms,
             writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),

@@ -391,14 +391,14 @@ impl ProviderClient {
         let mut record =
             CallRecord { result: Err(CallError::Timeout), attempts: 0, failed_attempts: Vec::new(), request_body, elapsed: Duration::ZERO, streamed };
         // The switches are added to the bytes sent only: the recorded (keyed) body never has them.
-        let sent = if background {
-            background::wire_body(&record.request_body)
+        let switched = if background {
+            Some(background::wire_body(&record.request_body))
         } else if streamed {
-            streamed_body(endpoint.kind, &record.request_body)
+            Some(streamed_body(endpoint.kind, &record.request_body))
         } else {
-            record.request_body.clone()
+            None
         };
-        let prepared = serde_json::to_vec(&sent)
+        let prepared = serde_json::to_vec(switched.as_ref().unwrap_or(&record.request_body))
             .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })
             .and_then(|bytes| Ok((bytes, request_headers(endpoint)?)));
         match prepared {
