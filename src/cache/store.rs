@@ -468,10 +468,18 @@ impl Store {
     /// fresh entry, so it is never younger than the entry it names).
     pub fn record_substep(&self, episode: StepKey, key: StepKey, durable: bool) -> Result<(), CacheError> {
         let path = self.substeps_path(episode);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        // The shard directory is made on its first use only, not checked on every append.
+        let mut file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(io(parent))?;
+                }
+                open()
+            }
+            other => other,
         }
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        .map_err(io(&path))?;
         // One write call: concurrent appenders never interleave inside a line.
         file.write_all(format!("{}\n", key.to_hex()).as_bytes()).map_err(io(&path))?;
         if durable {
