@@ -407,3 +407,48 @@ fn gemini_parts_join_by_kind_and_keep_their_signatures() {
     let response = parsed(ProviderKind::Gemini, &stream).unwrap();
     assert_eq!((response.text.as_str(), response.reasoning.as_deref(), response.finish_reason.class()), ("The answer.", Some("Thinking hard."), "tool_calls"));
 }
+
+/// Through an independent HTTP server: nginx as the reverse proxy in front of a model server
+/// (as vLLM is often deployed), with its default response buffering, re-frames the chunked
+/// event stream its own way. Each protocol's paced stream still arrives live (no stall at a
+/// 1 s inactivity timeout while events come every 200 ms) and whole. Skipped without nginx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_through_nginx_arrive_live_and_whole() {
+    if !super::super::RateLimitedProxy::nginx_available() {
+        println!("SKIPPED: nginx is not installed (apt-get install -y nginx); this test needs it");
+        return;
+    }
+    let text = "one two three four five six seven eight nine ten eleven twelve";
+    let server = MockServer::start(MockConfig {
+        script: Script::function(move |_| MockOutcome::Reply(MockReply::text(text))),
+        stream_interval: Duration::from_millis(200),
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let proxy = super::super::RateLimitedProxy::start(&server.address().to_string(), 10_000).unwrap();
+    let config = ClientConfig {
+        stream_idle_timeout: Duration::from_secs(1),
+        retry: RetryPolicy { max_attempts: 1, ..quick_config().retry },
+        use_system_proxy: false,
+        ..quick_config()
+    };
+    let client = client(config);
+    // One after another: the proxy's `limit_req` (10,000/s, no burst) would answer 429 to
+    // requests arriving within the same 0.1 ms.
+    for kind in KINDS {
+        let endpoint = streamed(&server, kind).with_base_url(proxy.base_url());
+        let record = client.call_recorded(&endpoint, &ask("go")).await;
+        assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok(text), "{kind}");
+        assert_eq!((record.attempts, record.streamed), (1, true), "{kind}");
+    }
+    // nginx logs a request once it has finished it, a moment after the client has the end.
+    let logged = || proxy.status_counts().get(&200).copied();
+    for _ in 0..20 {
+        if logged() == Some(4) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(logged(), Some(4), "all four went through nginx");
+}
