@@ -125,6 +125,19 @@ pub struct Store {
     /// False while this directory holds no failure record (none at open, none written
     /// since): storing an entry then has no failure to clear, and skips the unlink.
     failures_seen: Arc<AtomicBool>,
+    /// The directory is on a local disk filesystem and there is no shared remote, so a
+    /// cache read or write takes microseconds ([`Store::quick_io`]).
+    quick_io: bool,
+}
+
+/// `statfs` magic numbers of local filesystems, where a cache file operation is a few
+/// microseconds: ext2/3/4, XFS, Btrfs, tmpfs, overlayfs, ZFS, F2FS, ramfs. NFS, Lustre,
+/// GPFS, BeeGFS, CephFS, SMB and FUSE are not in it: there one operation is a round trip.
+const LOCAL_FILESYSTEMS: [u64; 8] = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630, 0x2FC1_2FC1, 0xF2F5_2010, 0x8584_58F6];
+
+/// Whether `magic` (a `statfs` `f_type`, possibly sign-extended) names a local filesystem.
+fn is_local_filesystem(magic: u64) -> bool {
+    LOCAL_FILESYSTEMS.contains(&(magic & 0xFFFF_FFFF))
 }
 
 impl Store {
@@ -138,7 +151,18 @@ impl Store {
         let commit = GroupCommit::start(&root).map_err(io(&root))?;
         let failures = root.join("failures");
         let failures_seen = std::fs::read_dir(&failures).map_err(io(&failures))?.next().is_some();
-        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)) })
+        #[expect(clippy::cast_sign_loss, reason = "a magic number: its bits, not its value")]
+        let quick_io = rustix::fs::statfs(&root).is_ok_and(|fs| is_local_filesystem(fs.f_type as u64));
+        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io })
+    }
+
+    /// Whether a cache read or write may run on the async worker that needs it: the cache
+    /// is on a local disk and has no shared remote. Handing each one to a blocking thread
+    /// cost a loopback run 5–7 % of its throughput (BENCHMARKS.md); on a network filesystem
+    /// or with an S3 remote an operation is a round trip, and goes to a blocking thread.
+    #[must_use]
+    pub fn quick_io(&self) -> bool {
+        self.quick_io
     }
 
     /// Waits until everything this process wrote to the cache so far survives a machine
@@ -150,7 +174,7 @@ impl Store {
     /// Opens the cache at `dir` as the read-through copy of a shared `remote` (already
     /// probed), which decides every entry: several machines then share one cache.
     pub fn open_shared(dir: &Path, remote: Remote) -> Result<Self, CacheError> {
-        Ok(Self { remote: Some(Arc::new(remote)), ..Self::open(dir)? })
+        Ok(Self { remote: Some(Arc::new(remote)), quick_io: false, ..Self::open(dir)? })
     }
 
     /// The shared remote, when this directory is a copy of one.
@@ -576,6 +600,17 @@ mod tests {
     fn entry(n: i64) -> Entry {
         let components = json!({"n": n});
         Entry { key: StepKey::compute(&components), kind: StepKind::Score, components, output: json!({"v": n}), duration_ms: 0, writer: String::new() }
+    }
+
+    #[test]
+    fn only_local_disk_filesystems_take_cache_io_inline() {
+        for local in [0xEF53_u64, 0x0102_1994, 0x9123_683E, 0xFFFF_FFFF_9123_683E] {
+            assert!(is_local_filesystem(local), "{local:#x}");
+        }
+        // NFS, Lustre, GPFS, FUSE, CephFS, SMB2.
+        for network in [0x6969_u64, 0x0BD0_0BD0, 0x4750_4653, 0x6573_5546, 0x00C3_6400, 0xFE53_4D42] {
+            assert!(!is_local_filesystem(network), "{network:#x}");
+        }
     }
 
     #[test]

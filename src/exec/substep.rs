@@ -143,8 +143,14 @@ impl SubStep {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Fresh<T>, StepError>>,
     {
-        let (me, s) = (self.clone(), store.clone());
-        if let Some(value) = blocking(move || me.lookup_blocking::<T>(&s)).await? {
+        // On a local disk the read is microseconds: a blocking-thread hand-off costs more.
+        let hit = if store.quick_io() {
+            self.lookup_blocking::<T>(store).map_err(StepError::Cache)?
+        } else {
+            let (me, s) = (self.clone(), store.clone());
+            blocking(move || me.lookup_blocking::<T>(&s)).await?
+        };
+        if let Some(value) = hit {
             return Ok(Done { value, hit: true });
         }
         let started = Instant::now();
@@ -152,8 +158,13 @@ impl SubStep {
         if !fresh.cacheable {
             return Ok(Done { value: fresh.value, hit: false });
         }
-        let (me, s, ms) = (self.clone(), store.clone(), millis(started));
-        let value = blocking(move || me.store_blocking(&s, fresh.value, ms)).await?;
+        let ms = millis(started);
+        let value = if store.quick_io() {
+            self.store_blocking(store, fresh.value, ms).map_err(StepError::Cache)?
+        } else {
+            let (me, s) = (self.clone(), store.clone());
+            blocking(move || me.store_blocking(&s, fresh.value, ms)).await?
+        };
         Ok(Done { value, hit: false })
     }
 }
