@@ -63,9 +63,9 @@ impl GroupCommit {
         self.shared.changed.notify_all();
     }
 
-    /// How many batches were synced so far, for benchmarks and tests.
-    #[must_use]
-    pub fn batches(&self) -> u64 {
+    /// How many batches were synced so far.
+    #[cfg(test)]
+    pub(crate) fn batches(&self) -> u64 {
         self.shared.counters.lock().unwrap_or_else(PoisonError::into_inner).batches
     }
 

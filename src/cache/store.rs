@@ -397,13 +397,7 @@ impl Store {
     fn temp_with(&self, path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, CacheError> {
         let shard = path.parent().and_then(Path::file_name).map_or_else(|| "00".into(), |n| n.to_string_lossy().into_owned());
         let tmp_dir = self.root.join("tmp").join(shard);
-        let mut tmp = match tempfile::NamedTempFile::new_in(&tmp_dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&tmp_dir).map_err(io(&tmp_dir))?;
-                tempfile::NamedTempFile::new_in(&tmp_dir).map_err(io(&tmp_dir))?
-            }
-            other => other.map_err(io(&tmp_dir))?,
-        };
+        let mut tmp = in_made_dir(&tmp_dir, &tmp_dir, || tempfile::NamedTempFile::new_in(&tmp_dir))?;
         tmp.write_all(bytes).map_err(io(tmp.path()))?;
         Ok(tmp)
     }
@@ -492,18 +486,8 @@ impl Store {
     /// fresh entry, so it is never younger than the entry it names).
     pub fn record_substep(&self, episode: StepKey, key: StepKey, durable: bool) -> Result<(), CacheError> {
         let path = self.substeps_path(episode);
-        let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
-        // The shard directory is made on its first use only, not checked on every append.
-        let mut file = match open() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(io(parent))?;
-                }
-                open()
-            }
-            other => other,
-        }
-        .map_err(io(&path))?;
+        let shard = path.parent().unwrap_or(&self.root);
+        let mut file = in_made_dir(shard, &path, || std::fs::OpenOptions::new().create(true).append(true).open(&path))?;
         // One write call: concurrent appenders never interleave inside a line.
         file.write_all(format!("{}\n", key.to_hex()).as_bytes()).map_err(io(&path))?;
         if durable {
@@ -574,6 +558,18 @@ impl Store {
         let key: StepKey = stem.parse().map_err(|e: crate::plan::key::ParseKeyError| e.to_string())?;
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         Entry::decode(&bytes, key).map_err(|e: DecodeError| e.to_string())
+    }
+}
+
+/// Runs `op`, which creates `target` in `dir`; when `dir` is missing, makes it and runs
+/// `op` again. Shard directories are made on their first use, not checked on every write.
+fn in_made_dir<T>(dir: &Path, target: &Path, op: impl Fn() -> std::io::Result<T>) -> Result<T, CacheError> {
+    match op() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+            op().map_err(io(target))
+        }
+        other => other.map_err(io(target)),
     }
 }
 

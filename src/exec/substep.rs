@@ -143,13 +143,7 @@ impl SubStep {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Fresh<T>, StepError>>,
     {
-        // On a local disk the read is microseconds: a blocking-thread hand-off costs more.
-        let hit = if store.quick_io() {
-            self.lookup_blocking::<T>(store).map_err(StepError::Cache)?
-        } else {
-            let (me, s) = (self.clone(), store.clone());
-            blocking(move || me.lookup_blocking::<T>(&s)).await?
-        };
+        let hit = self.cache_io(store, |me, s| me.lookup_blocking::<T>(s)).await?;
         if let Some(value) = hit {
             return Ok(Done { value, hit: true });
         }
@@ -159,22 +153,30 @@ impl SubStep {
             return Ok(Done { value: fresh.value, hit: false });
         }
         let ms = millis(started);
-        let value = if store.quick_io() {
-            self.store_blocking(store, fresh.value, ms).map_err(StepError::Cache)?
-        } else {
-            let (me, s) = (self.clone(), store.clone());
-            blocking(move || me.store_blocking(&s, fresh.value, ms)).await?
-        };
+        let value = self.cache_io(store, move |me, s| me.store_blocking(s, fresh.value, ms)).await?;
         Ok(Done { value, hit: false })
+    }
+}
+
+impl SubStep {
+    /// Runs `work` against the cache: on the calling async worker when the cache is on a
+    /// local disk (microseconds; a blocking-thread hand-off costs more), else on a blocking
+    /// thread (a network filesystem or an S3 remote makes each operation a round trip).
+    async fn cache_io<T: Send + 'static>(
+        &self,
+        store: &Store,
+        work: impl FnOnce(&Self, &Store) -> Result<T, CacheError> + Send + 'static,
+    ) -> Result<T, StepError> {
+        if store.quick_io() {
+            return work(self, store).map_err(StepError::Cache);
+        }
+        let (me, s) = (self.clone(), store.clone());
+        tokio::task::spawn_blocking(move || work(&me, &s)).await.map_err(StepError::worker)?.map_err(StepError::Cache)
     }
 }
 
 fn millis(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, CacheError> + Send + 'static) -> Result<T, StepError> {
-    tokio::task::spawn_blocking(work).await.map_err(StepError::worker)?.map_err(StepError::Cache)
 }
 
 #[cfg(test)]
