@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::time::{Instant, sleep, timeout_at};
 
 use super::client::{read_capped, transport_error};
-use super::error::{CallError, success_json};
+use super::error::{CallError, error_in_ok_body, parse_json, success_json};
 use super::openai::Shaping;
 use super::pacer::Pacer;
 use super::responses::{self, is_openai_api};
@@ -203,11 +203,25 @@ async fn exchange(http: &reqwest::Client, method: Method, url: &str, job: &Job<'
     Ok((status, headers, bytes))
 }
 
-/// A terminal response object parsed as an answer; `cancelled` is no answer at all.
+/// A response object's JSON. Its `status` is read before its `error`: a `failed` run
+/// carries an `error` object, and must reach [`finish`] (which sends it again) rather than
+/// be polled again as if the poll itself had failed.
+fn response_state(status: StatusCode, headers: &HeaderMap, bytes: &[u8]) -> Result<Value, CallError> {
+    if status.is_success() {
+        let json = parse_json(bytes)?;
+        if text(&json, "/status") == "failed" {
+            return Ok(json);
+        }
+    }
+    success_json(status, headers, bytes)
+}
+
+/// A terminal response object parsed as an answer; `cancelled` is no answer at all, and
+/// `failed` is an error (never an answer), which a new run may fix.
 fn finish(status: StatusCode, headers: &HeaderMap, bytes: &[u8], json: &Value, shaping: &Shaping) -> Submitted {
     match text(json, "/status").as_str() {
         "cancelled" => Submitted::settled(Err(CallError::Protocol { detail: "the background response was cancelled".into() })),
-        "failed" => Submitted::retry(responses::parse_shaped(status, headers, bytes, shaping)),
+        "failed" => Submitted::retry(Err(error_in_ok_body(json, headers).unwrap_or(CallError::Server { status: 200, retry_after: None }))),
         _ => Submitted::settled(responses::parse_shaped(status, headers, bytes, shaping)),
     }
 }
@@ -227,7 +241,7 @@ pub(super) async fn run(http: &reqwest::Client, job: &Job<'_>, pacer: &Pacer) ->
     if let Some(budget) = RateLimitHeaders::from_headers(&headers) {
         pacer.observe_headers(&budget);
     }
-    let json = match success_json(status, &headers, &bytes) {
+    let json = match response_state(status, &headers, &bytes) {
         Ok(json) => json,
         Err(error) => return Submitted::retry(Err(error)),
     };
@@ -255,7 +269,7 @@ async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str) -> Submitted {
         sleep(wait).await;
         wait = (wait * 2).min(job.polling.max).max(job.polling.first);
         let polled = match timeout_at(job.deadline, exchange(http, Method::GET, &url, job, &[])).await {
-            Ok(Ok((status, headers, bytes))) => success_json(status, &headers, &bytes).map(|json| (status, headers, bytes, json)),
+            Ok(Ok((status, headers, bytes))) => response_state(status, &headers, &bytes).map(|json| (status, headers, bytes, json)),
             Ok(Err(error)) => Err(error),
             Err(_) => {
                 cancel(http, job, id).await;
@@ -282,7 +296,8 @@ async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str) -> Submitted {
                     cancel(http, job, id).await;
                     return Submitted::settled(Err(error));
                 };
-                wait = wait.max(delay).max(error.retry_after().unwrap_or_default());
+                // `next_delay` honours a `Retry-After`, up to its cap.
+                wait = wait.max(delay);
             }
             // 401, 404: the response cannot be read; sending it again would bill twice.
             Err(error) => return Submitted::settled(Err(error)),
@@ -308,7 +323,7 @@ mod tests {
     use super::super::client::tests::{ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::client::{request_fingerprint, request_url};
     use super::super::limiter::ConcurrencyMode;
-    use super::super::mock::{Fault, FaultPlan, LoggedRequest, MockConfig, MockServer, RetryHeader};
+    use super::super::mock::{Fault, FaultPlan, LoggedRequest, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
     use super::super::types::{Endpoint, HeaderValueOf, ProviderKind, canonical_json};
     use super::*;
     use serde_json::json;
@@ -343,6 +358,24 @@ mod tests {
         assert!(outcome.request_body.get("background").is_none());
         // Waits grow between polls: 5 ms, 10 ms, 20 ms in the quick configuration.
         assert!(log[3].at - log[1].at >= Duration::from_millis(25), "{:?}", log.iter().map(|r| r.at).collect::<Vec<_>>());
+    }
+
+    /// A run that ends `failed` (with the `error` object the API sends) is an error, never
+    /// a cached answer, and a new run may succeed: it is POSTed again, not polled to death.
+    #[tokio::test]
+    async fn a_failed_run_is_posted_again_and_never_answers() {
+        let failed = json!({"id": "x", "object": "response", "status": "failed", "background": true, "model": "o3-pro", "output": [],
+            "error": {"code": "server_error", "message": "The model failed to generate a response."}, "usage": null});
+        let script = Script::Sequence(vec![
+            MockOutcome::Recorded { status: 200, body: failed.to_string() },
+            MockOutcome::Reply(MockReply::text("second run")),
+        ]);
+        let server = MockServer::start(MockConfig { script, background_polls: 1, ..MockConfig::default() }).await.unwrap();
+        let record = quick_client().call_recorded(&background_endpoint(&server), &ask("x")).await;
+        assert_eq!(record.result.map(|response| response.text), Ok("second run".to_owned()));
+        let log = server.request_log();
+        assert_eq!((posts(&log), polls(&log).len(), record.attempts), (2, 2, 2), "one poll per run, the failed run sent again");
+        assert_eq!(record.failed_attempts, ["server"]);
     }
 
     #[tokio::test]
