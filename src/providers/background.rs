@@ -12,12 +12,11 @@
 //! fails with a timeout. Background mode is transport: the call key is the body without
 //! `background` and `store`, so a call keys the same with it as without.
 
-use std::fmt;
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
-use serde::{Serialize, Serializer};
+
 use serde_json::Value;
 use tokio::time::{Instant, sleep, timeout_at};
 
@@ -34,43 +33,11 @@ use super::wire::text;
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether Responses API calls run in background mode (`background:` in a model entry):
-/// `auto` (the default) for the families that need it on OpenAI's own API, or always or
-/// never. Transport only: never part of a key.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Background {
-    /// On for deep-research and `*-pro` models (o1-pro, o3-pro, gpt-5-pro, …) on
-    /// `api.openai.com`, off elsewhere.
-    #[default]
-    Auto,
-    /// Every Responses call of the model runs in the background.
-    On,
-    /// No call does.
-    Off,
-}
+/// `auto` (the default) for deep-research and `*-pro` models (o1-pro, o3-pro, gpt-5-pro, …)
+/// on `api.openai.com`, or always, or never. Transport only: never part of a key.
+pub type Background = super::Switch;
 
 impl Background {
-    /// Parses the pipeline's spelling: `auto`, `true` or `false` (a YAML boolean or a string).
-    #[must_use]
-    pub fn parse(value: &Value) -> Option<Self> {
-        match value {
-            Value::Bool(true) => Some(Self::On),
-            Value::Bool(false) => Some(Self::Off),
-            Value::String(text) => match text.as_str() {
-                "auto" => Some(Self::Auto),
-                "true" => Some(Self::On),
-                "false" => Some(Self::Off),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// True for the default, which model dumps leave out.
-    #[must_use]
-    pub fn is_auto(&self) -> bool {
-        *self == Self::Auto
-    }
-
     /// Whether a Responses call to `model` at `base_url` runs in the background.
     #[must_use]
     pub fn applies(self, model: &str, base_url: &str) -> bool {
@@ -78,27 +45,6 @@ impl Background {
             Self::On => true,
             Self::Off => false,
             Self::Auto => is_openai_api(base_url) && long_running(model),
-        }
-    }
-}
-
-impl fmt::Display for Background {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Auto => "auto",
-            Self::On => "true",
-            Self::Off => "false",
-        })
-    }
-}
-
-impl Serialize for Background {
-    /// As written in a pipeline: `auto`, `true` or `false`.
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Auto => serializer.serialize_str("auto"),
-            Self::On => serializer.serialize_bool(true),
-            Self::Off => serializer.serialize_bool(false),
         }
     }
 }
@@ -366,10 +312,7 @@ mod tests {
     async fn a_failed_run_is_posted_again_and_never_answers() {
         let failed = json!({"id": "x", "object": "response", "status": "failed", "background": true, "model": "o3-pro", "output": [],
             "error": {"code": "server_error", "message": "The model failed to generate a response."}, "usage": null});
-        let script = Script::Sequence(vec![
-            MockOutcome::Recorded { status: 200, body: failed.to_string() },
-            MockOutcome::Reply(MockReply::text("second run")),
-        ]);
+        let script = Script::Sequence(vec![MockOutcome::Recorded { status: 200, body: failed.to_string() }, MockOutcome::Reply(MockReply::text("second run"))]);
         let server = MockServer::start(MockConfig { script, background_polls: 1, ..MockConfig::default() }).await.unwrap();
         let record = quick_client().call_recorded(&background_endpoint(&server), &ask("x")).await;
         assert_eq!(record.result.map(|response| response.text), Ok("second run".to_owned()));

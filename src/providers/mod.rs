@@ -28,6 +28,7 @@ mod pacer;
 pub mod responses;
 mod retry;
 pub mod stream;
+mod switch;
 mod types;
 mod wire;
 
@@ -42,6 +43,7 @@ pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapsho
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use stream::StreamMode;
+pub use switch::Switch;
 pub use types::{
     Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
     ToolSpec, Usage, answered_as, canonical_json,

@@ -20,7 +20,6 @@ mod gemini;
 mod responses;
 mod sse;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::CallError;
@@ -37,38 +36,17 @@ pub const AUTO_STREAM_MIN_TOKENS: u64 = 8192;
 /// 128000 > 600 s` is refused); `auto` streams far below it already.
 pub const ANTHROPIC_NON_STREAMING_MAX_TOKENS: u64 = 21_333;
 
-/// Whether a model's calls stream (`stream:` on the model entry). Transport only: it changes
-/// how an answer arrives, not what it says, so it enters no cache key.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StreamMode {
-    /// Stream calls with a large output cap, and Anthropic calls with thinking on.
-    #[default]
-    Auto,
-    /// Always stream (stream-only servers such as DashScope's Qwen3 thinking models).
-    On,
-    /// Never stream (servers that reject `stream_options`, or proxies that buffer streams).
-    Off,
-}
+// `auto` streams every Anthropic call Anthropic would refuse unstreamed.
+const _: () = assert!(AUTO_STREAM_MIN_TOKENS <= ANTHROPIC_NON_STREAMING_MAX_TOKENS);
+
+/// Whether a model's calls stream (`stream:` on the model entry): `auto` (the default)
+/// streams calls with a large output cap and Anthropic calls with thinking on; `true` for
+/// stream-only servers (DashScope's Qwen3 thinking models); `false` for servers that reject
+/// `stream_options` or proxies that buffer streams. Transport only: it changes how an
+/// answer arrives, not what it says, so it enters no cache key.
+pub type StreamMode = super::Switch;
 
 impl StreamMode {
-    /// Parses the pipeline's spelling: `auto`, `true` or `false` (YAML booleans).
-    #[must_use]
-    pub fn parse(value: &Value) -> Option<Self> {
-        match value {
-            Value::Bool(true) => Some(Self::On),
-            Value::Bool(false) => Some(Self::Off),
-            Value::String(text) if text == "auto" => Some(Self::Auto),
-            _ => None,
-        }
-    }
-
-    /// True for the default, which dumps leave out.
-    #[must_use]
-    pub fn is_auto(&self) -> bool {
-        *self == Self::Auto
-    }
-
     /// Whether a call with this exact (keyed) body to a `kind` server streams.
     #[must_use]
     pub fn streams(self, kind: ProviderKind, body: &Value) -> bool {
@@ -79,7 +57,7 @@ impl StreamMode {
                 let cap = output_cap(kind, body).unwrap_or(0);
                 let thinking = kind == ProviderKind::Anthropic
                     && body.get("thinking").is_some_and(|thinking| thinking.is_object() && thinking.get("type").and_then(Value::as_str) != Some("disabled"));
-                cap >= AUTO_STREAM_MIN_TOKENS || thinking || (kind == ProviderKind::Anthropic && cap > ANTHROPIC_NON_STREAMING_MAX_TOKENS)
+                cap >= AUTO_STREAM_MIN_TOKENS || thinking
             }
         }
     }
