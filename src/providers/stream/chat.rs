@@ -111,8 +111,10 @@ impl ChatStream {
         if let Some(error) = self.error {
             return Ok(error);
         }
-        if !self.done && self.finish_reason.is_none() {
-            return Err(stream_cut("no `finish_reason` and no `[DONE]`"));
+        // `include_usage` sends the usage chunk after the one with `finish_reason`: a stream
+        // cut between the two would otherwise be cached as an answer that cost nothing.
+        if !self.done && (self.finish_reason.is_none() || self.usage.is_none()) {
+            return Err(stream_cut("no `[DONE]`, and no `finish_reason` with usage after it"));
         }
         let mut message = json!({
             "role": "assistant",

@@ -328,9 +328,14 @@ fn streams_cut_before_their_last_event_are_protocol_errors() {
         assert!(error.to_string().contains("ended early"), "{error}");
         assert_eq!(parsed(kind, "data: {not json\n\n").unwrap_err().class(), "protocol", "{kind}");
     }
-    // A chat stream with its finish reason but without `[DONE]` is whole.
-    let whole = format!("{chat}data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"lo\"}},\"finish_reason\":\"stop\"}}]}}\n\n");
-    assert_eq!(parsed(ProviderKind::OpenAi, &whole).unwrap().text, "Hello");
+    // A chat stream cut after its finish reason but before the usage chunk that
+    // `include_usage` sends next is cut too (it would be cached as costing nothing); with
+    // the usage chunk, and no `[DONE]`, it is whole.
+    let finished = format!("{chat}data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"lo\"}},\"finish_reason\":\"stop\"}}]}}\n\n");
+    assert_eq!(parsed(ProviderKind::OpenAi, &finished).unwrap_err().class(), "protocol");
+    let whole = format!("{finished}data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}}}\n\n");
+    let response = parsed(ProviderKind::OpenAi, &whole).unwrap();
+    assert_eq!((response.text.as_str(), response.usage.output), ("Hello", 2));
 }
 
 #[test]
