@@ -87,10 +87,9 @@ const STREAM_BYTES_PER_ANSWER_BYTE: u64 = 16;
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 impl Default for ClientConfig {
-    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies,
-    /// background responses polled after 1 s, doubling to 10 s.
     /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies;
-    /// streams stall after 5 min of silence and end after 4 h.
+    /// background responses polled after 1 s, doubling to 10 s; streams stall after 5 min of
+    /// silence and end after 4 h.
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -115,10 +114,9 @@ pub struct CallOutcome {
     pub response: ChatResponse,
     /// HTTP attempts made, the successful one included (retries cost money: record them).
     pub attempts: u32,
-    /// The JSON body sent, identical on every attempt (the keyed body: background mode
-    /// adds `background` and `store: true` on the wire only).
-    /// The JSON body sent, identical on every attempt, less a streamed call's switch
-    /// (`stream`, `stream_options`): the body the call is keyed by.
+    /// The JSON body sent, identical on every attempt, less the transport switches added on
+    /// the wire only (streaming's `stream`, `stream_options`; background mode's
+    /// `background`, `store: true`): the body the call is keyed by.
     pub request_body: Value,
     /// Whether the call was streamed (server-sent events).
     pub streamed: bool,
@@ -405,7 +403,7 @@ impl ProviderClient {
             Ok((body, headers)) => {
                 let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
                 let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
-                let wire = Wire { url, headers, body, shaping, streamed };
+                let wire = Wire { url, headers, body, shaping, streamed, background };
                 self.attempt_loop(endpoint, &wire, started, &mut record).await;
             }
             Err(error) => record.result = Err(error),
@@ -445,7 +443,7 @@ impl ProviderClient {
             };
             record.attempts += 1;
             let sent = Instant::now();
-            let Submitted { result, resubmit } = if endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses {
+            let Submitted { result, resubmit } = if wire.background {
                 // Bounded by the budget inside: it cancels the response when the budget is spent.
                 let job = background::Job {
                     url: &wire.url,
@@ -468,7 +466,6 @@ impl ProviderClient {
             if wire.streamed {
                 streaming += attempt_time;
             }
-            let deadline = started + policy.total_timeout + streaming;
             let budget_used = started.elapsed().saturating_sub(streaming);
             if let Err(CallError::RateLimited { retry_after }) = &result {
                 // Before the permit is freed, so no waiting request slips past the pause.
@@ -624,6 +621,8 @@ struct Wire {
     body: Vec<u8>,
     shaping: openai::Shaping,
     streamed: bool,
+    /// Polled in background mode (Responses API only; never streamed).
+    background: bool,
 }
 
 /// Reads a body chunk by chunk and stops as soon as it would exceed `limit` bytes, so no

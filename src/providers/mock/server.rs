@@ -304,7 +304,7 @@ async fn stored_response(shared: &Shared, index: u64, id: &str, cancel: bool, an
         tokio::time::sleep(latency).await;
     }
     if let Some(fault) = fault {
-        return fault_response(fault, &describe(protocol, None, Value::Null), answered_model, Pace { interval: Duration::ZERO, stall: None }).await;
+        return fault_response(fault, &describe(protocol, None, Value::Null), answered_model, Pace::default()).await;
     }
     let state = if cancel { shared.jobs.cancel(id) } else { shared.jobs.poll(id, polls) };
     match state {

@@ -107,6 +107,13 @@ async fn text_replayed_rounds_are_unaffected_by_the_check() {
         let outcome = client.call(&mock_endpoint(&server, kind, model), &request).await.unwrap();
         assert_eq!(outcome.response.text, "echo: Tool results:\nget_weather: 18°C", "{kind}");
         let contents = outcome.request_body.get("messages").or_else(|| outcome.request_body.get("contents")).unwrap();
-        assert!(contents.as_array().unwrap().iter().all(|turn| turn.get("content").is_none_or(Value::is_string)), "{kind}: plain string turns");
+        // Anthropic turns are plain strings; Gemini turns one plain text part each.
+        let plain = |turn: &Value| match kind {
+            ProviderKind::Gemini => turn["parts"]
+                .as_array()
+                .is_some_and(|parts| parts.len() == 1 && parts[0].as_object().is_some_and(|part| part.len() == 1 && part["text"].is_string())),
+            _ => turn["content"].is_string(),
+        };
+        assert!(contents.as_array().unwrap().iter().all(plain), "{kind}: plain text turns: {contents}");
     }
 }
