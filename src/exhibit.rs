@@ -124,3 +124,10 @@ impl TableView {
         row.values.get(self.column(name)?).copied().flatten()
     }
 }
+
+/// One CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote
+/// or a line break; as is otherwise. Every CSV evalgrid writes goes through it.
+#[must_use]
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
+}

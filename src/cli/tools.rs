@@ -25,9 +25,10 @@ pub(crate) fn add(mut cli: clap::Command, after: &str) -> clap::Command {
     cli
 }
 
-/// The benchmark whose tool command is called `name`.
+/// The benchmark whose tool command is called `name` (a tool command is named after its
+/// benchmark: `envs::registry`'s tests hold every benchmark to it).
 pub(crate) fn find(name: &str) -> Option<&'static dyn Benchmark> {
-    registry::ALL.iter().copied().find(|b| b.tools().is_some_and(|c| c.get_name() == name))
+    registry::get(name).filter(|b| b.tools().is_some())
 }
 
 /// Runs `benchmark`'s tool on its parsed arguments and prints what it says.

@@ -3,6 +3,7 @@
 //! Output is a pure function of the tables and the report config (no
 //! timestamps, no paths), so an unchanged rerun is byte-identical.
 
+use crate::exhibit::csv_field;
 use std::fmt::Write as _;
 
 use crate::metrics::{BenchmarkTables, TableRow};
@@ -158,10 +159,6 @@ fn latex_escape(s: &str) -> String {
         }
     }
     out
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
 fn escape_md(s: &str) -> String {

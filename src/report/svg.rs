@@ -9,6 +9,7 @@
 //! same bytes and model-chosen names never become markup. Data marks carry
 //! `class="mark"`; axes, grid and the diagonal are `<line>`s.
 
+use crate::exhibit::csv_field;
 use std::fmt::Write as _;
 
 use super::html::{escape_html, push_escaped};
@@ -38,10 +39,6 @@ pub fn figure_csv(figure: &Figure) -> String {
         }
     }
     out
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
 const PALETTE: [&str; 10] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#8c8c8c"];

@@ -3,6 +3,7 @@
 //! was extracted and why it was marked wrong (added to the CLI by
 //! [`Benchmark::tools`](crate::envs::Benchmark::tools)).
 
+use crate::exhibit::csv_field;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -156,8 +157,4 @@ fn write_outputs(out: &Path, rows: &[(String, usize, ScoreDetail)]) -> Result<()
     fs_err::write(out.join("per_task.csv"), per_task_csv).map_err(ScoreError::Write)?;
     fs_err::write(out.join("summary.json"), serde_json::to_string_pretty(&summary).map_err(ScoreError::Json)? + "\n").map_err(ScoreError::Write)?;
     Ok(())
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }

@@ -3,6 +3,7 @@
 //! check kind differs from the file; plus the import pipeline (`evalgrid eleusis import`):
 //! read files → pool metrics → replay → report / CSV.
 
+use crate::exhibit::csv_field;
 use std::fmt::Display;
 use std::path::PathBuf;
 
@@ -271,10 +272,6 @@ pub fn import_with(paths: &[PathBuf], opts: &AnalysisOptions) -> Result<ImportRe
         rules: pool.rules,
         by_rule: pool.by_rule,
     })
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
 /// `metrics.csv`: one row per file/model; the eight headline columns first, then totals.
