@@ -272,7 +272,7 @@ fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
     Ok(headers)
 }
 
-fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &openai::Shaping) -> Result<ChatResponse, CallError> {
+pub(super) fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &openai::Shaping) -> Result<ChatResponse, CallError> {
     match kind {
         ProviderKind::OpenAi => openai::parse_shaped(status, headers, body, shaping),
         ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
@@ -511,24 +511,15 @@ impl ProviderClient {
                             policy.next_delay(failures, &error, budget_used)
                         }
                     };
-                    if matches!(error, CallError::StreamStalled { .. }) {
-                        tracing::warn!(
-                            provider = %endpoint.kind,
-                            model = %endpoint.model,
-                            attempt = record.attempts,
-                            retry_in_ms = delay.map(|delay| delay.as_millis()),
-                            "streamed response stalled; attempt abandoned"
-                        );
-                    } else {
-                        tracing::info!(
-                            provider = %endpoint.kind,
-                            model = %endpoint.model,
-                            attempt = record.attempts,
-                            class = error.class(),
-                            retry_in_ms = delay.map(|delay| delay.as_millis()),
-                            "model call attempt failed"
-                        );
-                    }
+                    // A stall (`class = stream_stalled`) is also said in the run log by the caller.
+                    tracing::info!(
+                        provider = %endpoint.kind,
+                        model = %endpoint.model,
+                        attempt = record.attempts,
+                        class = error.class(),
+                        retry_in_ms = delay.map(|delay| delay.as_millis()),
+                        "model call attempt failed"
+                    );
                     record.result = Err(error);
                     match delay {
                         Some(delay) => sleep(delay).await,

@@ -129,25 +129,8 @@ impl Resolver<'_> {
 
     fn transport(&mut self, raw: super::raw::RawTransport) -> TransportConfig {
         let d = TransportConfig::default();
-        let positive = |r: &mut Self, v: Option<Spanned<usize>>, name: &str| -> Option<usize> {
-            let v = v?;
-            if v.value == 0 {
-                r.push(position_of(&v), format!("`transport.{name}` must be at least 1"), None);
-            }
-            Some(v.value.max(1))
-        };
-        let max_attempts = raw.max_attempts.map_or(d.max_attempts, |a| {
-            if a.value == 0 {
-                self.push(position_of(&a), "`transport.max_attempts` must be at least 1", None);
-            }
-            a.value.max(1)
-        });
-        let max_response_bytes = raw.max_response_bytes.map_or(d.max_response_bytes, |b| {
-            if b.value == 0 {
-                self.push(position_of(&b), "`transport.max_response_bytes` must be at least 1", None);
-            }
-            b.value.max(1)
-        });
+        let max_attempts = self.at_least_one(raw.max_attempts, "max_attempts").unwrap_or(d.max_attempts);
+        let max_response_bytes = self.at_least_one(raw.max_response_bytes, "max_response_bytes").unwrap_or(d.max_response_bytes);
         TransportConfig {
             max_attempts,
             max_response_bytes,
@@ -156,23 +139,24 @@ impl Resolver<'_> {
             call_timeout_s: raw.call_timeout_s.unwrap_or(d.call_timeout_s),
             request_timeout_s: raw.request_timeout_s.unwrap_or(d.request_timeout_s),
             connect_timeout_s: raw.connect_timeout_s.unwrap_or(d.connect_timeout_s),
-            max_concurrency: positive(self, raw.max_concurrency, "max_concurrency"),
-            concurrency_cap: positive(self, raw.concurrency_cap, "concurrency_cap").unwrap_or(d.concurrency_cap),
-            per_shard_concurrency: positive(self, raw.per_shard_concurrency, "per_shard_concurrency"),
+            max_concurrency: self.at_least_one(raw.max_concurrency, "max_concurrency"),
+            concurrency_cap: self.at_least_one(raw.concurrency_cap, "concurrency_cap").unwrap_or(d.concurrency_cap),
+            per_shard_concurrency: self.at_least_one(raw.per_shard_concurrency, "per_shard_concurrency"),
             background_poll_ms: raw.background_poll_ms.unwrap_or(d.background_poll_ms).max(1),
             background_poll_max_ms: raw.background_poll_max_ms.unwrap_or(d.background_poll_max_ms).max(1),
-            stream_idle_timeout_s: self.seconds(raw.stream_idle_timeout_s, "stream_idle_timeout_s").unwrap_or(d.stream_idle_timeout_s),
-            stream_total_timeout_s: self.seconds(raw.stream_total_timeout_s, "stream_total_timeout_s").unwrap_or(d.stream_total_timeout_s),
+            stream_idle_timeout_s: self.at_least_one(raw.stream_idle_timeout_s, "stream_idle_timeout_s").unwrap_or(d.stream_idle_timeout_s),
+            stream_total_timeout_s: self.at_least_one(raw.stream_total_timeout_s, "stream_total_timeout_s").unwrap_or(d.stream_total_timeout_s),
         }
     }
 
-    /// A timeout in whole seconds that must be at least 1 (zero would fail every call).
-    fn seconds(&mut self, raw: Option<Spanned<u64>>, name: &str) -> Option<u64> {
+    /// A `transport.{name}` count, size or timeout that must be at least 1 (zero would
+    /// stop every call): 0 is reported at its position and read as 1.
+    fn at_least_one<T: Copy + Ord + From<u8>>(&mut self, raw: Option<Spanned<T>>, name: &str) -> Option<T> {
         let raw = raw?;
-        if raw.value == 0 {
+        if raw.value == T::from(0) {
             self.push(position_of(&raw), format!("`transport.{name}` must be at least 1"), None);
         }
-        Some(raw.value.max(1))
+        Some(raw.value.max(T::from(1)))
     }
 
     /// `scripted` models name a replies file (relative to the pipeline);
@@ -355,8 +339,9 @@ impl Resolver<'_> {
     /// `stream:` of a model entry (`auto`, `true`, `false`), for models called over HTTP;
     /// `params.stream` is refused, since it would enter the cache key and the body parser.
     fn stream(&mut self, m: &RawModel, provider: &str) -> StreamMode {
+        let over_http = provider != BUILTIN_PROVIDER && provider != SCRIPTED_PROVIDER;
         for name in ["stream", "stream_options"] {
-            if let Some(raw) = m.params.get(name).filter(|_| provider != BUILTIN_PROVIDER && provider != SCRIPTED_PROVIDER) {
+            if let Some(raw) = m.params.get(name).filter(|_| over_http) {
                 self.push(
                     position_of(raw),
                     format!("`params.{name}` is not a generation parameter"),
@@ -366,7 +351,7 @@ impl Resolver<'_> {
         }
         let Some(raw) = &m.stream else { return StreamMode::Auto };
         let at = position_of(raw);
-        if provider == BUILTIN_PROVIDER || provider == SCRIPTED_PROVIDER {
+        if !over_http {
             self.push(at, format!("`stream` applies to models called over HTTP, not `provider: {provider}`"), None);
             return StreamMode::Auto;
         }
@@ -374,7 +359,10 @@ impl Resolver<'_> {
             self.push(
                 at,
                 format!("unknown `stream: {}`", raw.value),
-                Some("use `auto` (stream when the output cap is 8192 tokens or more, or Anthropic thinking is on), `true` or `false`".into()),
+                Some(format!(
+                    "use `auto` (stream when the output cap is {} tokens or more, or Anthropic thinking is on), `true` or `false`",
+                    crate::providers::stream::AUTO_STREAM_MIN_TOKENS
+                )),
             );
             StreamMode::Auto
         })

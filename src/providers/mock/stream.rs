@@ -46,6 +46,17 @@ fn frame(event: Option<&str>, data: &Value) -> String {
     }
 }
 
+/// A Responses event of type `kind` at the location `at` (item, output and part index),
+/// with the fields of `extra`.
+fn located(at: &Value, kind: &str, extra: Value) -> Value {
+    let mut data = at.clone();
+    data["type"] = json!(kind);
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        data[key] = value.clone();
+    }
+    data
+}
+
 /// A text in the pieces it is streamed in: one word (with its trailing space) per piece.
 fn pieces(text: Option<&Value>) -> Vec<String> {
     text.and_then(Value::as_str).map(|text| text.split_inclusive(' ').map(str::to_owned).collect()).unwrap_or_default()
@@ -189,14 +200,7 @@ fn responses_frames(body: &Value) -> Vec<String> {
                 event(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
                 for (part, summary) in item["summary"].as_array().into_iter().flatten().enumerate() {
                     let at = json!({"item_id": id, "output_index": index, "summary_index": part});
-                    let with = |kind: &str, extra: Value| {
-                        let mut data = at.clone();
-                        data["type"] = json!(kind);
-                        for (key, value) in extra.as_object().into_iter().flatten() {
-                            data[key] = value.clone();
-                        }
-                        data
-                    };
+                    let with = |kind: &str, extra: Value| located(&at, kind, extra);
                     event(with("response.reasoning_summary_part.added", json!({"part": {"type": "summary_text", "text": ""}})));
                     for piece in pieces(summary.get("text")) {
                         event(with("response.reasoning_summary_text.delta", json!({"delta": piece})));
@@ -214,24 +218,12 @@ fn responses_frames(body: &Value) -> Vec<String> {
                     let (kind, field) = if part["type"] == "refusal" { ("refusal", "refusal") } else { ("output_text", "text") };
                     let mut empty = part.clone();
                     empty[field] = json!("");
-                    let mut data = at.clone();
-                    data["type"] = json!("response.content_part.added");
-                    data["part"] = empty;
-                    event(data);
+                    event(located(&at, "response.content_part.added", json!({"part": empty})));
                     for piece in pieces(part.get(field)) {
-                        let mut data = at.clone();
-                        data["type"] = json!(format!("response.{kind}.delta"));
-                        data["delta"] = json!(piece);
-                        event(data);
+                        event(located(&at, &format!("response.{kind}.delta"), json!({"delta": piece})));
                     }
-                    let mut data = at.clone();
-                    data["type"] = json!(format!("response.{kind}.done"));
-                    data[field] = part[field].clone();
-                    event(data);
-                    let mut data = at;
-                    data["type"] = json!("response.content_part.done");
-                    data["part"] = part.clone();
-                    event(data);
+                    event(located(&at, &format!("response.{kind}.done"), json!({field: part[field]})));
+                    event(located(&at, "response.content_part.done", json!({"part": part})));
                 }
             }
             "function_call" => {

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use super::super::client::tests::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::client::{ClientConfig, ProviderClient, request_fingerprint};
 use super::super::mock::{Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
+use super::super::openai;
 use super::super::retry::RetryPolicy;
 use super::super::types::{ChatResponse, Endpoint, FinishReason, ProviderKind, ToolCall, canonical_json};
-use super::super::{anthropic, gemini, openai};
 use super::*;
 
 fn client(config: ClientConfig) -> ProviderClient {
@@ -305,13 +305,7 @@ async fn a_json_answer_to_a_streamed_request_is_parsed() {
 
 fn parsed(kind: ProviderKind, stream: &str) -> Result<ChatResponse, CallError> {
     let body = serde_json::to_vec(&assemble(kind, stream.as_bytes())?).unwrap();
-    let (ok, headers) = (reqwest::StatusCode::OK, reqwest::header::HeaderMap::new());
-    match kind {
-        ProviderKind::OpenAi => openai::parse_response(ok, &headers, &body),
-        ProviderKind::Anthropic => anthropic::parse_response(ok, &headers, &body),
-        ProviderKind::Gemini => gemini::parse_response(ok, &headers, &body),
-        ProviderKind::OpenAiResponses => super::super::responses::parse_response(ok, &headers, &body),
-    }
+    super::super::client::parse(kind, reqwest::StatusCode::OK, &reqwest::header::HeaderMap::new(), &body, &openai::Shaping::default())
 }
 
 #[test]
