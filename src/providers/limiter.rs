@@ -6,8 +6,12 @@
 //! HTTP 429 multiplies the limit by 0.8 and starts a cooldown (15 s) during which the limit
 //! does not grow; 5xx/overload/timeouts pause growth without cutting; after a window of
 //! successes as large as the current limit, the limit grows additively. Static mode is a
-//! plain fixed cap. The permit counter is a mutex-protected count plus a `Notify`, because
-//! a tokio `Semaphore` cannot take permits back when the limit shrinks.
+//! plain fixed cap. Slots are handed out by a tokio `Semaphore`, which is fair: waiters get
+//! slots in the order they asked, so the calls of a cell that started first finish first
+//! and the next cell starts while the rest are still running (an unfair count let every
+//! cell of a `--jobs` wave finish together, and the lane ran dry between waves). A cut the
+//! semaphore cannot take back at once (slots in flight) is a debt, paid by not returning
+//! slots as they are released.
 //!
 //! A 429 only cuts if its request started after the previous cut: one burst of rejections
 //! from requests that were already in flight is one congestion event, not many (as in TCP).
@@ -15,7 +19,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 /// Tuning of the adaptive (AIMD) mode.
@@ -93,6 +97,8 @@ struct State {
     generation: u64,
     successes: usize,
     growth_paused_until: Option<Instant>,
+    /// Slots cut from the limit while in flight: released slots pay it off first.
+    debt: usize,
 }
 
 /// A shrinkable, growable counting semaphore driven by request feedback.
@@ -100,7 +106,8 @@ struct State {
 pub struct Limiter {
     mode: ConcurrencyMode,
     state: Mutex<State>,
-    notify: Notify,
+    /// Free slots, handed out first come, first served.
+    slots: Semaphore,
 }
 
 /// One in-flight slot; dropping it frees the slot, [`Permit::finish`] also reports feedback.
@@ -137,30 +144,20 @@ impl Limiter {
             ConcurrencyMode::Adaptive(config) => config.initial,
             ConcurrencyMode::Static { max_concurrency } => max_concurrency,
         };
-        Self { mode, state: Mutex::new(State { limit, in_flight: 0, generation: 0, successes: 0, growth_paused_until: None }), notify: Notify::new() }
+        let state = State { limit, in_flight: 0, generation: 0, successes: 0, growth_paused_until: None, debt: 0 };
+        Self { mode, state: Mutex::new(state), slots: Semaphore::new(limit) }
     }
 
-    /// Waits for a free slot. Cancellation-safe: a dropped waiter passes its wake-up on.
+    /// Waits for a free slot, in the order the waiters asked. Cancellation-safe: a dropped
+    /// waiter leaves the queue.
     pub async fn acquire(&self) -> Permit<'_> {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut state = self.lock();
-                if state.in_flight < state.limit {
-                    state.in_flight += 1;
-                    let spare = state.in_flight < state.limit;
-                    let generation = state.generation;
-                    drop(state);
-                    if spare {
-                        self.notify.notify_one();
-                    }
-                    return Permit { limiter: self, generation };
-                }
-            }
-            notified.await;
+        // The semaphore is never closed, so acquiring cannot fail.
+        if let Ok(slot) = self.slots.acquire().await {
+            slot.forget();
         }
+        let mut state = self.lock();
+        state.in_flight += 1;
+        Permit { limiter: self, generation: state.generation }
     }
 
     /// Current limit, in-flight count and number of cuts.
@@ -178,11 +175,36 @@ impl Limiter {
     fn release(&self, generation: u64, feedback: Feedback) {
         let mut state = self.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
-        if let ConcurrencyMode::Adaptive(config) = self.mode {
-            Self::adapt(&mut state, &config, generation, feedback, Instant::now());
+        if state.debt > 0 {
+            state.debt -= 1;
+        } else {
+            self.slots.add_permits(1);
         }
-        drop(state);
-        self.notify.notify_one();
+        if let ConcurrencyMode::Adaptive(config) = self.mode {
+            let before = state.limit;
+            Self::adapt(&mut state, &config, generation, feedback, Instant::now());
+            self.resize(&mut state, before);
+        }
+    }
+
+    /// Brings the free slots in line with a limit changed from `before`: growth pays off
+    /// debt first, then adds slots; a cut takes free slots back and owes the rest.
+    fn resize(&self, state: &mut State, before: usize) {
+        if state.limit > before {
+            let grown = state.limit - before;
+            let paid = grown.min(state.debt);
+            state.debt -= paid;
+            self.slots.add_permits(grown - paid);
+        } else if state.limit < before {
+            let cut = before - state.limit;
+            let free = cut.min(self.slots.available_permits());
+            if let Ok(taken) = self.slots.try_acquire_many(u32::try_from(free).unwrap_or(u32::MAX)) {
+                taken.forget();
+                state.debt += cut - free;
+            } else {
+                state.debt += cut;
+            }
+        }
     }
 
     fn adapt(state: &mut State, config: &AimdConfig, generation: u64, feedback: Feedback, now: Instant) {
@@ -342,6 +364,52 @@ mod tests {
         drop(held);
         let again = tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await;
         assert!(again.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_get_slots_in_the_order_they_asked() {
+        let limiter = Arc::new(Limiter::new(ConcurrencyMode::Static { max_concurrency: 2 }));
+        let held = [limiter.acquire().await, limiter.acquire().await];
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for i in 0..6 {
+            let (limiter, order) = (Arc::clone(&limiter), Arc::clone(&order));
+            waiters.push(tokio::spawn(async move {
+                let permit = limiter.acquire().await;
+                order.lock().unwrap().push(i);
+                // Hold the slot a moment, so a later waiter could barge in if it were allowed to.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                drop(permit);
+            }));
+            // Each waiter is queued before the next one is spawned.
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        for w in waiters {
+            w.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_with_slots_in_flight_is_paid_as_they_return() {
+        let limiter = Arc::new(adaptive());
+        let mut permits = Vec::new();
+        for _ in 0..20 {
+            permits.push(limiter.acquire().await);
+        }
+        // All 20 in flight; one 429 cuts the limit to 16 while none are free.
+        permits.pop().unwrap().finish(Feedback::RateLimited);
+        assert_eq!(limiter.snapshot(), LimiterSnapshot { limit: 16, in_flight: 19, cuts: 1 });
+        drop(permits);
+        // Exactly 16 can be held now: the 17th waits.
+        let mut held = Vec::new();
+        for _ in 0..16 {
+            held.push(tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await.expect("within the limit"));
+        }
+        assert!(tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await.is_err(), "the 17th must wait");
+        drop(held);
+        assert_eq!(limiter.snapshot().in_flight, 0);
     }
 
     #[tokio::test]
