@@ -33,7 +33,8 @@ use crate::cache::Store;
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
-    Answered, CallError, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret, answered_as, request_fingerprint,
+    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret, answered_as,
+    request_fingerprint,
 };
 use crate::spec::{HeaderSource, ModelConfig};
 
@@ -176,6 +177,8 @@ pub struct CallContext {
     client: Arc<ProviderClient>,
     offline: bool,
     in_flight: InFlight,
+    /// Per model id: the calls being prepared or sent, bounded (see [`CallContext::gate`]).
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
     /// Where run-log lines go while cells run: above the progress bar once attached.
     log: Mutex<Option<Progress>>,
     /// Counters.
@@ -186,7 +189,23 @@ impl CallContext {
     /// Creates the context; `offline` serves only from the cache.
     #[must_use]
     pub fn new(store: Store, client: Arc<ProviderClient>, offline: bool) -> Self {
-        Self { store, client, offline, in_flight: InFlight::default(), log: Mutex::new(None), usage: Usage::default() }
+        Self { store, client, offline, in_flight: InFlight::default(), gates: Mutex::default(), log: Mutex::new(None), usage: Usage::default() }
+    }
+
+    /// The gate a model's calls pass, first come first served: twice the lane's concurrency
+    /// may be keyed, looked up and built at once. A benchmark that asks all its items at once
+    /// (BBEH: 200 per cell, a cell per task and seed) would otherwise prepare thousands of
+    /// requests before the first is sent, and prepare each long before a slot is free.
+    fn gate(&self, model: &str) -> Arc<tokio::sync::Semaphore> {
+        let mut gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        let gate = gates.entry(model.to_owned()).or_insert_with(|| {
+            let cap = match self.client.config().concurrency {
+                ConcurrencyMode::Static { max_concurrency } => max_concurrency,
+                ConcurrencyMode::Adaptive(config) => config.cap,
+            };
+            Arc::new(tokio::sync::Semaphore::new(cap.saturating_mul(2).max(16)))
+        });
+        Arc::clone(gate)
     }
 
     /// Sends later run-log lines above `progress` (which hides itself off a terminal), so
@@ -237,6 +256,8 @@ impl CallContext {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
             return scripted_reply(model, request);
         }
+        // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
+        let _ticket = self.gate(&model.id).acquire_owned().await.ok();
         let endpoint = endpoint(model, request)?;
         let reasoning_tag = cached_reasoning_tag(&endpoint, request);
         let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint, request, site));

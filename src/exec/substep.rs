@@ -153,6 +153,9 @@ impl SubStep {
             return Ok(Done { value: fresh.value, hit: false });
         }
         let ms = millis(started);
+        // Let the tasks this answer woke (the next call waiting for the freed slot) send
+        // before this worker spends its time writing the entry.
+        tokio::task::yield_now().await;
         let value = self.cache_io(store, move |me, s| me.store_blocking(s, fresh.value, ms)).await?;
         Ok(Done { value, hit: false })
     }
