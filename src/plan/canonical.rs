@@ -43,13 +43,19 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
         }
         Value::String(s) => write_string(out, s),
         // Scalars other than strings have a single serde_json rendering.
-        other => out.extend_from_slice(other.to_string().as_bytes()),
+        other => write_json(out, other),
     }
 }
 
 fn write_string(out: &mut Vec<u8>, s: &str) {
     // serde_json's string escaping is deterministic; reuse it.
-    out.extend_from_slice(Value::String(s.to_owned()).to_string().as_bytes());
+    write_json(out, s);
+}
+
+/// serde_json's compact rendering (what `Value`'s `Display` prints), written straight into
+/// `out`: keys hash every prompt, so no copy of the string and no `fmt` round trip.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(out, value).expect("a string or JSON scalar always serializes into memory");
 }
 
 #[cfg(test)]
