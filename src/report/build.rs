@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::page::{PageInput, files as page_files};
+use super::page::{PageInput, files as page_files, transcript_page};
 use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
 use crate::cache::{CacheError, Entry, Store};
 use crate::envs::registry::{self, Registry};
@@ -73,10 +73,15 @@ struct MetricsOutput {
     call_tokens: Vec<(String, u64, u64, u64)>,
 }
 
-/// What the report step stores: file name → blob hash.
+/// What the report step stores: file name → blob hash, and transcript page → cell id.
 #[derive(Debug, Serialize, Deserialize)]
 struct ReportOutput {
     files: BTreeMap<String, String>,
+    /// Rendered from the cells' cached episodes whenever the files are written, never
+    /// stored twice: they are most of a report's bytes (every prompt and every answer).
+    /// Reports cached before this field keep their transcript pages in `files`.
+    #[serde(default)]
+    transcripts: BTreeMap<String, String>,
 }
 
 /// Result of building a report.
@@ -114,17 +119,17 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     };
     let report_comp = report_components(pipeline, metrics_key);
     let report_key = StepKey::compute(&report_comp);
+    // The files rendered by this call, so writing them out does not read them back.
+    let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let (report, report_cached) = match store.get(report_key)? {
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
             let usage = usage_rows(pipeline, &metrics);
             let facts =
                 RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
-            let mut files = BTreeMap::new();
-            files.insert("summary.md".to_owned(), store.put_blob(markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).as_bytes())?);
-            files.insert("summary.csv".to_owned(), store.put_blob(csv(&metrics.tables).as_bytes())?);
-            files.insert("summary.tex".to_owned(), store.put_blob(latex(&metrics.tables, pipeline.report.decimals).as_bytes())?);
-            files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
+            rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
+            rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
+            rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, pipeline.report.decimals).into_bytes());
             let input = PageInput {
                 tables: &metrics.tables,
                 sections: &metrics.sections,
@@ -133,18 +138,25 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
                 usage,
                 answered_by: &metrics.answered_by,
             };
-            for (name, bytes) in page_files(pipeline, plan, &input, store)? {
-                files.insert(name, store.put_blob(&bytes)?);
-            }
-            let out = ReportOutput { files };
+            let pages = page_files(pipeline, plan, &input, store)?;
+            rendered.extend(pages.files);
+            let transcripts = pages.transcripts;
+            let mut files: BTreeMap<String, String> = rendered
+                .par_iter()
+                .filter(|(name, _)| !transcripts.contains_key(*name))
+                .map(|(name, bytes)| Ok((name.clone(), store.put_blob(bytes)?)))
+                .collect::<Result<_, CacheError>>()?;
+            files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
+            let out = ReportOutput { files, transcripts };
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
             let _ = store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
             (out, false)
         }
     };
     let dir = reports_root.join(&pipeline.name);
-    write_files(&dir, &report, store)?;
-    Ok(ReportOutcome { dir, files: report.files.keys().cloned().collect(), metrics_cached, report_cached })
+    write_files(&dir, &report, &rendered, (pipeline, plan), store)?;
+    let files: std::collections::BTreeSet<&String> = report.files.keys().chain(report.transcripts.keys()).collect();
+    Ok(ReportOutcome { dir, files: files.into_iter().cloned().collect(), metrics_cached, report_cached })
 }
 
 /// Tokens and cost per model: from the answers the cells used (cached input priced apart
@@ -348,23 +360,57 @@ fn numeric_fields(output: &Value) -> BTreeMap<String, f64> {
     out
 }
 
-fn write_files(dir: &Path, report: &ReportOutput, store: &Store) -> Result<(), ReportError> {
+/// Writes the report's files into `dir` (each only when it changed), all cores at once:
+/// those `rendered` by this call as they are, blobs from the cache, and transcript pages
+/// from their cells' episodes.
+fn write_files(
+    dir: &Path,
+    report: &ReportOutput,
+    rendered: &BTreeMap<String, Vec<u8>>,
+    (pipeline, plan): (&Pipeline, &Plan),
+    store: &Store,
+) -> Result<(), ReportError> {
     let write_err = |path: &Path| {
         let path = path.to_owned();
         move |source| ReportError::Write { path, source }
     };
     std::fs::create_dir_all(dir).map_err(write_err(dir))?;
-    for (name, hash) in &report.files {
-        let bytes = store.get_blob(hash)?.ok_or(ReportError::Malformed("report blob"))?;
+    let cells: BTreeMap<&str, &Cell> = plan.cells.iter().map(|c| (c.id.as_str(), c)).collect();
+    let blobs = report.files.iter().map(|(name, hash)| (name, Source::Blob(hash)));
+    let pages = report.transcripts.iter().map(|(name, cell)| (name, Source::Transcript(cell)));
+    let jobs: Vec<(&String, Source<'_>)> = blobs.chain(pages).collect();
+    jobs.into_par_iter().try_for_each(|(name, source)| {
+        let read;
+        let bytes = match (rendered.get(name), source) {
+            (Some(bytes), _) => bytes,
+            (None, Source::Blob(hash)) => {
+                read = store.get_blob(hash)?.ok_or(ReportError::Malformed("report blob"))?;
+                &read
+            }
+            (None, Source::Transcript(cell)) => {
+                let cell = cells.get(cell.as_str()).ok_or(ReportError::Malformed("transcript cell"))?;
+                read = transcript_page(pipeline, cell, store)?.ok_or(ReportError::Malformed("transcript episode"))?.1;
+                &read
+            }
+        };
         let path = dir.join(name);
-        if std::fs::read(&path).is_ok_and(|old| old == bytes) {
-            continue;
+        if std::fs::read(&path).is_ok_and(|old| old == *bytes) {
+            return Ok(());
         }
         let parent = path.parent().unwrap_or(dir);
         std::fs::create_dir_all(parent).map_err(write_err(parent))?;
         let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(write_err(parent))?;
-        std::io::Write::write_all(&mut tmp, &bytes).map_err(write_err(&path))?;
+        std::io::Write::write_all(&mut tmp, bytes).map_err(write_err(&path))?;
         tmp.persist(&path).map_err(|e| ReportError::Write { path: path.clone(), source: e.error })?;
-    }
-    Ok(())
+        Ok(())
+    })
+}
+
+/// Where a report file's bytes come from when this call did not render it.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// A cache blob, by hash.
+    Blob(&'a String),
+    /// A transcript page, by the id of its cell.
+    Transcript(&'a String),
 }

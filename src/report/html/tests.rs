@@ -65,6 +65,8 @@ fn escape_html_covers_text_and_attributes() {
     assert_eq!(escape_html(r#"a&b<c>d"e'f"#), "a&amp;b&lt;c&gt;d&quot;e&#39;f");
     assert_eq!(escape_html("tab\tnl\ncr\r nul\0 bell\u{7} \u{ffff}é✓"), "tab\tnl\ncr\r nul\u{fffd} bell\u{fffd} \u{fffd}é✓");
     assert_eq!(escape_html(""), "");
+    // U+FFFE/U+FFFF go; other characters whose UTF-8 starts with the same bytes stay.
+    assert_eq!(escape_html("\u{fffe}x\u{feff}\u{ffef}\u{ffff}"), "\u{fffd}x\u{feff}\u{ffef}\u{fffd}");
 }
 
 fn unescape(s: &str) -> String {
