@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::answer_space::random_answer;
-use super::dataset::{Item, TASKS, load_task, mini_indices};
+use super::dataset::{Item, TASKS, load_task_shared, mini_indices};
 use super::prompt::{SUFFIX, SUFFIX_VERSION, build_prompt_with};
 use super::scorer::{SCORER_VERSION, score as score_item};
 use crate::envs::metric::{Agg, MetricDef};
@@ -104,7 +104,7 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
     let dir = data_path(data_dir);
     let mut out = Vec::new();
     for task in names {
-        let items = load_task(&dir, task).map_err(|_| vec![not_installed(data_dir)])?;
+        let items = load_task_shared(&dir, task).map_err(|_| vec![not_installed(data_dir)])?;
         let selected = select_items(&items, task, mini);
         let mut hasher = blake3::Hasher::new_derive_key("evalgrid bbeh task-content v1");
         hasher.update(&(suffix.len() as u64).to_le_bytes());
@@ -143,7 +143,7 @@ fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, Step
         Some(name) => (name, true),
         None => (task.task.as_str(), false),
     };
-    let items = load_task(&data_path(data_dir), name).map_err(StepError::episode)?;
+    let items = load_task_shared(&data_path(data_dir), name).map_err(StepError::episode)?;
     Ok(select_items(&items, name, mini).into_iter().cloned().collect())
 }
 

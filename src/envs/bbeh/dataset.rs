@@ -4,9 +4,10 @@
 //! `<dir>/mini/data.json`. Examples have no id; the stable key is `(task, zero-based index)`
 //! (spec §1). Mini examples are mapped back to full-set keys via their `(input, target)` pair.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -232,6 +233,29 @@ pub fn load_task(dir: &Path, task: &str) -> Result<Vec<Item>, DatasetError> {
     }
     let raw = read_examples(&task_path(dir, task))?;
     Ok(raw.into_iter().enumerate().map(|(index, e)| Item { task: task.to_string(), index, input: e.input, target: e.target, subtask: e.subtask }).collect())
+}
+
+/// [`load_task`], parsed once per process: the cells of one task (a cell per seed and
+/// model, each loading it to ask and again to score) share it. A file whose length or
+/// modification time changed since is read again.
+pub fn load_task_shared(dir: &Path, task: &str) -> Result<Arc<Vec<Item>>, DatasetError> {
+    /// A file's length and modification time when it was parsed, with what it held.
+    type Stamped = ((u64, Option<std::time::SystemTime>), Arc<Vec<Item>>);
+    static LOADED: Mutex<BTreeMap<PathBuf, Stamped>> = Mutex::new(BTreeMap::new());
+    let path = task_path(dir, task);
+    let stamp = std::fs::metadata(&path).ok().map(|m| (m.len(), m.modified().ok()));
+    let loaded = || LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(stamp) = stamp
+        && let Some((seen, items)) = loaded().get(&path)
+        && *seen == stamp
+    {
+        return Ok(Arc::clone(items));
+    }
+    let items = Arc::new(load_task(dir, task)?);
+    if let Some(stamp) = stamp {
+        loaded().insert(path, (stamp, Arc::clone(&items)));
+    }
+    Ok(items)
 }
 
 /// Loads all 23 tasks (4,520 items at the pinned commit) in [`TASKS`] order.
