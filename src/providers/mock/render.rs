@@ -29,8 +29,22 @@ pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a st
     }
 }
 
+/// Whitespace-separated words, as `split_whitespace` counts them; ASCII text (nearly all
+/// of it) is counted by bytes, because this runs twice per request on every mock answer.
 fn words(text: &str) -> u64 {
-    text.split_whitespace().count() as u64
+    if !text.is_ascii() {
+        return text.split_whitespace().count() as u64;
+    }
+    // The ASCII characters `char::is_whitespace` accepts: tab, LF, VT, FF, CR and space.
+    let space = |b: u8| matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ');
+    let mut count = 0;
+    let mut in_word = false;
+    for &b in text.as_bytes() {
+        let word_byte = !space(b);
+        count += u64::from(word_byte && !in_word);
+        in_word = word_byte;
+    }
+    count
 }
 
 /// Word count of everything the model would read: system prompt plus all turns.
@@ -398,4 +412,16 @@ fn responses_body(request: &MockRequest, reply: &MockReply, model: &str, usage: 
             "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": usage.reasoning},
             "total_tokens": usage.input + usage.output},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words;
+
+    #[test]
+    fn words_counts_as_split_whitespace_does() {
+        for text in ["", " ", "one", "  two words ", "a\tb\nc\x0Bd\x0Ce\rf", "x\u{a0}y z", "é  ü\u{2003}ö", "end\n"] {
+            assert_eq!(words(text), text.split_whitespace().count() as u64, "{text:?}");
+        }
+    }
 }
