@@ -542,6 +542,36 @@ mod tests {
         assert!(ctx.in_flight.0.lock().unwrap().is_empty(), "finished calls leave no entry");
     }
 
+    /// Calls past a model's gate are at most twice its concurrency: the rest wait, unkeyed
+    /// and unbuilt, in the order they came, and every call is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_wait_at_the_gate_beyond_twice_the_concurrency() {
+        let server = MockServer::start(MockConfig { latency: Duration::from_millis(300), ..MockConfig::default() }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = ClientConfig {
+            use_system_proxy: false,
+            concurrency: ConcurrencyMode::Static { max_concurrency: 10 },
+            retry: crate::providers::RetryPolicy::no_retries(),
+            ..ClientConfig::default()
+        };
+        let ctx = CallContext::new(Store::open(dir.path()).unwrap(), Arc::new(ProviderClient::new(config).unwrap()), false);
+        let model = model(&server, "mock-1");
+        let (episode, site) = (StepKey::compute(&json!("e")), CallSite::default());
+        let requests: Vec<ChatRequest> = (0..50).map(|i| ask(&format!("question {i}"))).collect();
+        let all = futures::future::join_all(requests.iter().map(|r| ctx.chat(episode, &model, r, &site)));
+        let watch = async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            (ctx.gate("m").available_permits(), server.calls())
+        };
+        let (answers, (free, sent)) = tokio::join!(all, watch);
+        assert_eq!((free, sent), (0, 10), "20 past the gate (10 sent, 10 waiting for a slot), 30 waiting at it");
+        assert_eq!(ctx.gate("m").available_permits(), 20, "every ticket is returned");
+        for (i, answer) in answers.into_iter().enumerate() {
+            assert!(answer.unwrap().text.contains(&format!("question {i}")));
+        }
+        assert_eq!(server.calls(), 50);
+    }
+
     /// The error of the one request is shared, not retried by each waiter, and not cached:
     /// the same call later makes a request again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,15 @@ fn quickstart_runs_then_is_fully_cached_and_byte_identical() {
     assert_eq!(v["cells_cached"], 234);
     assert_eq!(snapshot_dir(&ws.path("reports")), before, "rerun changed the report");
 
-    // Deleting the report and rebuilding it from the cache gives the same bytes.
+    // Transcript pages are rendered from the cached episodes, not stored again as blobs.
+    let pages: Vec<_> = std::fs::read_dir(ws.path("reports/quickstart/transcripts")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(pages.len(), 234);
+    for page in &pages {
+        let hash = blake3::hash(&std::fs::read(page).unwrap()).to_hex().to_string();
+        assert!(!ws.path("cache/v1/blobs").join(&hash[..2]).join(&hash).exists(), "{} is stored as a blob", page.display());
+    }
+    // Deleting the report and rebuilding it from the cache gives the same bytes
+    // (the transcript pages rendered again from the episodes).
     std::fs::remove_dir_all(ws.path("reports")).unwrap();
     let (code, v) = ws.run_json(&["report", p, "--json"]);
     assert_eq!(code, 0, "{v}");
