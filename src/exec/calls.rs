@@ -203,7 +203,7 @@ impl CallContext {
                 ConcurrencyMode::Static { max_concurrency } => max_concurrency,
                 ConcurrencyMode::Adaptive(config) => config.cap,
             };
-            Arc::new(tokio::sync::Semaphore::new(cap.saturating_mul(2).max(16)))
+            Arc::new(tokio::sync::Semaphore::new(cap.saturating_mul(2).clamp(16, tokio::sync::Semaphore::MAX_PERMITS)))
         });
         Arc::clone(gate)
     }

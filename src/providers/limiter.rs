@@ -118,13 +118,15 @@ pub struct Permit<'a> {
 }
 
 impl Limiter {
-    /// Creates a limiter; limits are clamped to at least 1 so no mode can deadlock.
+    /// Creates a limiter; limits are clamped to at least 1 so no mode can deadlock, and to
+    /// what a semaphore can count (`max_concurrency: 18446744073709551615` means "no limit").
     #[must_use]
     pub fn new(mode: ConcurrencyMode) -> Self {
+        let most = Semaphore::MAX_PERMITS;
         let mode = match mode {
             ConcurrencyMode::Adaptive(config) => {
-                let floor = config.floor.max(1);
-                let cap = config.cap.max(floor);
+                let floor = config.floor.clamp(1, most);
+                let cap = config.cap.clamp(floor, most);
                 ConcurrencyMode::Adaptive(AimdConfig {
                     floor,
                     cap,
@@ -134,11 +136,11 @@ impl Limiter {
                     } else {
                         AimdConfig::default().decrease_factor
                     },
-                    growth_step: config.growth_step.max(1),
+                    growth_step: config.growth_step.clamp(1, most),
                     ..config
                 })
             }
-            ConcurrencyMode::Static { max_concurrency } => ConcurrencyMode::Static { max_concurrency: max_concurrency.max(1) },
+            ConcurrencyMode::Static { max_concurrency } => ConcurrencyMode::Static { max_concurrency: max_concurrency.clamp(1, most) },
         };
         let limit = match mode {
             ConcurrencyMode::Adaptive(config) => config.initial,
@@ -364,6 +366,16 @@ mod tests {
         drop(held);
         let again = tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await;
         assert!(again.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_largest_limits_are_clamped_not_a_panic() {
+        let limiter = Limiter::new(ConcurrencyMode::Static { max_concurrency: usize::MAX });
+        limiter.acquire().await.finish(Feedback::Success);
+        let config = AimdConfig { initial: usize::MAX, cap: usize::MAX, growth_step: usize::MAX, ..AimdConfig::default() };
+        let limiter = Limiter::new(ConcurrencyMode::Adaptive(config));
+        limiter.acquire().await.finish(Feedback::Success);
+        assert_eq!(limiter.snapshot().limit, Semaphore::MAX_PERMITS);
     }
 
     #[tokio::test(start_paused = true)]
