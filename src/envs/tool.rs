@@ -43,10 +43,11 @@ impl ToolOutput {
 /// chain) is the benchmark's own typed error, shown unchanged.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
-    /// Invalid input: arguments, an input file, an unknown task (exit 2).
+    /// Invalid input: arguments, an input file, an unknown task, a dataset not installed
+    /// (exit 2).
     #[error(transparent)]
     Invalid(Box<dyn std::error::Error + Send + Sync>),
-    /// The tool could not finish: a dataset not installed, an output it cannot write (exit 1).
+    /// The tool could not finish: an output it cannot write (exit 1).
     #[error(transparent)]
     Failed(Box<dyn std::error::Error + Send + Sync>),
 }

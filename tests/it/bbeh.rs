@@ -77,6 +77,10 @@ fn random_baseline_report_rerun_suffix_and_metric_edits() {
 #[test]
 fn rescoring_foreign_responses() {
     let ws = Workspace::new();
+    // Before the dataset is installed: invalid input (exit 2), as for `evalgrid run`.
+    ws.write("early.jsonl", "{\"task\": \"bbeh_boardgame_qa\", \"index\": 0, \"response\": \"x\"}\n");
+    let out = ws.run(&["bbeh", "score", "early.jsonl", "--out", "early"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let out = ws.cmd().args(["datasets", "fetch", "bbeh", "--from"]).arg(shared()).output().unwrap();
     assert!(out.status.success());
     ws.write(

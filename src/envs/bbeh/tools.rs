@@ -67,10 +67,14 @@ enum ScoreError {
 impl From<ScoreError> for ToolError {
     fn from(e: ScoreError) -> Self {
         match e {
-            ScoreError::Dataset { .. } | ScoreError::Write(_) | ScoreError::Json(_) => Self::Failed(Box::new(e)),
-            ScoreError::Read(_) | ScoreError::Line { .. } | ScoreError::UnknownTask { .. } | ScoreError::NoItem { .. } | ScoreError::NotMini { .. } => {
-                Self::Invalid(Box::new(e))
-            }
+            ScoreError::Write(_) | ScoreError::Json(_) => Self::Failed(Box::new(e)),
+            // A dataset not installed is invalid input, as for `evalgrid run` (exit 2).
+            ScoreError::Dataset { .. }
+            | ScoreError::Read(_)
+            | ScoreError::Line { .. }
+            | ScoreError::UnknownTask { .. }
+            | ScoreError::NoItem { .. }
+            | ScoreError::NotMini { .. } => Self::Invalid(Box::new(e)),
         }
     }
 }

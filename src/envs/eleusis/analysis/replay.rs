@@ -187,8 +187,8 @@ pub enum ImportError {
     /// No paths were given.
     #[error("no results files given")]
     NoInput,
-    /// A file could not be read or parsed.
-    #[error("{path}: {source}")]
+    /// A file could not be read or parsed (the cause follows in the error chain).
+    #[error("{path}")]
     Results {
         /// The file.
         path: String,

@@ -18,8 +18,8 @@ pub const MAX_RESULTS_BYTES: u64 = 1 << 30;
 /// Why a results file could not be read; schema errors carry the JSON path of the culprit.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
-    /// The file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
+    /// The file could not be opened or read (the cause follows in the error chain).
+    #[error("cannot read {path}")]
     Io {
         /// File path.
         path: String,
@@ -28,7 +28,7 @@ pub enum ResultsError {
         source: std::io::Error,
     },
     /// The input starts with the gzip magic bytes but does not decompress.
-    #[error("corrupt gzip stream: {0}")]
+    #[error("corrupt gzip stream")]
     Gzip(#[source] std::io::Error),
     /// The (decompressed) input exceeds [`MAX_RESULTS_BYTES`].
     #[error("decompressed input exceeds {limit} bytes")]

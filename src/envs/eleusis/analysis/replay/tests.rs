@@ -149,7 +149,14 @@ fn import_reports_metrics_replay_and_csv() {
 fn import_errors_and_csv_quoting() {
     assert!(matches!(import(&[]), Err(ImportError::NoInput)));
     let missing = import(&[PathBuf::from("/nonexistent.results.json")]).expect_err("missing");
-    assert!(missing.to_string().starts_with("/nonexistent.results.json: cannot read"), "{missing}");
+    // Each cause once, as the command line prints the chain.
+    let mut chain = missing.to_string();
+    let mut cause = std::error::Error::source(&missing);
+    while let Some(e) = cause {
+        chain = format!("{chain}: {e}");
+        cause = e.source();
+    }
+    assert_eq!(chain, "/nonexistent.results.json: cannot read /nonexistent.results.json: No such file or directory (os error 2)");
     let run = from_value(&json!({"config": {"player": "A, \"B\""}, "rounds": []})).expect("run");
     let pool = super::super::metrics::analyze(&[run], &AnalysisOptions::default());
     let report = ImportReport {
