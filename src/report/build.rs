@@ -119,7 +119,8 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     };
     let report_comp = report_components(pipeline, metrics_key);
     let report_key = StepKey::compute(&report_comp);
-    // The files rendered by this call, so writing them out does not read them back.
+    // The files rendered by this call (transcript pages aside), so writing them out does
+    // not read them back.
     let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let (report, report_cached) = match store.get(report_key)? {
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
@@ -140,14 +141,10 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
             };
             let pages = page_files(pipeline, plan, &input, store)?;
             rendered.extend(pages.files);
-            let transcripts = pages.transcripts;
-            let mut files: BTreeMap<String, String> = rendered
-                .par_iter()
-                .filter(|(name, _)| !transcripts.contains_key(*name))
-                .map(|(name, bytes)| Ok((name.clone(), store.put_blob(bytes)?)))
-                .collect::<Result<_, CacheError>>()?;
+            let mut files: BTreeMap<String, String> =
+                rendered.par_iter().map(|(name, bytes)| Ok((name.clone(), store.put_blob(bytes)?))).collect::<Result<_, CacheError>>()?;
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
-            let out = ReportOutput { files, transcripts };
+            let out = ReportOutput { files, transcripts: pages.transcripts };
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
             let _ = store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
             (out, false)
@@ -362,7 +359,7 @@ fn numeric_fields(output: &Value) -> BTreeMap<String, f64> {
 
 /// Writes the report's files into `dir` (each only when it changed), all cores at once:
 /// those `rendered` by this call as they are, blobs from the cache, and transcript pages
-/// from their cells' episodes.
+/// rendered from their cells' episodes one at a time (never all in memory).
 fn write_files(
     dir: &Path,
     report: &ReportOutput,
@@ -389,7 +386,7 @@ fn write_files(
             }
             (None, Source::Transcript(cell)) => {
                 let cell = cells.get(cell.as_str()).ok_or(ReportError::Malformed("transcript cell"))?;
-                read = transcript_page(pipeline, cell, store)?.ok_or(ReportError::Malformed("transcript episode"))?.1;
+                read = transcript_page(pipeline, cell, store)?;
                 &read
             }
         };

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use rayon::prelude::*;
 use serde_json::Value;
 
 use super::html::{CellLine, CellState, HtmlReport, Transcript, render_html, render_transcript_html};
@@ -38,22 +37,30 @@ pub struct PageInput<'a> {
     pub answered_by: &'a std::collections::BTreeMap<String, Vec<String>>,
 }
 
-/// The report's files as rendered, and which of them are transcript pages.
+/// The report's rendered files, and the transcript pages it links.
 pub struct PageFiles {
-    /// (relative path, bytes) of every file, transcript pages included, in path order.
+    /// (relative path, bytes) of every file but the transcript pages, in path order.
     pub files: Vec<(String, Vec<u8>)>,
-    /// Transcript page path → the id of the cell it shows: the report step keeps these
-    /// as references, since the cells' cached episodes already hold every word of them.
+    /// Transcript page path → the id of the cell it shows. The pages are rendered from the
+    /// cells' cached episodes as they are written ([`transcript_page`]), never kept whole
+    /// in memory or stored again: they are most of a report's bytes.
     pub transcripts: BTreeMap<String, String>,
 }
 
-/// A cell's transcript page (path in the report, bytes), rendered from its cached
-/// episode; `None` when the episode is not cached.
-pub fn transcript_page(pipeline: &Pipeline, cell: &Cell, store: &Store) -> Result<Option<(String, Vec<u8>)>, CacheError> {
+/// Where a cell's transcript page lives in the report.
+fn transcript_path(cell: &Cell) -> String {
+    format!("transcripts/{}.html", cell.episode_key.short())
+}
+
+/// A cell's transcript page, rendered from its cached episode; a page saying so when the
+/// episode is no longer in the cache (the link on the index never dangles).
+pub fn transcript_page(pipeline: &Pipeline, cell: &Cell, store: &Store) -> Result<Vec<u8>, CacheError> {
     let benchmark = &pipeline.tasks[cell.task].benchmark;
-    Ok(store
-        .get(cell.episode_key)?
-        .map(|e| (format!("transcripts/{}.html", cell.episode_key.short()), render_transcript_html(&cell.id, &transcript(benchmark, &e.output)).into_bytes())))
+    let text = match store.get(cell.episode_key)? {
+        Some(e) => transcript(benchmark, &e.output),
+        None => "This cell's episode is no longer in the cache (removed or damaged); `evalgrid run` computes it again.".to_owned(),
+    };
+    Ok(render_transcript_html(&cell.id, &text).into_bytes())
 }
 
 /// Renders `index.html`, `cells.csv`, figure SVG/CSV files and transcript
@@ -68,33 +75,20 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
     }
     let scored: BTreeMap<&str, &Value> = input.scored.iter().map(|(c, v)| (c.id.as_str(), v)).collect();
     let with_pages = plan.cells.len() <= MAX_TRANSCRIPT_PAGES;
-    // Transcript pages are most of the report's bytes (every prompt and answer of every
-    // scored cell): read and render them on all cores, in plan order.
-    let pages: Vec<Option<(String, Vec<u8>)>> = plan
-        .cells
-        .par_iter()
-        .map(|cell| {
-            if !with_pages || !scored.contains_key(cell.id.as_str()) {
-                return Ok(None);
-            }
-            transcript_page(pipeline, cell, store)
-        })
-        .collect::<Result<_, CacheError>>()?;
     let mut transcripts = BTreeMap::new();
     let mut cells = Vec::with_capacity(plan.cells.len());
     let mut cells_csv = String::from("cell,model,task,seed,state\n");
-    for (cell, page) in plan.cells.iter().zip(pages) {
+    for cell in &plan.cells {
         let model = &pipeline.models[cell.model];
         let task = &pipeline.tasks[cell.task];
         let score = scored.get(cell.id.as_str());
         let state = if score.is_some() { CellState::Ok } else { CellState::Failed };
-        let transcript_link = match page {
-            Some((path, bytes)) => {
-                transcripts.insert(path.clone(), cell.id.clone());
-                out.push((path.clone(), bytes));
-                Transcript::Link(path)
-            }
-            None => Transcript::None,
+        let transcript_link = if with_pages && score.is_some() && store.contains(cell.episode_key) {
+            let path = transcript_path(cell);
+            transcripts.insert(path.clone(), cell.id.clone());
+            Transcript::Link(path)
+        } else {
+            Transcript::None
         };
         cells_csv.push_str(&format!("{},{},{},{},{}\n", cell.id, model.id, task.qualified(), cell.seed, if score.is_some() { "ok" } else { "missing" }));
         cells.push(CellLine {

@@ -54,6 +54,15 @@ fn quickstart_runs_then_is_fully_cached_and_byte_identical() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["report_cached"], true);
     assert_eq!(snapshot_dir(&ws.path("reports")), before);
+
+    // An episode gone from the cache: the report is still written, and its page says so.
+    let explain = String::from_utf8(ws.run(&["status", p, "--explain", "random/eleusis/even_ranks_only/0"]).stdout).unwrap();
+    let episode = explain.lines().find_map(|l| l.strip_prefix("episode")).and_then(|l| l.split_whitespace().next()).expect("episode key").to_owned();
+    std::fs::remove_file(ws.path("cache/v1/steps").join(&episode[..2]).join(format!("{episode}.json"))).unwrap();
+    let (code, v) = ws.run_json(&["report", p, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let page = std::fs::read_to_string(ws.path("reports/quickstart/transcripts").join(format!("{}.html", &episode[..12]))).unwrap();
+    assert!(page.contains("no longer in the cache"), "{page}");
 }
 
 #[test]
