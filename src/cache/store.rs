@@ -229,6 +229,26 @@ impl Store {
         }
     }
 
+    /// The output of the entry for `key`, read as `T` without parsing the rest of the
+    /// record (the report needs one field of each episode); a miss, a corrupt entry or an
+    /// output that is not a `T` is `None`. A shared remote is asked as [`Store::get`] does.
+    pub fn get_output<T: serde::de::DeserializeOwned>(&self, key: StepKey) -> Result<Option<T>, CacheError> {
+        let path = self.entry_path(key);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                if let Ok(output) = Entry::decode_output(&bytes, key) {
+                    return Ok(Some(output));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(CacheError::Io { path, source: e }),
+        }
+        if self.remote.is_none() {
+            return Ok(None);
+        }
+        Ok(self.get(key)?.and_then(|e| serde_json::from_value(e.output).ok()))
+    }
+
     /// Stores an entry unless a valid one is already there (first writer wins), and
     /// clears any recorded failure of its key. `Adopted` carries the entry another
     /// process stored first: use it instead of your own.

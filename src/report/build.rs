@@ -258,8 +258,14 @@ type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, 
 
 fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
     use crate::exec::runner::OUTCOME_FIELDS;
+    /// The one field of an episode record read here (the rest is skipped unparsed).
+    #[derive(Deserialize)]
+    struct Tally {
+        #[serde(default)]
+        call_outcomes: Option<Value>,
+    }
     let read: Vec<Option<Value>> =
-        scored.par_iter().map(|(c, _)| store.get(c.episode_key).map(|e| e.and_then(|e| e.output.get("call_outcomes").cloned()))).collect::<Result<_, _>>()?;
+        scored.par_iter().map(|(c, _)| store.get_output::<Tally>(c.episode_key).map(|t| t.and_then(|t| t.call_outcomes))).collect::<Result<_, _>>()?;
     let mut totals: Vec<(String, BTreeMap<String, u64>)> = Vec::new();
     let mut answered_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for tally in read.into_iter().flatten() {
