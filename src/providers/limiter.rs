@@ -403,6 +403,24 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4, 5]);
     }
 
+    /// A freed slot goes to the waiter queued for it, even before that waiter runs: a newcomer
+    /// cannot take it (the unfair count let newcomers barge, and sent the waiter to the back).
+    #[tokio::test(start_paused = true)]
+    async fn a_newcomer_cannot_take_a_slot_freed_for_a_waiter() {
+        use futures::FutureExt;
+        let limiter = Arc::new(Limiter::new(ConcurrencyMode::Static { max_concurrency: 1 }));
+        let held = limiter.acquire().await;
+        let waiter = {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move { limiter.acquire().await.finish(Feedback::Success) })
+        };
+        tokio::task::yield_now().await;
+        drop(held);
+        assert!(limiter.acquire().now_or_never().is_none(), "the freed slot belongs to the waiter");
+        waiter.await.unwrap();
+        assert!(limiter.acquire().now_or_never().is_some());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_cut_with_slots_in_flight_is_paid_as_they_return() {
         let limiter = Arc::new(adaptive());
