@@ -210,22 +210,27 @@ impl Store {
     /// Reads and verifies the entry for `key`; corrupt entries are misses. On a local miss
     /// a shared remote is read (verified), and what it has is copied here.
     pub fn get(&self, key: StepKey) -> Result<Option<Entry>, CacheError> {
-        let path = self.entry_path(key);
-        let local = match std::fs::read(&path) {
-            Ok(bytes) => Entry::decode(&bytes, key).ok(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(CacheError::Io { path, source: e }),
-        };
-        match (local, &self.remote) {
+        match (self.read_local(key, Entry::decode)?, &self.remote) {
             (Some(entry), _) => Ok(Some(entry)),
             (None, None) => Ok(None),
             (None, Some(remote)) => {
                 let found = remote.get(key)?;
                 if let Some(entry) = &found {
-                    self.write_atomic(&path, &entry.encode())?;
+                    self.write_atomic(&self.entry_path(key), &entry.encode())?;
                 }
                 Ok(found)
             }
+        }
+    }
+
+    /// The local entry file of `key` decoded by `decode`; a missing, corrupt or undecodable
+    /// file is `None`, any other read error an error.
+    fn read_local<T, E>(&self, key: StepKey, decode: impl FnOnce(&[u8], StepKey) -> Result<T, E>) -> Result<Option<T>, CacheError> {
+        let path = self.entry_path(key);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(decode(&bytes, key).ok()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(CacheError::Io { path, source: e }),
         }
     }
 
@@ -233,20 +238,11 @@ impl Store {
     /// record (the report needs one field of each episode); a miss, a corrupt entry or an
     /// output that is not a `T` is `None`. A shared remote is asked as [`Store::get`] does.
     pub fn get_output<T: serde::de::DeserializeOwned>(&self, key: StepKey) -> Result<Option<T>, CacheError> {
-        let path = self.entry_path(key);
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                if let Ok(output) = Entry::decode_output(&bytes, key) {
-                    return Ok(Some(output));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(CacheError::Io { path, source: e }),
+        match (self.read_local(key, Entry::decode_output)?, &self.remote) {
+            (Some(output), _) => Ok(Some(output)),
+            (None, None) => Ok(None),
+            (None, Some(_)) => Ok(self.get(key)?.and_then(|e| serde_json::from_value(e.output).ok())),
         }
-        if self.remote.is_none() {
-            return Ok(None);
-        }
-        Ok(self.get(key)?.and_then(|e| serde_json::from_value(e.output).ok()))
     }
 
     /// Stores an entry unless a valid one is already there (first writer wins), and

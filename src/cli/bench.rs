@@ -74,7 +74,7 @@ fn status(env: &Env, cells: usize, report: bool) -> Result<Exit, Failure> {
     }
     // Durable before the clock starts, as the runs that wrote a real cache left it: the
     // timed command's own flush (one `syncfs`) would otherwise write these 200,000 files.
-    rustix::fs::syncfs(std::fs::File::open(&cache)?).map_err(std::io::Error::from)?;
+    sync_filesystem_of(&cache)?;
     output::note(&format!("populated {} cells in {:.1} s", plan.cells.len(), started.elapsed().as_secs_f64()));
     let exe = std::env::current_exe()?;
     if report {
@@ -327,9 +327,15 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
 fn settle_removal(dir: tempfile::TempDir) -> Result<(), Failure> {
     let parent = dir.path().parent().map(std::path::Path::to_owned);
     dir.close()?;
-    if let Some(handle) = parent.and_then(|p| std::fs::File::open(p).ok()) {
-        rustix::fs::syncfs(&handle).map_err(std::io::Error::from)?;
+    match parent {
+        Some(parent) => sync_filesystem_of(&parent),
+        None => Ok(()),
     }
+}
+
+/// One `syncfs(2)` of the filesystem holding `path`: everything written there is on disk.
+fn sync_filesystem_of(path: &std::path::Path) -> Result<(), Failure> {
+    rustix::fs::syncfs(std::fs::File::open(path)?).map_err(std::io::Error::from)?;
     Ok(())
 }
 

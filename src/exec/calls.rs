@@ -546,7 +546,8 @@ mod tests {
     /// and unbuilt, in the order they came, and every call is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_wait_at_the_gate_beyond_twice_the_concurrency() {
-        let server = MockServer::start(MockConfig { latency: Duration::from_millis(300), ..MockConfig::default() }).await.unwrap();
+        // Watched at 200 ms, well inside the first answers' 500 ms: slow machines included.
+        let server = MockServer::start(MockConfig { latency: Duration::from_millis(500), ..MockConfig::default() }).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let config = ClientConfig {
             use_system_proxy: false,
@@ -560,7 +561,7 @@ mod tests {
         let requests: Vec<ChatRequest> = (0..50).map(|i| ask(&format!("question {i}"))).collect();
         let all = futures::future::join_all(requests.iter().map(|r| ctx.chat(episode, &model, r, &site)));
         let watch = async {
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
             (ctx.gate("m").available_permits(), server.calls())
         };
         let (answers, (free, sent)) = tokio::join!(all, watch);

@@ -25,7 +25,7 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_string(out, k);
+                write_json(out, k);
                 out.push(b':');
                 write_value(out, v);
             }
@@ -41,15 +41,10 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
             }
             out.push(b']');
         }
-        Value::String(s) => write_string(out, s),
-        // Scalars other than strings have a single serde_json rendering.
+        // Strings (serde_json's escaping is deterministic) and scalars have a single
+        // serde_json rendering.
         other => write_json(out, other),
     }
-}
-
-fn write_string(out: &mut Vec<u8>, s: &str) {
-    // serde_json's string escaping is deterministic; reuse it.
-    write_json(out, s);
 }
 
 /// serde_json's compact rendering (what `Value`'s `Display` prints), written straight into
