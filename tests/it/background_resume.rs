@@ -76,6 +76,14 @@ fn ctrl_c_during_background_polls_then_the_rerun_posts_each_body_once() {
     assert_eq!(v["cells_run"], 1, "{v}");
     let log = mock.server().request_log();
     let posts = posts_per_body(&log);
+    let rerun = &log[first.len()..];
+    eprintln!(
+        "POSTs: {} for {} distinct bodies; the rerun sent {} POSTs and {} polls",
+        posts.values().sum::<usize>(),
+        posts.len(),
+        rerun.iter().filter(|request| request.method == "POST").count(),
+        rerun.iter().filter(|request| request.method == "GET").count()
+    );
     assert_eq!(posts.len(), 20, "20 distinct bodies");
     let repeated: Vec<_> = posts.iter().filter(|(_, count)| **count != 1).collect();
     assert!(repeated.is_empty(), "{} of 20 bodies were POSTed (and billed) again: {:?}", repeated.len(), repeated.iter().map(|(_, n)| n).collect::<Vec<_>>());
