@@ -5,11 +5,13 @@ pub mod entry;
 pub mod explain;
 pub mod lock;
 pub mod maintenance;
+pub mod pending;
 pub mod remote;
 pub mod store;
 
 pub use entry::Entry;
 pub use explain::{Change, diff};
 pub use lock::KeyLock;
+pub use pending::{PendingResponse, PendingResponses};
 pub use remote::{Remote, RemoteError};
 pub use store::{CacheError, Failure, Head, Store, Stored};

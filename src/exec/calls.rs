@@ -20,7 +20,7 @@
 //! Transport knobs (concurrency, retries, timeouts, pacing) never enter a key.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
@@ -29,12 +29,12 @@ use serde_json::{Map, Value, json};
 use super::progress::Progress;
 use super::step_error::StepError;
 use super::substep::{Fresh, SubStep};
-use crate::cache::Store;
+use crate::cache::{PendingResponses, Store};
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
-    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, Secret, answered_as,
-    request_fingerprint,
+    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger, Secret,
+    answered_as, request_fingerprint,
 };
 use crate::spec::{HeaderSource, ModelConfig};
 
@@ -268,12 +268,16 @@ impl CallContext {
             self.usage.shared_calls.fetch_add(1, Ordering::Relaxed);
             return Err(error.to_error());
         }
+        // A background response this call started, recorded until its answer is cached.
+        let ledger = endpoint.background.then(|| CallLedger { pending: PendingResponses::of(&self.store), key: step.key() });
+        let answered = AtomicBool::new(false);
         let done = step
             .run(&self.store, || async {
                 if self.offline {
                     return Err(StepError::Episode(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
                 }
-                let response = self.send(endpoint, model, request).await?;
+                let response = self.send(endpoint, model, request, ledger.as_ref()).await?;
+                answered.store(true, Ordering::Relaxed);
                 match answered_as(&model.model, &response.answered_model) {
                     // A dated snapshot of the alias is the model asked for (noted in the
                     // report's provenance).
@@ -293,6 +297,14 @@ impl CallContext {
                 }
             })
             .await;
+        // The answer is cached (or refused, and a rerun should ask again): the response is
+        // no longer needed. Kept when the cache write failed, so a rerun fetches it unpaid.
+        if let Some(ledger) = &ledger
+            && answered.load(Ordering::Relaxed)
+            && !matches!(done, Err(StepError::Cache(_)))
+        {
+            ledger.forget();
+        }
         // Waiters read a cached answer from the cache (recorded under their own
         // episodes); anything else they get from here.
         if let Err(error) = &done {
@@ -310,10 +322,11 @@ impl CallContext {
         Ok(done.value)
     }
 
-    /// Sends one call over HTTP and counts it.
-    async fn send(&self, endpoint: Endpoint, model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
+    /// Sends one call over HTTP and counts it; a background call keeps its response id in
+    /// `ledger`.
+    async fn send(&self, endpoint: Endpoint, model: &ModelConfig, request: &ChatRequest, ledger: Option<&CallLedger>) -> Result<ChatResponse, StepError> {
         let endpoint = with_key(endpoint, model)?;
-        let record = self.client.call_recorded(&endpoint, request).await;
+        let record = self.client.call_resumable(&endpoint, request, ledger.map(|ledger| ledger as &dyn ResponseLedger)).await;
         self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
         let rate_limited = record.failed_attempts.iter().filter(|class| **class == "rate_limited").count();
         self.usage.rate_limited.fetch_add(rate_limited as u64, Ordering::Relaxed);
@@ -346,6 +359,32 @@ impl CallContext {
             self.usage.cost_micro_usd.fetch_add((usd * 1e6).round() as u64, Ordering::Relaxed);
         }
         Ok(response)
+    }
+}
+
+/// The cache's record of the background response one call started ([`PendingResponses`]
+/// under the call's key), so an interrupted call is polled, not paid for again, next run.
+struct CallLedger {
+    pending: PendingResponses,
+    key: StepKey,
+}
+
+impl ResponseLedger for CallLedger {
+    fn recorded(&self) -> Option<String> {
+        self.pending.get(self.key).map(|record| record.response_id)
+    }
+
+    fn record(&self, response_id: &str) {
+        // Without the record the call still runs; only an interrupted run would send it again.
+        if let Err(error) = self.pending.record(self.key, response_id) {
+            tracing::warn!(response = response_id, call = %self.key.short(), "cannot record a background response for resuming: {error}");
+        }
+    }
+
+    fn forget(&self) {
+        if let Err(error) = self.pending.remove(self.key) {
+            tracing::warn!(call = %self.key.short(), "cannot remove the record of a finished background response: {error}");
+        }
     }
 }
 
@@ -693,6 +732,41 @@ mod tests {
         let openai = ModelConfig { base_url: None, api: OpenAiApi::Auto, ..model.clone() };
         let auto = ModelConfig { background: Background::Auto, ..openai.clone() };
         assert_eq!(call_key(&openai, &request, &site), call_key(&auto, &request, &site), "o3-pro on api.openai.com: auto is on");
+    }
+
+    /// A run interrupted while a background response runs leaves its id recorded under the
+    /// call's key; the next run polls that response instead of POSTing, caches the answer
+    /// and removes the record.
+    #[tokio::test]
+    async fn an_interrupted_background_call_is_recorded_resumed_then_forgotten() {
+        use crate::providers::{Background, OpenAiApi};
+        let server = MockServer::start(MockConfig { background_polls: u32::MAX, ..MockConfig::default() }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let model = ModelConfig { api: OpenAiApi::Responses, background: Background::On, ..model(&server, "o3-pro") };
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        let key = call_key(&model, &request, &site).unwrap();
+        let pending = PendingResponses::of(&Store::open(dir.path()).unwrap());
+        {
+            let ctx = context(dir.path());
+            let polled = async {
+                while server.request_log().iter().all(|r| r.method != "GET") {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            };
+            tokio::select! {
+                _ = ctx.chat(episode, &model, &request, &site) => panic!("the response was still in progress"),
+                () = polled => {}
+            }
+        }
+        assert_eq!(pending.get(key).map(|r| r.response_id), Some("resp_bg_0".to_owned()), "recorded under the call key before the first poll");
+        server.set_background_polls(1);
+        let ctx = context(dir.path());
+        assert_eq!(ctx.chat(episode, &model, &request, &site).await.unwrap().text, "echo: q");
+        let posts = server.request_log().iter().filter(|r| r.method == "POST").count();
+        assert_eq!(posts, 1, "resumed by polling, not sent again");
+        assert!(ctx.store().contains(key), "the answer is cached");
+        assert_eq!(pending.get(key), None, "and the record is gone");
+        assert!(pending.list().is_empty());
     }
 
     #[test]

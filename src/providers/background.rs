@@ -11,6 +11,14 @@
 //! call's time budget runs out the response is cancelled (`POST …/{id}/cancel`) and the call
 //! fails with a timeout. Background mode is transport: the call key is the body without
 //! `background` and `store`, so a call keys the same with it as without.
+//!
+//! Interrupted calls are resumed, not cancelled: the response id is handed to the call's
+//! [`ResponseLedger`] (the cache, by call key) before the first poll, so when Ctrl-C or a
+//! Slurm time limit drops the call, the server keeps working on a run already paid for and
+//! the next run of the same call polls that response to its end instead of POSTing the
+//! body again. Only a response that is gone (404, 410), `failed` or `cancelled` is sent
+//! again. The record is forgotten once the answer is cached (by the caller) or the response
+//! ended without one.
 
 use std::time::Duration;
 
@@ -162,13 +170,85 @@ fn response_state(status: StatusCode, headers: &HeaderMap, bytes: &[u8]) -> Resu
     success_json(status, headers, bytes)
 }
 
+/// Where a background call's response id is kept between runs (the cache, by call key), so
+/// a call interrupted while its response runs is polled again by the next run, never sent
+/// (and paid for) again.
+pub trait ResponseLedger: Send + Sync {
+    /// The response an earlier run of this call started and left running, if recorded.
+    fn recorded(&self) -> Option<String>;
+    /// Records, durably, the response this call started; called before its first poll.
+    fn record(&self, response_id: &str);
+    /// Forgets the recorded response: it ended without an answer (failed, cancelled, gone,
+    /// given up and cancelled). The caller forgets it too once the answer is cached.
+    fn forget(&self);
+}
+
+/// How polling a response ended, which says what becomes of its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Done with an answer: the record goes once the answer is cached.
+    Answered,
+    /// Done without a usable answer (`completed` but unreadable): a new run may do better.
+    Unusable,
+    /// The run ended as `failed`: a new run may succeed.
+    Failed,
+    /// The run was cancelled (by someone else).
+    Cancelled,
+    /// The server no longer has it (404, 410: expired or never stored).
+    Gone,
+    /// This call gave up on it (budget spent, polls kept failing) and cancelled it.
+    Abandoned,
+    /// It cannot be read now (401, 403, 400), which says nothing of the run: kept, so a
+    /// later run with working credentials still fetches it.
+    Unreadable,
+}
+
+impl End {
+    fn keeps_record(self) -> bool {
+        matches!(self, Self::Answered | Self::Unreadable)
+    }
+
+    /// Whether a response recorded by an earlier run has nothing left to give, so the call
+    /// is sent again.
+    fn resend(self) -> bool {
+        matches!(self, Self::Failed | Self::Cancelled | Self::Gone | Self::Unusable)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Answered => "answered",
+            Self::Unusable => "unusable",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Gone => "gone",
+            Self::Abandoned => "abandoned",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// A polled response's outcome for the call, and how it ended.
+struct Polled {
+    submitted: Submitted,
+    end: End,
+}
+
 /// A terminal response object parsed as an answer; `cancelled` is no answer at all, and
 /// `failed` is an error (never an answer), which a new run may fix.
-fn finish(status: StatusCode, headers: &HeaderMap, bytes: &[u8], json: &Value, shaping: &Shaping) -> Submitted {
+fn finish(status: StatusCode, headers: &HeaderMap, bytes: &[u8], json: &Value, shaping: &Shaping) -> Polled {
     match text(json, "/status").as_str() {
-        "cancelled" => Submitted::settled(Err(CallError::Protocol { detail: "the background response was cancelled".into() })),
-        "failed" => Submitted::retry(Err(error_in_ok_body(json, headers).unwrap_or(CallError::Server { status: 200, retry_after: None }))),
-        _ => Submitted::settled(responses::parse_shaped(status, headers, bytes, shaping)),
+        "cancelled" => {
+            Polled { submitted: Submitted::settled(Err(CallError::Protocol { detail: "the background response was cancelled".into() })), end: End::Cancelled }
+        }
+        "failed" => Polled {
+            submitted: Submitted::retry(Err(error_in_ok_body(json, headers).unwrap_or(CallError::Server { status: 200, retry_after: None }))),
+            end: End::Failed,
+        },
+        _ => {
+            let result = responses::parse_shaped(status, headers, bytes, shaping);
+            let end = if result.is_ok() { End::Answered } else { End::Unusable };
+            Polled { submitted: Submitted::settled(result), end }
+        }
     }
 }
 
@@ -176,8 +256,22 @@ fn pending(json: &Value) -> bool {
     matches!(text(json, "/status").as_str(), "queued" | "in_progress")
 }
 
-/// Sends the POST, then polls until the response is done or the budget is spent.
-pub(super) async fn run(http: &reqwest::Client, job: &Job<'_>, pacer: &Pacer) -> Submitted {
+/// Polls the response an earlier run recorded, if any, to its end; else (or when that
+/// response has nothing to give) sends the POST, records the new response before its first
+/// poll, and polls it until it is done or the budget is spent.
+pub(super) async fn run(http: &reqwest::Client, job: &Job<'_>, pacer: &Pacer, ledger: Option<&dyn ResponseLedger>) -> Submitted {
+    if let Some((ledger, id)) = ledger.and_then(|ledger| ledger.recorded().map(|id| (ledger, id))) {
+        tracing::info!(response = %id, "resuming a background response an earlier run left running, instead of sending the call again");
+        // At once: it has been running since the earlier run.
+        let polled = poll(http, job, &id, Duration::ZERO).await;
+        if !polled.end.keeps_record() {
+            ledger.forget();
+        }
+        if !polled.end.resend() {
+            return polled.submitted;
+        }
+        tracing::info!(response = %id, end = polled.end.as_str(), "the earlier background response has no answer to give; sending the call again");
+    }
     let posted = match timeout_at(job.deadline, exchange(http, Method::POST, job.url, job, job.body)).await {
         Ok(Ok(posted)) => posted,
         Ok(Err(error)) => return Submitted::retry(Err(error)),
@@ -192,34 +286,75 @@ pub(super) async fn run(http: &reqwest::Client, job: &Job<'_>, pacer: &Pacer) ->
         Err(error) => return Submitted::retry(Err(error)),
     };
     if !pending(&json) {
-        return finish(status, &headers, &bytes, &json, job.shaping);
+        return finish(status, &headers, &bytes, &json, job.shaping).submitted;
     }
     let id = text(&json, "/id");
     if id.is_empty() {
         // Nothing to poll, and POSTing again would start a second run.
         return Submitted::settled(Err(CallError::Protocol { detail: "background response without an `id`".into() }));
     }
-    poll(http, job, &id).await
+    tracing::debug!(response = %id, "background response created; polling it");
+    if let Some(ledger) = ledger {
+        ledger.record(&id);
+    }
+    let polled = poll(http, job, &id, job.polling.first).await;
+    if let Some(ledger) = ledger
+        && !polled.end.keeps_record()
+    {
+        ledger.forget();
+    }
+    polled.submitted
 }
 
-async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str) -> Submitted {
+/// Says, when a poll loop is dropped before its response is done (Ctrl-C, a Slurm time
+/// limit), that the response is left running and where its result will be fetched.
+struct LeftRunning<'a> {
+    id: &'a str,
+    armed: bool,
+}
+
+impl Drop for LeftRunning<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::info!(
+                response = self.id,
+                "background response left running on the server (call interrupted); the next run polls it instead of sending the call again"
+            );
+        }
+    }
+}
+
+async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str, first: Duration) -> Polled {
+    let mut watch = LeftRunning { id, armed: true };
+    let polled = poll_until_done(http, job, id, first).await;
+    watch.armed = false;
+    polled
+}
+
+async fn poll_until_done(http: &reqwest::Client, job: &Job<'_>, id: &str, first: Duration) -> Polled {
     let url = response_url(job.url, id, false);
-    let mut wait = job.polling.first;
+    let mut wait = first;
     let mut failures = 0_u32;
     let started = Instant::now();
+    let give_up = |result: Result<ChatResponse, CallError>| Polled { submitted: Submitted::settled(result), end: End::Abandoned };
     loop {
         if Instant::now() + wait >= job.deadline {
-            cancel(http, job, id).await;
-            return Submitted::settled(Err(CallError::Timeout));
+            cancel(http, job, id, "the call's time budget ran out").await;
+            return give_up(Err(CallError::Timeout));
         }
         sleep(wait).await;
         wait = (wait * 2).min(job.polling.max).max(job.polling.first);
         let polled = match timeout_at(job.deadline, exchange(http, Method::GET, &url, job, &[])).await {
+            Ok(Ok((status, _, bytes))) if matches!(status, StatusCode::NOT_FOUND | StatusCode::GONE) => {
+                tracing::info!(response = id, status = status.as_u16(), "the background response is gone from the server");
+                let error = classify_gone(status, &bytes);
+                return Polled { submitted: Submitted::settled(Err(error)), end: End::Gone };
+            }
             Ok(Ok((status, headers, bytes))) => response_state(status, &headers, &bytes).map(|json| (status, headers, bytes, json)),
             Ok(Err(error)) => Err(error),
             Err(_) => {
-                cancel(http, job, id).await;
-                return Submitted::settled(Err(CallError::Timeout));
+                cancel(http, job, id, "the call's time budget ran out").await;
+                return give_up(Err(CallError::Timeout));
             }
         };
         match polled {
@@ -239,21 +374,29 @@ async fn poll(http: &reqwest::Client, job: &Job<'_>, id: &str) -> Submitted {
                 failures += 1;
                 tracing::info!(response = id, class = error.class(), failures, "polling a background response failed; polling again (not re-sending)");
                 let Some(delay) = job.retry.next_delay(failures, &error, started.elapsed()) else {
-                    cancel(http, job, id).await;
-                    return Submitted::settled(Err(error));
+                    cancel(http, job, id, "polling it kept failing").await;
+                    return give_up(Err(error));
                 };
                 // `next_delay` honours a `Retry-After`, up to its cap.
                 wait = wait.max(delay);
             }
-            // 401, 404: the response cannot be read; sending it again would bill twice.
-            Err(error) => return Submitted::settled(Err(error)),
+            // 401, 403, 400: the response cannot be read now; sending it again would bill twice.
+            Err(error) => {
+                tracing::info!(response = id, class = error.class(), "a background response cannot be read; left on the server, not sent again");
+                return Polled { submitted: Submitted::settled(Err(error)), end: End::Unreadable };
+            }
         }
     }
 }
 
-/// Best-effort cancel of a response whose call has given up, so it stops running (and
-/// billing); its outcome is only logged.
-async fn cancel(http: &reqwest::Client, job: &Job<'_>, id: &str) {
+/// The error of a poll answered 404 or 410, as any such answer is classified.
+fn classify_gone(status: StatusCode, bytes: &[u8]) -> CallError {
+    success_json(status, &HeaderMap::new(), bytes).err().unwrap_or(CallError::Protocol { detail: format!("HTTP {status} for a background response") })
+}
+
+/// Best-effort cancel of a response whose call has given up (`why`), so it stops running
+/// (and billing); its outcome is only logged.
+async fn cancel(http: &reqwest::Client, job: &Job<'_>, id: &str, why: &str) {
     let url = response_url(job.url, id, true);
     let outcome = tokio::time::timeout(CANCEL_TIMEOUT, exchange(http, Method::POST, &url, job, &[])).await;
     let status = match outcome {
@@ -261,7 +404,7 @@ async fn cancel(http: &reqwest::Client, job: &Job<'_>, id: &str) {
         Ok(Err(error)) => error.class().to_owned(),
         Err(_) => "timeout".to_owned(),
     };
-    tracing::info!(response = id, outcome = %status, "cancelled a background response: the call's time budget ran out");
+    tracing::info!(response = id, outcome = %status, reason = why, "cancelled a background response: the call gave up on it");
 }
 
 #[cfg(test)]
@@ -379,6 +522,126 @@ mod tests {
         assert_eq!(record.result.map(|response| response.text), Ok("echo: y".to_owned()));
         let log = server.request_log();
         assert_eq!((posts(&log), polls(&log).len()), (3, 3));
+    }
+
+    /// A ledger in memory: the recorded id, and what was done to it in order.
+    #[derive(Default)]
+    struct Ledger(std::sync::Mutex<(Option<String>, Vec<String>)>);
+
+    impl Ledger {
+        fn holding(id: &str) -> Self {
+            Self(std::sync::Mutex::new((Some(id.to_owned()), Vec::new())))
+        }
+
+        fn state(&self) -> (Option<String>, Vec<String>) {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl ResponseLedger for Ledger {
+        fn recorded(&self) -> Option<String> {
+            self.0.lock().unwrap().0.clone()
+        }
+
+        fn record(&self, response_id: &str) {
+            let mut state = self.0.lock().unwrap();
+            state.0 = Some(response_id.to_owned());
+            state.1.push(format!("record {response_id}"));
+        }
+
+        fn forget(&self) {
+            let mut state = self.0.lock().unwrap();
+            state.0 = None;
+            state.1.push("forget".into());
+        }
+    }
+
+    /// Starts a background call and drops it (as Ctrl-C drops a cell) once it has polled.
+    async fn interrupted_call(server: &MockServer, ledger: &Ledger, prompt: &str) {
+        let endpoint = background_endpoint(server);
+        let (client, request) = (quick_client(), ask(prompt));
+        let call = client.call_resumable(&endpoint, &request, Some(ledger));
+        let before = polls(&server.request_log()).len();
+        let polled = async {
+            while polls(&server.request_log()).len() == before {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        };
+        tokio::select! {
+            _ = call => panic!("the call ended while its response was in progress"),
+            () = polled => {}
+        }
+    }
+
+    /// Ctrl-C drops a call mid-poll: its response id was recorded before the first poll
+    /// and stays recorded, nothing is cancelled, and the next run polls that response to
+    /// its end without POSTing the body again; the record stays until the caller caches the
+    /// answer.
+    #[tokio::test]
+    async fn an_interrupted_call_is_resumed_by_polling_never_posted_again() {
+        let server = MockServer::start(MockConfig { background_polls: u32::MAX, ..MockConfig::default() }).await.unwrap();
+        let ledger = Ledger::default();
+        interrupted_call(&server, &ledger, "think long").await;
+        assert_eq!(ledger.state(), (Some("resp_bg_0".to_owned()), vec!["record resp_bg_0".to_owned()]));
+        let log = server.request_log();
+        assert_eq!((posts(&log), log.iter().any(|request| request.path.ends_with("/cancel"))), (1, false), "left running, not cancelled");
+
+        server.set_background_polls(3);
+        let record = quick_client().call_resumable(&background_endpoint(&server), &ask("think long"), Some(&ledger)).await;
+        assert_eq!(record.result.map(|response| response.text), Ok("echo: think long".to_owned()));
+        let log = server.request_log();
+        assert_eq!(posts(&log), 1, "the rerun polled the running response instead of POSTing again");
+        assert!(polls(&log).iter().all(|path| *path == "/v1/responses/resp_bg_0"));
+        assert_eq!(ledger.state().0.as_deref(), Some("resp_bg_0"), "kept until the answer is cached");
+    }
+
+    /// A recorded response with nothing to give (gone from the server, failed, cancelled)
+    /// is forgotten and the call POSTed once, its new response recorded.
+    #[tokio::test]
+    async fn a_recorded_response_that_is_gone_failed_or_cancelled_is_sent_again_once() {
+        let failed = json!({"id": "x", "object": "response", "status": "failed", "background": true, "model": "o3-pro", "output": [],
+            "error": {"code": "server_error", "message": "The model failed to generate a response."}, "usage": null});
+        let script = Script::Sequence(vec![
+            MockOutcome::Recorded { status: 200, body: failed.to_string() },
+            MockOutcome::Reply(MockReply::text("to be cancelled")),
+            MockOutcome::Reply(MockReply::text("after failed")),
+            MockOutcome::Reply(MockReply::text("after cancelled")),
+            MockOutcome::Reply(MockReply::text("after gone")),
+        ]);
+        let server = MockServer::start(MockConfig { script, background_polls: 1, ..MockConfig::default() }).await.unwrap();
+        let http = reqwest::Client::new();
+        // resp_bg_0 ends `failed`; resp_bg_1 is cancelled by someone else.
+        for prompt in ["a", "b"] {
+            server.set_background_polls(u32::MAX);
+            interrupted_call(&server, &Ledger::default(), prompt).await;
+        }
+        server.set_background_polls(1);
+        http.post(format!("{}/v1/responses/resp_bg_1/cancel", server.base_url())).send().await.unwrap();
+        for (id, expected) in [("resp_bg_0", "after failed"), ("resp_bg_1", "after cancelled"), ("resp_never", "after gone")] {
+            let ledger = Ledger::holding(id);
+            let before = posts(&server.request_log());
+            let record = quick_client().call_resumable(&background_endpoint(&server), &ask("x"), Some(&ledger)).await;
+            assert_eq!(record.result.map(|response| response.text), Ok(expected.to_owned()), "{id}");
+            let log = server.request_log();
+            assert_eq!(posts(&log) - before, 1, "{id}: sent again exactly once");
+            let new_id = polls(&log).last().unwrap().trim_start_matches("/v1/responses/").to_owned();
+            assert_ne!(new_id, id);
+            assert_eq!(ledger.state(), (Some(new_id.clone()), vec!["forget".to_owned(), format!("record {new_id}")]), "{id}");
+            assert_eq!(record.attempts, 1, "{id}: no failed attempt counted for the earlier run");
+        }
+    }
+
+    /// A call that gives up on its response cancels it and forgets it: the next run sends
+    /// the call again rather than poll a cancelled run.
+    #[tokio::test]
+    async fn a_response_given_up_is_cancelled_and_forgotten() {
+        let server = MockServer::start(MockConfig { background_polls: u32::MAX, ..MockConfig::default() }).await.unwrap();
+        let retry = RetryPolicy { total_timeout: Duration::from_millis(200), ..quick_config().retry };
+        let ledger = Ledger::default();
+        let record = client_with(retry, ConcurrencyMode::default()).call_resumable(&background_endpoint(&server), &ask("x"), Some(&ledger)).await;
+        assert_eq!(record.result, Err(CallError::Timeout));
+        assert_eq!(ledger.state(), (None, vec!["record resp_bg_0".to_owned(), "forget".to_owned()]));
+        assert_eq!(server.request_log().last().unwrap().path, "/v1/responses/resp_bg_0/cancel");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
-use super::background::{self, PollConfig, Submitted};
+use super::background::{self, PollConfig, ResponseLedger, Submitted};
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
@@ -381,6 +381,12 @@ impl ProviderClient {
 
     /// Like [`Self::call`] but also reports attempts and failures when the call fails.
     pub async fn call_recorded(&self, endpoint: &Endpoint, request: &ChatRequest) -> CallRecord {
+        self.call_resumable(endpoint, request, None).await
+    }
+
+    /// Like [`Self::call_recorded`]; a background-mode call keeps its response id in
+    /// `ledger`, so an interrupted call is polled, not sent again, by the next run.
+    pub async fn call_resumable(&self, endpoint: &Endpoint, request: &ChatRequest, ledger: Option<&dyn ResponseLedger>) -> CallRecord {
         let request_body = request_body(endpoint, request);
         // A background call is polled, never streamed.
         let background = endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses;
@@ -404,7 +410,7 @@ impl ProviderClient {
                 let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
                 let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
                 let wire = Wire { url, headers, body, shaping, streamed, background };
-                self.attempt_loop(endpoint, &wire, started, &mut record).await;
+                self.attempt_loop(endpoint, &wire, started, &mut record, ledger).await;
             }
             Err(error) => record.result = Err(error),
         }
@@ -419,7 +425,7 @@ impl ProviderClient {
         record
     }
 
-    async fn attempt_loop(&self, endpoint: &Endpoint, wire: &Wire, started: Instant, record: &mut CallRecord) {
+    async fn attempt_loop(&self, endpoint: &Endpoint, wire: &Wire, started: Instant, record: &mut CallRecord, ledger: Option<&dyn ResponseLedger>) {
         let policy = self.config.retry;
         let lane = self.lane(endpoint);
         // Failed attempts that use the retry budget (a 429 never does), and 429s so far.
@@ -455,7 +461,7 @@ impl ProviderClient {
                     deadline,
                     max_response_bytes: self.config.max_response_bytes,
                 };
-                background::run(&self.http, &job, &lane.pacer).await
+                background::run(&self.http, &job, &lane.pacer, ledger).await
             } else if wire.streamed {
                 Submitted { result: self.send_once(endpoint.kind, wire, &lane.pacer).await, resubmit: true }
             } else {

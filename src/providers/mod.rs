@@ -32,7 +32,7 @@ mod switch;
 mod types;
 mod wire;
 
-pub use background::{Background, PollConfig};
+pub use background::{Background, PollConfig, ResponseLedger};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
     CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, Lane, LaneSnapshot,

@@ -32,6 +32,8 @@ mod hostile_submissions;
 mod outcomes;
 // Ctrl-C against a stalled provider; resume pays only the unanswered calls.
 mod interrupt;
+// Ctrl-C during background-mode calls; the rerun polls the responses instead of POSTing again.
+mod background_resume;
 // Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).
 mod rate_limits;
 // The toy benchmark (docs/adding-a-benchmark.md) end to end.

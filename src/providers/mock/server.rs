@@ -195,6 +195,13 @@ impl MockServer {
         lock(&self.shared.config).latency = latency;
     }
 
+    /// Changes how many polls a background response takes, for responses already queued
+    /// too: `u32::MAX` keeps them `in_progress` (a run interrupted mid-poll), a small number
+    /// lets them finish at their next poll.
+    pub fn set_background_polls(&self, polls: u32) {
+        lock(&self.shared.config).background_polls = polls;
+    }
+
     /// Stops accepting connections and waits (at most 2 s) for in-flight ones.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
