@@ -316,8 +316,10 @@ pub enum HostileStream {
     /// after a `message_delta` without `stop_reason`, Gemini chunks without `finishReason`,
     /// Responses events without the terminal one.
     NoFinish,
-    /// The answer's events, naming `switched-model` from the second event that names a
-    /// model on (Anthropic names it only once, in `message_start`: sent unchanged).
+    /// The answer's events with the second of those that name a model naming
+    /// `switched-model`, and the ones before and after it the requested model, so a client
+    /// that reads one id (the first or the last) misses the switch. Anthropic names the
+    /// model only once, in `message_start`: sent unchanged.
     ModelSwitch,
     /// A `data:` line of `bytes` bytes that never ends, generated 64 KiB at a time.
     EndlessLine {
@@ -396,7 +398,7 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
             let mut switch = |model: Option<&mut Value>| {
                 if let Some(model) = model.filter(|model| model.is_string()) {
                     named += 1;
-                    if named > 1 {
+                    if named == 2 {
                         *model = json!(SWITCHED_MODEL);
                     }
                 }

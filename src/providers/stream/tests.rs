@@ -452,12 +452,17 @@ async fn streams_through_nginx_arrive_live_and_whole() {
     assert_eq!(logged(), Some(4), "all four went through nginx");
 }
 
-/// A streamed call to `kind` against a mock whose first reply is `fault`, then echoes.
-async fn first_reply(kind: ProviderKind, fault: Fault, stream: bool, config: ClientConfig) -> (super::super::client::CallRecord, u64) {
+/// A call asking `prompt` of `kind` against a mock whose first reply is `fault`, then echoes.
+async fn first_reply_to(prompt: &str, kind: ProviderKind, fault: Fault, stream: bool, config: ClientConfig) -> (super::super::client::CallRecord, u64) {
     let server = MockServer::start(MockConfig { faults: FaultPlan::sequence([fault]), ..MockConfig::default() }).await.unwrap();
     let endpoint = mock_endpoint(&server, kind, "m").with_stream(if stream { StreamMode::On } else { StreamMode::Off });
-    let record = client(config).call_recorded(&endpoint, &ask("hi")).await;
+    let record = client(config).call_recorded(&endpoint, &ask(prompt)).await;
     (record, server.calls())
+}
+
+/// [`first_reply_to`] asking `hi`.
+async fn first_reply(kind: ProviderKind, fault: Fault, stream: bool, config: ClientConfig) -> (super::super::client::CallRecord, u64) {
+    first_reply_to("hi", kind, fault, stream, config).await
 }
 
 /// Issue 21: bytes that are not UTF-8 are a malformed response, streamed as unstreamed
@@ -516,7 +521,8 @@ async fn a_stream_without_a_finish_reason_is_cut_on_every_protocol() {
 #[tokio::test]
 async fn a_model_switch_between_events_is_another_model() {
     for kind in [ProviderKind::OpenAi, ProviderKind::OpenAiResponses, ProviderKind::Gemini] {
-        let (record, _) = first_reply(kind, Fault::HostileStream(HostileStream::ModelSwitch), true, quick_config()).await;
+        // Enough words that the switched event is neither the first nor the last.
+        let (record, _) = first_reply_to("one two three", kind, Fault::HostileStream(HostileStream::ModelSwitch), true, quick_config()).await;
         let response = record.result.unwrap();
         assert_eq!(response.answered_model, format!("m, then {SWITCHED_MODEL}"), "{kind}");
         assert_eq!(answered_as("m", &response.answered_model), Answered::Other, "{kind}");
