@@ -350,7 +350,6 @@ impl StreamReader {
                 break;
             }
         }
-        self.events.clear();
         Ok(self.over)
     }
 
