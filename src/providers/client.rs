@@ -29,7 +29,7 @@ use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
-use super::stream::{Assembler, SseDecoder, streamed_body, streamed_url};
+use super::stream::{StreamReader, streamed_body, streamed_url};
 use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as};
 use super::{anthropic, gemini, openai, responses};
 
@@ -59,7 +59,8 @@ pub struct ClientConfig {
     pub use_system_proxy: bool,
     /// Largest response body read, in bytes; a longer one is a `ResponseTooLarge` error,
     /// so a runaway or hostile reply cannot exhaust memory or fill the cache. For a streamed
-    /// call it bounds the bytes of the whole event stream.
+    /// call it bounds the answer while it is folded (and one event, and the raw event stream
+    /// at 16 times the cap), so a stream fails as soon as it passes the cap.
     pub max_response_bytes: u64,
     /// How background-mode Responses calls are polled ([`Endpoint::background`]).
     pub polling: PollConfig,
@@ -78,10 +79,6 @@ pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_mins(5);
 
 /// Default cap on one streamed attempt: four hours of output.
 pub const DEFAULT_STREAM_TOTAL_TIMEOUT: Duration = Duration::from_hours(4);
-
-/// How many bytes of event stream one byte of assembled answer may take before a stream is
-/// stopped as runaway: token-per-event streams spend ~150–250 bytes on a token.
-const STREAM_BYTES_PER_ANSWER_BYTE: u64 = 16;
 
 /// Default cap on a response body: far above any real chat answer (8 MiB).
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
@@ -574,35 +571,18 @@ impl ProviderClient {
             let bytes = read_capped(response, self.config.max_response_bytes, Some(idle)).await?;
             return parse(kind, status, &response_headers, &bytes, &wire.shaping);
         }
-        // The cap bounds the answer (what is kept and cached); the event stream around it is
-        // far larger (a Chat Completions chunk spends ~200 bytes on one token), so the raw
-        // bytes get a proportionally larger bound that still stops a runaway stream.
+        // The cap bounds the answer (what is kept and cached) while it arrives; the event
+        // stream around it may be larger (a Chat Completions chunk spends ~200 bytes on one
+        // token), under a proportionally larger bound that still stops a runaway stream.
         let limit = self.config.max_response_bytes;
-        let raw_limit = limit.saturating_mul(STREAM_BYTES_PER_ANSWER_BYTE);
-        let (mut decoder, mut assembler, mut events, mut total) = (SseDecoder::default(), Assembler::new(kind), Vec::new(), 0_u64);
-        'read: loop {
-            let chunk = timeout(idle, response.chunk()).await.map_err(|_| stalled())?.map_err(body_error)?;
-            match &chunk {
-                Some(bytes) => {
-                    total = total.saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-                    if total > raw_limit {
-                        return Err(CallError::ResponseTooLarge { limit });
-                    }
-                    decoder.push(bytes, &mut events);
-                }
-                None => decoder.finish(&mut events),
-            }
-            for event in events.drain(..) {
-                if assembler.push(&event)? {
-                    break 'read;
-                }
-            }
-            if chunk.is_none() {
+        let mut reader = StreamReader::new(kind, limit);
+        while let Some(bytes) = timeout(idle, response.chunk()).await.map_err(|_| stalled())?.map_err(body_error)? {
+            if reader.feed(&bytes)? {
                 break;
             }
         }
         let body =
-            serde_json::to_vec(&assembler.finish()?).map_err(|error| CallError::Protocol { detail: format!("cannot re-encode a streamed answer: {error}") })?;
+            serde_json::to_vec(&reader.finish()?).map_err(|error| CallError::Protocol { detail: format!("cannot re-encode a streamed answer: {error}") })?;
         if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
             return Err(CallError::ResponseTooLarge { limit });
         }

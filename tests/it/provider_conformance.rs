@@ -534,7 +534,7 @@ fn recorded_streams_keep_every_signature() {
         };
         let bytes = std::fs::read(&path).unwrap();
         let mut sent = Vec::new();
-        for event in events(&bytes) {
+        for event in events(&bytes).unwrap() {
             if let Ok(json) = serde_json::from_str(&event.data) {
                 opaque(&json, &mut sent);
             }

@@ -15,5 +15,6 @@ mod server;
 mod signatures;
 mod stream;
 
-pub use script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo, prompt_hash};
+pub use script::{Fault, FaultPlan, HostileStream, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo, prompt_hash};
 pub use server::{LoggedRequest, MockConfig, MockServer};
+pub use stream::SWITCHED_MODEL;

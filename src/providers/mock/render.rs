@@ -13,9 +13,9 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::super::types::{FinishReason, ProviderKind, Usage};
-use super::script::{Fault, MockReply, MockRequest, RetryHeader, echo};
+use super::script::{Fault, HostileStream, MockReply, MockRequest, RetryHeader, echo};
 use super::signatures::{ANTHROPIC_SIGNATURE, GEMINI_SIGNATURE};
-use super::stream::{Ending, Pace, frames, overload_frame, paced, sse_response};
+use super::stream::{Ending, Pace, frames, hostile_stream, overload_frame, paced, sse_response};
 
 /// Text of a string, or of the `pointer` field of each element of an array of parts.
 pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {
@@ -181,6 +181,16 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
             response
         }
         Fault::HugeAnswer { bytes } => huge_answer(request, bytes, answered_model),
+        Fault::HostileStream(HostileStream::InvalidUtf8) => {
+            let mut body = success_body(request, &echo(request), answered_model).to_string().into_bytes();
+            if let Some(at) = body.windows(4).position(|window| window == b"echo") {
+                body.insert(at + 2, 0xFF);
+            }
+            let mut response = Response::new(Body::from(body));
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+        Fault::HostileStream(_) => reply_response(request, &echo(request), answered_model),
     }
 }
 
@@ -203,6 +213,7 @@ async fn streamed_fault(fault: &Fault, request: &MockRequest, answered_model: Op
         }
         Fault::StallMidStream { after, silence } => sse_response(events(), Ending::Whole, Pace { stall: Some((*after, *silence)), ..pace }),
         Fault::HugeAnswer { bytes } => huge_stream(request, *bytes, answered_model, pace),
+        Fault::HostileStream(kind) => hostile_stream(request.protocol, events(), *kind, pace),
         _ => return None,
     })
 }

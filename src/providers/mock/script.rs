@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::super::types::{FinishReason, ProviderKind, ToolCall, Usage};
+pub use super::stream::HostileStream;
 
 /// A successful answer, rendered in whichever protocol the request used.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +118,9 @@ pub enum Fault {
         /// Length of the answer text in bytes.
         bytes: u64,
     },
+    /// A stream built to break a client (see [`HostileStream`]); an unstreamed request gets
+    /// the same corruption where it has one (invalid UTF-8), else the plain answer.
+    HostileStream(HostileStream),
     /// A streamed reply goes silent for `silence` after its first `after` events, then sends
     /// the rest, as a stalled provider does; a non-streamed reply is held back that long.
     StallMidStream {

@@ -303,3 +303,127 @@ where
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     response
 }
+
+/// A stream built to break a client (issue 21): each one, accepted, would cache something
+/// that is not the model's whole answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostileStream {
+    /// The answer's events with a byte that is not UTF-8 inside the answer text (unstreamed:
+    /// the same byte inside the JSON body).
+    InvalidUtf8,
+    /// The answer's events without its finish reason, ended as the protocol ends: Chat's
+    /// `[DONE]` after chunks whose `finish_reason` stays null, Anthropic's `message_stop`
+    /// after a `message_delta` without `stop_reason`, Gemini chunks without `finishReason`,
+    /// Responses events without the terminal one.
+    NoFinish,
+    /// The answer's events with the second of those that name a model naming
+    /// `switched-model`, and the ones before and after it the requested model, so a client
+    /// that reads one id (the first or the last) misses the switch. Anthropic names the
+    /// model only once, in `message_start`: sent unchanged.
+    ModelSwitch,
+    /// A `data:` line of `bytes` bytes that never ends, generated 64 KiB at a time.
+    EndlessLine {
+        /// Bytes sent before the connection closes.
+        bytes: u64,
+    },
+}
+
+/// The model a [`HostileStream::ModelSwitch`] switches to.
+pub const SWITCHED_MODEL: &str = "switched-model";
+
+/// `frames` with each event's JSON data edited by `edit`; `[DONE]` and the other non-JSON frames pass as they are.
+fn edited(frames: Vec<String>, mut edit: impl FnMut(&mut Value)) -> Vec<String> {
+    frames
+        .into_iter()
+        .map(|frame| {
+            let event = frame.lines().find_map(|line| line.strip_prefix("event: ")).map(str::to_owned);
+            let data = frame.lines().find_map(|line| line.strip_prefix("data: "));
+            match data.and_then(|data| serde_json::from_str::<Value>(data).ok()) {
+                Some(mut json) => {
+                    edit(&mut json);
+                    self::frame(event.as_deref(), &json)
+                }
+                None => frame,
+            }
+        })
+        .collect()
+}
+
+/// `frames` (the answer's events) made hostile as `kind` says, as the chunks to send.
+pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: HostileStream, pace: Pace) -> Response {
+    let items: Vec<Bytes> = match kind {
+        HostileStream::InvalidUtf8 => {
+            let mut done = false;
+            frames
+                .into_iter()
+                .map(|frame| match frame.find("echo").filter(|_| !done) {
+                    Some(at) => {
+                        done = true;
+                        let mut bytes = frame.into_bytes();
+                        bytes.insert(at + 2, 0xFF);
+                        Bytes::from(bytes)
+                    }
+                    None => Bytes::from(frame),
+                })
+                .collect()
+        }
+        HostileStream::NoFinish => {
+            let mut frames = edited(frames, |json| match protocol {
+                ProviderKind::OpenAi => {
+                    for choice in json.get_mut("choices").and_then(Value::as_array_mut).into_iter().flatten() {
+                        choice["finish_reason"] = Value::Null;
+                    }
+                }
+                ProviderKind::Anthropic => {
+                    if json_type(json) == "message_delta"
+                        && let Some(delta) = json.get_mut("delta")
+                    {
+                        delta["stop_reason"] = Value::Null;
+                    }
+                }
+                ProviderKind::Gemini => {
+                    if let Some(candidate) = json.pointer_mut("/candidates/0").and_then(Value::as_object_mut) {
+                        candidate.remove("finishReason");
+                    }
+                }
+                ProviderKind::OpenAiResponses => {}
+            });
+            if protocol == ProviderKind::OpenAiResponses {
+                frames.pop();
+            }
+            frames.into_iter().map(Bytes::from).collect()
+        }
+        HostileStream::ModelSwitch => {
+            let mut named = 0;
+            let mut switch = |model: Option<&mut Value>| {
+                if let Some(model) = model.filter(|model| model.is_string()) {
+                    named += 1;
+                    if named == 2 {
+                        *model = json!(SWITCHED_MODEL);
+                    }
+                }
+            };
+            edited(frames, |json| match protocol {
+                ProviderKind::OpenAi => switch(json.get_mut("model")),
+                ProviderKind::Gemini => switch(json.get_mut("modelVersion")),
+                ProviderKind::OpenAiResponses => switch(json.pointer_mut("/response/model")),
+                ProviderKind::Anthropic => {}
+            })
+            .into_iter()
+            .map(Bytes::from)
+            .collect()
+        }
+        HostileStream::EndlessLine { bytes } => {
+            const CHUNK: u64 = 64 * 1024;
+            let filler = Bytes::from(vec![b'a'; 64 * 1024]);
+            let head = std::iter::once(Bytes::from_static(b"data: {\"text\": \""));
+            let body = (0..bytes.div_ceil(CHUNK)).map(move |index| filler.slice(..usize::try_from((bytes - index * CHUNK).min(CHUNK)).unwrap_or(0)));
+            return paced(head.chain(body).map(Ok), pace);
+        }
+    };
+    paced(items.into_iter().map(Ok), pace)
+}
+
+fn json_type(json: &Value) -> &str {
+    json.get("type").and_then(Value::as_str).unwrap_or_default()
+}

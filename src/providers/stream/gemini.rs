@@ -8,17 +8,18 @@
 //! Function calls stay whole, signatures included. `finishReason` and the other candidate
 //! fields, `usageMetadata` (cumulative), `modelVersion` and `promptFeedback` are the last
 //! ones sent. There is no end-of-stream event: a stream without a `finishReason` (or a
-//! blocked prompt) was cut.
+//! blocked prompt) was cut. Every chunk names its model (`modelVersion`): they must agree.
 
 use serde_json::{Map, Value, json};
 
-use super::{SseEvent, event_json, stream_cut};
+use super::{Budget, ModelIds, SseEvent, event_json, json_len, stream_cut};
 use crate::providers::CallError;
 
 /// The chunks of one Gemini stream so far.
 #[derive(Debug, Default)]
 pub(super) struct GeminiStream {
     top: Map<String, Value>,
+    models: ModelIds,
     candidate: Map<String, Value>,
     role: Option<Value>,
     parts: Vec<Value>,
@@ -41,7 +42,7 @@ fn is_text(part: &Value) -> bool {
 
 impl GeminiStream {
     /// Folds one chunk in; `true` only for an error (the stream itself says nothing more).
-    pub(super) fn push(&mut self, event: &SseEvent) -> Result<bool, CallError> {
+    pub(super) fn push(&mut self, event: &SseEvent, budget: &mut Budget) -> Result<bool, CallError> {
         let chunk = event_json(event)?;
         if chunk.get("error").is_some_and(|error| !error.is_null()) {
             self.error = Some(chunk);
@@ -50,8 +51,11 @@ impl GeminiStream {
         let Some(map) = chunk.as_object() else {
             return Err(CallError::Protocol { detail: "a stream chunk is not a JSON object".into() });
         };
+        if let Some(model) = map.get("modelVersion").and_then(Value::as_str) {
+            self.models.see(model);
+        }
         for (key, value) in map.iter().filter(|(key, _)| key.as_str() != "candidates") {
-            self.top.insert(key.clone(), value.clone());
+            budget.put(&mut self.top, key, value.clone())?;
         }
         if chunk.pointer("/promptFeedback/blockReason").and_then(Value::as_str).is_some_and(|reason| !reason.is_empty()) {
             self.complete = true;
@@ -61,7 +65,7 @@ impl GeminiStream {
         };
         self.seen_candidate = true;
         for (key, value) in candidate.iter().filter(|(key, _)| key.as_str() != "content") {
-            self.candidate.insert(key.clone(), value.clone());
+            budget.put(&mut self.candidate, key, value.clone())?;
         }
         if candidate.get("finishReason").and_then(Value::as_str).is_some_and(|reason| !reason.is_empty()) {
             self.complete = true;
@@ -71,26 +75,28 @@ impl GeminiStream {
         }
         let parts = candidate.get("content").and_then(|content| content.get("parts")).and_then(Value::as_array);
         for part in parts.into_iter().flatten() {
-            self.add_part(part);
+            self.add_part(part, budget)?;
         }
         Ok(false)
     }
 
-    fn add_part(&mut self, part: &Value) {
+    fn add_part(&mut self, part: &Value, budget: &mut Budget) -> Result<(), CallError> {
         if let Some(last) = self.parts.last_mut().filter(|last| is_text(last) && is_text(part) && is_thought(last) == is_thought(part)) {
             let both_signed = last.get(SIGNATURE).is_some() && part.get(SIGNATURE).is_some();
             if !both_signed {
                 let piece = part.get("text").and_then(Value::as_str).unwrap_or_default();
                 if let Some(Value::String(text)) = last.get_mut("text") {
-                    text.push_str(piece);
+                    budget.append(text, piece)?;
                 }
                 if let (Some(signature), Some(map)) = (part.get(SIGNATURE), last.as_object_mut()) {
-                    map.insert(SIGNATURE.into(), signature.clone());
+                    budget.put(map, SIGNATURE, signature.clone())?;
                 }
-                return;
+                return Ok(());
             }
         }
+        budget.take(json_len(part))?;
         self.parts.push(part.clone());
+        Ok(())
     }
 
     /// The `GenerateContentResponse` the same call returns without streaming.
@@ -102,6 +108,7 @@ impl GeminiStream {
             return Err(stream_cut("no chunk with a `finishReason`"));
         }
         let mut body = self.top;
+        self.models.write(&mut body, "modelVersion");
         if self.seen_candidate {
             let mut candidate = self.candidate;
             candidate.insert("content".into(), json!({"role": self.role.unwrap_or_else(|| json!("model")), "parts": self.parts}));

@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use super::super::client::tests::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::client::{ClientConfig, ProviderClient, request_fingerprint};
-use super::super::mock::{Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
+use super::super::mock::{Fault, FaultPlan, HostileStream, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, SWITCHED_MODEL, Script};
 use super::super::openai;
 use super::super::retry::RetryPolicy;
-use super::super::types::{ChatResponse, Endpoint, FinishReason, ProviderKind, ToolCall, canonical_json};
+use super::super::types::{Answered, ChatResponse, Endpoint, FinishReason, ProviderKind, ToolCall, answered_as, canonical_json};
 use super::*;
 
 fn client(config: ClientConfig) -> ProviderClient {
@@ -32,14 +32,14 @@ fn sse_framing_survives_any_split_crlf_comments_and_multiline_data() {
         SseEvent { event: String::new(), data: "three\nmore".into() },
         SseEvent { event: String::new(), data: "last".into() },
     ];
-    assert_eq!(events(text.as_bytes()), expected);
+    assert_eq!(events(text.as_bytes()), Ok(expected.clone()));
     for size in 1..8 {
         let mut decoder = SseDecoder::default();
         let mut out = Vec::new();
         for piece in text.as_bytes().chunks(size) {
-            decoder.push(piece, &mut out);
+            decoder.push(piece, &mut out).unwrap();
         }
-        decoder.finish(&mut out);
+        decoder.finish(&mut out).unwrap();
         assert_eq!(out, expected, "chunks of {size} bytes");
     }
 }
@@ -450,4 +450,143 @@ async fn streams_through_nginx_arrive_live_and_whole() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(logged(), Some(4), "all four went through nginx");
+}
+
+/// A call asking `prompt` of `kind` against a mock whose first reply is `fault`, then echoes.
+async fn first_reply_to(prompt: &str, kind: ProviderKind, fault: Fault, stream: bool, config: ClientConfig) -> (super::super::client::CallRecord, u64) {
+    let server = MockServer::start(MockConfig { faults: FaultPlan::sequence([fault]), ..MockConfig::default() }).await.unwrap();
+    let endpoint = mock_endpoint(&server, kind, "m").with_stream(if stream { StreamMode::On } else { StreamMode::Off });
+    let record = client(config).call_recorded(&endpoint, &ask(prompt)).await;
+    (record, server.calls())
+}
+
+/// [`first_reply_to`] asking `hi`.
+async fn first_reply(kind: ProviderKind, fault: Fault, stream: bool, config: ClientConfig) -> (super::super::client::CallRecord, u64) {
+    first_reply_to("hi", kind, fault, stream, config).await
+}
+
+/// Issue 21: bytes that are not UTF-8 are a malformed response, streamed as unstreamed
+/// (retried, so never cached), never an answer with U+FFFD in it.
+#[tokio::test]
+async fn invalid_utf8_in_a_stream_is_malformed_as_unstreamed() {
+    for kind in KINDS {
+        for stream in [true, false] {
+            let (record, calls) = first_reply(kind, Fault::HostileStream(HostileStream::InvalidUtf8), stream, quick_config()).await;
+            assert_eq!(record.failed_attempts, ["protocol"], "{kind} streamed: {stream}");
+            assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind} streamed: {stream}");
+            assert_eq!(calls, 2, "{kind}");
+        }
+    }
+    let chat = b"data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ec\xFFho\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let error = assemble(ProviderKind::OpenAi, chat).unwrap_err();
+    assert_eq!(error, CallError::Protocol { detail: "invalid UTF-8 in the event stream".into() });
+    // Cut inside a multi-byte character between two chunks is still whole UTF-8.
+    let text = "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"é😀\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let mut reader = StreamReader::new(ProviderKind::OpenAi, 1 << 20);
+    for piece in text.as_bytes().chunks(1) {
+        reader.feed(piece).unwrap();
+    }
+    assert_eq!(reader.finish().unwrap()["choices"][0]["message"]["content"], "é😀");
+}
+
+/// Issue 21: a stream that ends, by its protocol's last event or by closing, without a
+/// finish reason (Anthropic: a `stop_reason`) was cut: retried, never an answer.
+#[tokio::test]
+async fn a_stream_without_a_finish_reason_is_cut_on_every_protocol() {
+    for kind in KINDS {
+        let (record, _) = first_reply(kind, Fault::HostileStream(HostileStream::NoFinish), true, quick_config()).await;
+        assert_eq!(record.failed_attempts, ["protocol"], "{kind}");
+        assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
+    }
+    let chunk = "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n";
+    let usage = "data: {\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\n";
+    let error = parsed(ProviderKind::OpenAi, &format!("{chunk}{usage}data: [DONE]\n\n")).unwrap_err();
+    assert_eq!((error.class(), error.to_string().contains("`[DONE]` before any `finish_reason`")), ("protocol", true), "{error}");
+    let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3}}}\n\n";
+    let text = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"Hi\"}}\n\n";
+    let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let error = parsed(ProviderKind::Anthropic, &format!("{start}{text}{stop}")).unwrap_err();
+    assert_eq!((error.class(), error.to_string().contains("without a `stop_reason`")), ("protocol", true), "{error}");
+    let delta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n";
+    assert_eq!(parsed(ProviderKind::Anthropic, &format!("{start}{text}{delta}{stop}")).unwrap().text, "Hi");
+    let gemini = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"Hel\"}]},\"index\":0}],\"modelVersion\":\"m\"}\n\n";
+    assert_eq!(parsed(ProviderKind::Gemini, gemini).unwrap_err().class(), "protocol");
+    let created = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"model\":\"m\",\"status\":\"in_progress\",\"output\":[]}}\n\n";
+    assert_eq!(parsed(ProviderKind::OpenAiResponses, created).unwrap_err().class(), "protocol");
+}
+
+/// Issue 21: every event's model id counts. A stream whose events name two models is
+/// reported as answered by both, which the answered-model rule treats as another model
+/// (not cached unless `accept_other_model`); a dated snapshot next to its alias is one model.
+#[tokio::test]
+async fn a_model_switch_between_events_is_another_model() {
+    for kind in [ProviderKind::OpenAi, ProviderKind::OpenAiResponses, ProviderKind::Gemini] {
+        // Enough words that the switched event is neither the first nor the last.
+        let (record, _) = first_reply_to("one two three", kind, Fault::HostileStream(HostileStream::ModelSwitch), true, quick_config()).await;
+        let response = record.result.unwrap();
+        assert_eq!(response.answered_model, format!("m, then {SWITCHED_MODEL}"), "{kind}");
+        assert_eq!(answered_as("m", &response.answered_model), Answered::Other, "{kind}");
+    }
+    let chunk = |model: &str, finish: &str| {
+        format!("data: {{\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"x\"}},\"finish_reason\":{finish}}}]}}\n\n")
+    };
+    let answered = |first: &str, second: &str| {
+        let stream = format!("{}{}data: [DONE]\n\n", chunk(first, "null"), chunk(second, "\"stop\""));
+        parsed(ProviderKind::OpenAi, &stream).unwrap().answered_model
+    };
+    assert_eq!(answered("gpt-4.1", "gpt-4.1-2025-04-14"), "gpt-4.1-2025-04-14");
+    assert_eq!(answered("gpt-4.1-2025-04-14", "gpt-4.1"), "gpt-4.1-2025-04-14");
+    assert_eq!(answered("gpt-4.1", "gpt-4.1-mini"), "gpt-4.1, then gpt-4.1-mini");
+    assert_eq!(answered("gpt-4.1-2025-04-14", "gpt-4.1-2025-05-01"), "gpt-4.1-2025-04-14, then gpt-4.1-2025-05-01");
+    assert_eq!(answered("gpt-4.1-mini", "gpt-4.1-mini"), "gpt-4.1-mini");
+    let gemini = |model: &str, finish: &str| {
+        format!("data: {{\"candidates\":[{{\"content\":{{\"role\":\"model\",\"parts\":[{{\"text\":\"x\"}}]}}{finish}}}],\"modelVersion\":\"{model}\"}}\n\n")
+    };
+    let stream = format!("{}{}", gemini("gemini-2.5-pro", ""), gemini("gemini-2.5-flash", ",\"finishReason\":\"STOP\""));
+    assert_eq!(parsed(ProviderKind::Gemini, &stream).unwrap().answered_model, "gemini-2.5-pro, then gemini-2.5-flash");
+}
+
+/// Issue 21: the cap holds while the stream arrives. Folded text fails the stream at the
+/// chunk that passes the cap, long before its end; so does one line that never ends (which
+/// the old reader buffered whole, then retried as malformed).
+#[tokio::test]
+async fn a_stream_fails_as_soon_as_its_answer_passes_the_cap() {
+    let cap: u64 = 64 * 1024;
+    for kind in KINDS {
+        let frame = match kind {
+            ProviderKind::OpenAi => json!({"model": "m", "choices": [{"index": 0, "delta": {"content": "a".repeat(1000)}, "finish_reason": null}]}),
+            ProviderKind::Anthropic => json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a".repeat(1000)}}),
+            ProviderKind::Gemini => json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "a".repeat(1000)}]}, "index": 0}]}),
+            ProviderKind::OpenAiResponses => {
+                json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "message", "content": [{"type": "output_text", "text": "a".repeat(1000)}]}})
+            }
+        };
+        let mut reader = StreamReader::new(kind, cap);
+        if kind == ProviderKind::Anthropic {
+            let start = "data: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"content\":[]}}\n\n";
+            reader.feed(start.as_bytes()).unwrap();
+        }
+        let mut fed = 0_u64;
+        let mut outcome = Ok(false);
+        for index in 0..10_000 {
+            // Responses items replace each other at one index: give each its own.
+            let mut frame = frame.clone();
+            if kind == ProviderKind::OpenAiResponses {
+                frame["output_index"] = json!(index);
+            }
+            let bytes = format!("data: {frame}\n\n");
+            fed += bytes.len() as u64;
+            outcome = reader.feed(bytes.as_bytes());
+            if outcome.is_err() {
+                break;
+            }
+        }
+        assert_eq!(outcome, Err(CallError::ResponseTooLarge { limit: cap }), "{kind}");
+        assert!(fed < 2 * cap, "{kind}: failed after {fed} bytes");
+    }
+    for kind in KINDS {
+        let config = ClientConfig { max_response_bytes: 256 * 1024, ..quick_config() };
+        let (record, calls) = first_reply(kind, Fault::HostileStream(HostileStream::EndlessLine { bytes: 2 << 20 }), true, config).await;
+        assert_eq!((record.result, record.attempts, calls), (Err(CallError::ResponseTooLarge { limit: 256 * 1024 }), 1, 1), "{kind}");
+    }
 }
