@@ -4,13 +4,15 @@
 //! secret rule stays native Rust.
 //!
 //! The Rust side drives the §3.3 walk: for each visited state it computes the secret rule's
-//! verdicts on the 52 universe cards and asks the worker to evaluate the guess on that
-//! state. To save round trips, states are sent in batches along the walk (1, 2, 4 … up to
-//! [`PyJudgeConfig::max_batch_states`]; `1` = one round trip per walk step). This is exact:
-//! the walk depends only on the secret rule and the RNG, and the worker evaluates cards in
-//! reference order (actual first; skip cards where the actual rule raised; stop at the first
-//! direct mismatch; stop after a state with an exception), so the guess code sees exactly the
-//! calls the reference would make, and nothing after the check's end.
+//! verdicts on the 52 universe cards, asks the worker for the guess's outputs on that state
+//! and compares them here. The worker is never sent the secret verdicts, so guess code that
+//! escapes the restricted builtins finds no answer key to copy (issue 21). To save round
+//! trips, states are sent in batches along the walk (1, 2, 4 … up to
+//! [`PyJudgeConfig::max_batch_states`]; `1` = one round trip per walk step). Verdicts are
+//! exact: the walk depends only on the secret rule and the RNG, and the comparison follows
+//! reference order (skip cards where the actual rule raised; stop at the first direct
+//! mismatch; stop after a state with an exception). The guess may be called on cards past the
+//! check's end within the last batch; those outputs are discarded.
 //!
 //! Deviations from the reference (evalgrid behaviour): the guess gets a fresh *copy* of the
 //! mainline for every call (the reference passes the live simulated list, so a mutating guess
@@ -364,10 +366,8 @@ impl PyJudge {
                 "op": "eval",
                 "time_limit_s": remaining.as_secs_f64(),
                 "call_cpu_s": self.config.call_cpu_limit.as_secs_f64(),
-                "states": batch.iter().map(|s| json!({
-                    "m": indices(&s.mainline),
-                    "a": String::from_utf8_lossy(&s.actual),
-                })).collect::<Vec<_>>(),
+                // The mainline only: the secret verdicts never leave this process.
+                "states": batch.iter().map(|s| json!({"m": indices(&s.mainline)})).collect::<Vec<_>>(),
             });
             let deadline = began + self.config.check_time_limit + self.config.kill_grace;
             out.round_trips += 1;
@@ -380,12 +380,10 @@ impl PyJudge {
                 let e = JudgeError::WorkerFailed { detail: format!("eval request refused: {error}") };
                 return self.failed(out, e);
             }
-            if out.first_exception.is_none() {
-                out.first_exception = reply.get("errors").and_then(|e| e.get(0)).and_then(|e| e.get(2)).and_then(Value::as_str).map(str::to_owned);
-            }
+            let errors: Vec<(usize, usize, String)> = reply.get("errors").and_then(|e| serde_json::from_value(e.clone()).ok()).unwrap_or_default();
             let results: Vec<String> = reply.get("results").and_then(|r| serde_json::from_value(r.clone()).ok()).unwrap_or_default();
             let aborted = reply.get("deadline").and_then(Value::as_bool) == Some(true);
-            for (state, result) in batch.iter().zip(&results) {
+            for (s, (state, result)) in batch.iter().zip(&results).enumerate() {
                 let r = result.as_bytes();
                 let v = &mut out.verdict;
                 for i in 0..52 {
@@ -398,8 +396,16 @@ impl PyJudge {
                     }
                     v.comparisons += 1;
                     let a = state.actual[i];
+                    if a == b'E' {
+                        // The actual rule raised: the reference does not evaluate the guess.
+                        v.mismatches += 1;
+                        continue;
+                    }
+                    if matches!(r[i], b'E' | b'T' | b'M') && out.first_exception.is_none() {
+                        out.first_exception = errors.iter().find(|(es, ei, _)| (*es, *ei) == (s, i)).map(|e| e.2.clone());
+                    }
                     match r[i] {
-                        b'0' | b'1' if a != b'E' => {
+                        b'0' | b'1' => {
                             let g = r[i] == b'1';
                             if g != (a == b'1') {
                                 v.mismatches += 1;

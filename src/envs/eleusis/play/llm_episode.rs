@@ -24,7 +24,9 @@ use crate::providers::{ChatRequest, FinishReason, Message};
 use crate::spec::ModelConfig;
 
 /// Version of the verdict record and judge protocol (part of verdict keys).
-const VERDICT_VERSION: u32 = 1;
+/// 2: the judge worker is no longer sent the secret verdicts (issue 21), so verdicts of a
+/// guess that read them are judged again.
+const VERDICT_VERSION: u32 = 2;
 /// Compiler attempts before a guess is judged "no code" (the older runs' 3).
 const COMPILE_ATTEMPTS: u32 = 3;
 

@@ -25,6 +25,9 @@ use crate::sandbox::worker::{SandboxedWorker, WorkerLimits, WorkerSpec};
 /// The worker script, embedded so that the judge needs nothing on disk but `python3`.
 pub const WORKER_SOURCE: &str = include_str!("worker.py");
 
+/// The protocol version the worker announces; 2 = the worker is never sent the secret verdicts.
+const WORKER_PROTOCOL: u64 = 2;
+
 /// Longest accepted reply line; a worker flooding stdout is treated as a protocol error.
 const MAX_LINE_BYTES: u64 = 64 << 20;
 /// Bytes of worker stderr kept for crash reports.
@@ -176,7 +179,7 @@ impl Worker {
     }
 
     fn check_hello(&mut self, hello: &Value) -> Result<(), WorkerFailure> {
-        if hello.get("hello").and_then(Value::as_u64) != Some(1) {
+        if hello.get("hello").and_then(Value::as_u64) != Some(WORKER_PROTOCOL) {
             return Err(WorkerFailure::Spawn(format!("unexpected hello: {hello}")));
         }
         let expected: Vec<String> = universe().iter().map(Card::to_string).collect();

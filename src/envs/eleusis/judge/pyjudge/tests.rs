@@ -18,12 +18,12 @@ use crate::envs::eleusis::test_support::data_dir;
 fn judge_with(config: PyJudgeConfig) -> Option<PyJudge> {
     match PyJudge::new(config) {
         Ok(j) => Some(j),
-        Err(JudgeError::Unavailable { detail }) if detail.contains("not found") => {
-            eprintln!("NOTE: python3 not found; skipping Python judge test ({detail})");
-            None
-        }
         Err(JudgeError::Unavailable { detail }) if detail.contains("bubblewrap") => {
             eprintln!("SKIPPED: the Python judge needs a working bubblewrap sandbox ({detail})");
+            None
+        }
+        Err(JudgeError::Unavailable { detail }) if detail.contains("not found") => {
+            eprintln!("NOTE: python3 not found; skipping Python judge test ({detail})");
             None
         }
         Err(e) => panic!("python3 is present but the judge failed to start: {e}"),
@@ -394,4 +394,65 @@ fn code_judge_drives_round_apply() {
     }
     assert!(round.is_over() && round.finish().success);
     assert!(checks > 0);
+}
+
+/// Guess code that escapes the restricted builtins (the `_wrap_close` route), switches the
+/// audit hook off and copies the secret rule's verdicts out of the worker's frames and
+/// requests. Returns `False` when it finds none.
+const SELF_JUDGING_GUESS: &str = "\
+found = None
+try:
+    sys = Card.__dict__.get('_sys')
+    if sys is None:
+        for c in ().__class__.__base__.__subclasses__():
+            if c.__name__ == '_wrap_close':
+                sys = c.__init__.__globals__['sys']
+                break
+        Card._sys = sys
+    sys.modules['__main__'].S.guarding = False
+    bi = sys.modules['builtins']
+    f = sys._getframe(1)
+    while f is not None and found is None:
+        loc = f.f_locals
+        i = loc.get('i')
+        for name in ('actual', 'a', 'st', 'req'):
+            v = loc.get(name)
+            if bi.isinstance(v, dict):
+                v = v.get('a') or (v.get('states') or [{}])[0].get('a')
+            if bi.isinstance(v, str) and len(v) == 52 and bi.isinstance(i, int):
+                found = v[i] == '1'
+                break
+        f = f.f_back
+except:
+    found = None
+return bool(found)";
+
+/// Issue 21: the worker is never sent the secret verdicts, so a guess that reads them from
+/// its caller loses on a plain and a sequence rule, while a correct guess still wins and a
+/// wrong one still loses.
+#[test]
+fn a_guess_cannot_judge_itself() {
+    // The default check budget, as in a real run: the red team's guess won within it.
+    let Some(mut judge) = judge_with(PyJudgeConfig::default()) else {
+        return;
+    };
+    let cases: [(SecretRule, &str, &str, &str); 2] = [
+        (SecretRule::OnlyRedCards, "7♥", "return card.color == 'red'", "return card.color == 'black'"),
+        (
+            SecretRule::AlternatingColors,
+            "7♥",
+            "if not mainline:\n    return True\nreturn card.color != mainline[-1].color",
+            "if not mainline:\n    return True\nreturn card.color == mainline[-1].color",
+        ),
+    ];
+    for (rule, start, correct, wrong) in cases {
+        let start = cards(start);
+        let cheat = judge.check(&rule, Some(SELF_JUDGING_GUESS), &start, &params());
+        eprintln!("{rule:?}: self-judging guess: {} ({:?}, {:?})", cheat.verdict.message, cheat.judge_error, cheat.first_exception);
+        assert!(!cheat.verdict.equivalent, "{rule:?}: the self-judging guess won: {}", cheat.verdict.message);
+        let good = judge.check(&rule, Some(correct), &start, &params());
+        assert!(good.verdict.equivalent, "{rule:?}: {}", good.verdict.message);
+        let bad = judge.check(&rule, Some(wrong), &start, &params());
+        assert!(!bad.verdict.equivalent, "{rule:?}: {}", bad.verdict.message);
+    }
 }

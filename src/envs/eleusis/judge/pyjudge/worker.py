@@ -4,7 +4,9 @@
 # benchmark does: wrapped as `def evaluate_rule(card, mainline):`, restricted builtins, the
 # global name `Card`, result coerced with bool(). It speaks line-delimited JSON on
 # stdin/stdout; the Rust side drives the equivalence walk (section 3.3) and asks for whole
-# states (52 cards each) per request.
+# states (52 cards each) per request. The worker is never told the secret rule's verdicts:
+# it returns the guess's outputs and Rust compares them, so guess code that escapes the
+# restricted builtins finds no answer key in any frame, global or request of this process.
 #
 # Isolation (defence in depth; restricted builtins are not a security boundary): the parent
 # starts us with an empty environment (except PYTHONHASHSEED=0), -s -S -B, cwd in a fresh
@@ -24,7 +26,7 @@ import sys
 import textwrap
 import time
 
-WORKER_VERSION = 1
+WORKER_VERSION = 2
 SUIT_SPECS = (
     ("HEARTS", ("hearts", "\u2665", "red")),
     ("DIAMONDS", ("diamonds", "\u2666", "red")),
@@ -192,19 +194,10 @@ def op_eval(req):
         for st in req["states"]:
             mainline = [cards[i] for i in st["m"]]
             copy = mainline.copy  # a fresh copy per call: the guess may mutate it
-            actual = st.get("a")
             out = []
             emit = out.append
-            stop = False
             exc = False
             for i, card in enumerate(cards):
-                a = None
-                if actual is not None:
-                    a = actual[i]
-                    if a == "E":  # the actual rule raised: guess not evaluated (actual first)
-                        emit("S")
-                        exc = True
-                        continue
                 seq += 1
                 st_.call_seq = seq
                 try:
@@ -220,12 +213,9 @@ def op_eval(req):
                         errors.append([len(results), i, what])
                     continue
                 emit("1" if g else "0")
-                if a is not None and g != (a == "1"):
-                    stop = True  # direct mismatch: the check ends at this card
-                    break
             results.append("".join(out))
-            if stop or (actual is not None and exc):
-                break
+            if exc:
+                break  # a state where the guess raised ends the check (section 3.3)
     except _Deadline:
         aborted = True
     finally:
