@@ -67,23 +67,30 @@ pub fn verify(store: &Store) -> Result<Verification, CacheError> {
     for path in files_under(&store.root().join("blobs")) {
         v.checked += 1;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        match std::fs::read(&path) {
-            Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == name => {}
-            Ok(_) => v.bad.push((path, "blob content does not match its hash".into())),
-            Err(e) => v.bad.push((path, e.to_string())),
+        if let Some(reason) = blob_problem(&path, &name) {
+            v.bad.push((path, reason));
         }
     }
     Ok(v)
 }
 
-/// Removes temp files, free lock files and corrupt entries; when `keep` is
-/// given, also removes entries whose key is not in it, sub-step indexes of
-/// episodes not in it, and blobs no kept entry refers to.
+/// Why the blob at `path` is damaged, if it is (its content must hash to its name).
+fn blob_problem(path: &std::path::Path, name: &str) -> Option<String> {
+    match std::fs::read(path) {
+        Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == name => None,
+        Ok(_) => Some("blob content does not match its hash".into()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Removes temp files, free lock files, damaged entries (whatever is in their place: a torn
+/// file, a directory) and damaged blobs; when `keep` is given, also removes entries whose
+/// key is not in it, sub-step indexes of episodes not in it, and blobs no kept entry refers to.
 pub fn gc(store: &Store, keep: Option<&HashSet<StepKey>>) -> Result<Collection, CacheError> {
     let mut c = Collection::default();
     let remove = |path: &std::path::Path, c: &mut Collection| {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        if std::fs::remove_file(path).is_ok() {
+        if super::store::remove_any(path).is_ok() {
             c.removed += 1;
             c.bytes += len;
         }
@@ -111,11 +118,12 @@ pub fn gc(store: &Store, keep: Option<&HashSet<StepKey>>) -> Result<Collection, 
                 remove(&path, &mut c);
             }
         }
-        for path in files_under(&store.root().join("blobs")) {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-            if !referenced.contains(&name) {
-                remove(&path, &mut c);
-            }
+    }
+    for path in files_under(&store.root().join("blobs")) {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let unreferenced = keep.is_some() && !referenced.contains(&name);
+        if unreferenced || blob_problem(&path, &name).is_some() {
+            remove(&path, &mut c);
         }
     }
     Ok(c)

@@ -224,13 +224,18 @@ impl Store {
     }
 
     /// The local entry file of `key` decoded by `decode`; a missing, corrupt or undecodable
-    /// file is `None`, any other read error an error.
+    /// file is `None`, and so is one that cannot be read at all (a directory in its place, a
+    /// bad sector): a damaged entry is a miss that is computed again and replaced, never a
+    /// reason to stop every later run (issue 21).
     fn read_local<T, E>(&self, key: StepKey, decode: impl FnOnce(&[u8], StepKey) -> Result<T, E>) -> Result<Option<T>, CacheError> {
         let path = self.entry_path(key);
         match std::fs::read(&path) {
             Ok(bytes) => Ok(decode(&bytes, key).ok()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(CacheError::Io { path, source: e }),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "cannot read a cache entry ({e}); treating it as a miss");
+                Ok(None)
+            }
         }
     }
 
@@ -260,7 +265,7 @@ impl Store {
             self.write_atomic(&path, &winner.encode())?;
             // A failure recorded from here is cleared on both sides; one recorded by another
             // machine is superseded by the entry (`status` checks cached before failed).
-            if self.failure_path(entry.key).is_file() {
+            if std::fs::symlink_metadata(self.failure_path(entry.key)).is_ok() {
                 self.clear_failure(entry.key)?;
             }
             return Ok(stored);
@@ -285,7 +290,8 @@ impl Store {
     pub fn put_blob(&self, bytes: &[u8]) -> Result<String, CacheError> {
         let hash = blake3::hash(bytes).to_hex().to_string();
         let path = self.sharded("blobs", &hash, "");
-        if !path.is_file() {
+        // What is there is kept only when it is these bytes: a damaged blob is replaced.
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64) || std::fs::read(&path).ok().as_deref() != Some(bytes) {
             self.write_atomic(&path, bytes)?;
         }
         if let Some(remote) = &self.remote {
@@ -294,8 +300,8 @@ impl Store {
         Ok(hash)
     }
 
-    /// Reads a blob, returning `None` when missing or when its content no
-    /// longer matches its hash.
+    /// Reads a blob, returning `None` when missing or when its content no longer matches its
+    /// hash; a damaged blob is removed, so that storing the same bytes again repairs it.
     pub fn get_blob(&self, hash: &str) -> Result<Option<Vec<u8>>, CacheError> {
         if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(None);
@@ -303,9 +309,12 @@ impl Store {
         let path = self.sharded("blobs", hash, "");
         match std::fs::read(&path) {
             Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() == hash => return Ok(Some(bytes)),
-            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(CacheError::Io { path, source: e }),
+            damaged => {
+                let why = damaged.err().map_or_else(|| "content does not match its hash".to_owned(), |e| e.to_string());
+                tracing::warn!(path = %path.display(), "removing a damaged cache blob ({why})");
+                remove_any(&path)?;
+            }
         }
         let Some(remote) = &self.remote else { return Ok(None) };
         let found = remote.get_blob(hash)?;
@@ -384,11 +393,23 @@ impl Store {
         self.put_record(&self.failure_path(failure.key), &bytes)
     }
 
-    /// The recorded failure of `key`, if any.
+    /// The recorded failure of `key`, if any. A record that is there but cannot be read or
+    /// parsed still says the step failed (its cause is lost: `cell` is empty), so that
+    /// `--retry-errors` retries it and `status` says so, instead of calling it never run.
     #[must_use]
     pub fn failure(&self, key: StepKey) -> Option<Failure> {
-        let bytes = self.get_record(&self.failure_path(key))?;
-        serde_json::from_slice(&bytes).ok()
+        let path = self.failure_path(key);
+        if let Some(bytes) = self.get_record(&path)
+            && let Ok(failure) = serde_json::from_slice(&bytes)
+        {
+            return Some(failure);
+        }
+        std::fs::symlink_metadata(&path).is_ok().then(|| Failure {
+            key,
+            cell: String::new(),
+            kind: StepKind::Episode,
+            error: "unknown: its failure record in the cache is damaged".to_owned(),
+        })
     }
 
     /// Forgets a recorded failure (after a success), here and on a shared remote.
@@ -400,11 +421,14 @@ impl Store {
         if let (Some(remote), Some(rel)) = (&self.remote, self.rel(&path)) {
             remote.delete_record(&rel)?;
         }
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(CacheError::Io { path, source: e }),
-        }
+        remove_any(&path)
+    }
+
+    /// Removes the local entry of `key`, so that it is computed and stored again. Only for
+    /// steps that are a pure function of their key (metrics, report), whose entry names
+    /// blobs that are gone; a model answer is never evicted.
+    pub fn evict(&self, key: StepKey) -> Result<(), CacheError> {
+        remove_any(&self.entry_path(key))
     }
 
     /// A temp file holding `bytes`, beside the others of `path`'s shard (`tmp/ab/`), so
@@ -438,6 +462,11 @@ impl Store {
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent).map_err(io(parent))?;
                 }
+                attempt(e.file)
+            }
+            // A directory where a file belongs is damage: replace it.
+            Err(e) if replace && path.is_dir() => {
+                remove_any(path)?;
                 attempt(e.file)
             }
             other => other,
@@ -577,6 +606,19 @@ impl Store {
     }
 }
 
+/// Removes whatever is at `path` (a file, or a directory in a file's place); gone is fine.
+pub(crate) fn remove_any(path: &Path) -> Result<(), CacheError> {
+    let result = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(CacheError::Io { path: path.to_owned(), source: e }),
+        _ => Ok(()),
+    }
+}
+
 /// Runs `op`, which creates `target` in `dir`; when `dir` is missing, makes it and runs
 /// `op` again. Shard directories are made on their first use, not checked on every write.
 fn in_made_dir<T>(dir: &Path, target: &Path, op: impl Fn() -> std::io::Result<T>) -> Result<T, CacheError> {
@@ -641,6 +683,37 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         assert!(store.get(e.key).unwrap().is_none());
         assert!(Store::check_file(&path).is_err());
+    }
+
+    /// Whatever is in an entry's, blob's or failure record's place (a directory here), it is
+    /// a miss, `put` replaces it, and a failure record that cannot be read is still a failure.
+    #[test]
+    fn a_directory_in_a_files_place_is_a_miss_and_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let e = entry(2);
+        let path = store.entry_path(e.key);
+        std::fs::create_dir_all(path.join("junk")).unwrap();
+        assert!(!store.contains(e.key));
+        assert!(store.get(e.key).unwrap().is_none());
+        assert!(store.get_output::<Value>(e.key).unwrap().is_none());
+        assert!(matches!(store.put(&e).unwrap(), Stored::Written));
+        assert_eq!(store.get(e.key).unwrap(), Some(e.clone()));
+
+        let hash = blake3::hash(b"blob").to_hex().to_string();
+        let blob = store.sharded("blobs", &hash, "");
+        std::fs::create_dir_all(blob.join("junk")).unwrap();
+        assert!(store.get_blob(&hash).unwrap().is_none());
+        assert_eq!(store.put_blob(b"blob").unwrap(), hash);
+        assert_eq!(store.get_blob(&hash).unwrap().as_deref(), Some(&b"blob"[..]));
+
+        let failure = store.failure_path(e.key);
+        std::fs::create_dir_all(failure.join("junk")).unwrap();
+        assert!(store.failure(e.key).unwrap().error.contains("damaged"));
+        store.record_failure(&Failure { key: e.key, cell: "c".into(), kind: StepKind::Episode, error: "boom".into() }).unwrap();
+        assert_eq!(store.failure(e.key).unwrap().error, "boom");
+        store.clear_failure(e.key).unwrap();
+        assert!(store.failure(e.key).is_none());
     }
 
     /// Two processes (here two handles, as on two machines sharing the directory) that

@@ -36,6 +36,10 @@ pub enum ReportError {
     /// A cached output had an unexpected shape.
     #[error("cached {0} output is malformed; run `evalgrid cache verify`")]
     Malformed(&'static str),
+    /// A file of a cached report is missing from the cache or damaged; the report is
+    /// rendered again rather than failing every later run.
+    #[error("cached report file `{0}` is missing or damaged; run `evalgrid cache verify`")]
+    MissingBlob(String),
     /// A benchmark could not compute its extra tables.
     #[error("benchmark tables: {0}")]
     Benchmark(String),
@@ -98,8 +102,21 @@ pub struct ReportOutcome {
 }
 
 /// Computes (or reuses) metrics and report for `plan`, and writes the files
-/// under `reports_root/<pipeline name>/`.
+/// under `reports_root/<pipeline name>/`. When a cached report names a file that is gone
+/// from the cache (removed, or damaged and removed on read), metrics and report are
+/// computed again once, so a damaged blob costs a re-render, not every later run.
 pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
+    match build_once(pipeline, plan, store, reports_root, false) {
+        Err(ReportError::MissingBlob(name)) => {
+            tracing::warn!("cached report file `{name}` is missing or damaged; computing metrics and report again");
+            build_once(pipeline, plan, store, reports_root, true)
+        }
+        other => other,
+    }
+}
+
+/// One attempt of [`build`]; `fresh` evicts the cached metrics and report entries first.
+fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, fresh: bool) -> Result<ReportOutcome, ReportError> {
     // Reading and verifying entries is the bulk of the work on big grids;
     // rayon keeps the order (collect on an indexed iterator).
     let read: Vec<Option<Value>> = plan.cells.par_iter().map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
@@ -107,6 +124,9 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     let scored_cells: Vec<Cell> = scored.iter().map(|(c, _)| (*c).clone()).collect();
     let metrics_comp = metrics_components(pipeline, &plan.cells, &scored_cells);
     let metrics_key = StepKey::compute(&metrics_comp);
+    if fresh {
+        store.evict(metrics_key)?;
+    }
     let (metrics, metrics_cached) = match store.get(metrics_key)? {
         Some(e) => (serde_json::from_value::<MetricsOutput>(e.output).map_err(|_| ReportError::Malformed("metrics"))?, true),
         None => {
@@ -119,6 +139,9 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     };
     let report_comp = report_components(pipeline, metrics_key);
     let report_key = StepKey::compute(&report_comp);
+    if fresh {
+        store.evict(report_key)?;
+    }
     // The files rendered by this call (transcript pages aside), so writing them out does
     // not read them back.
     let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -387,7 +410,7 @@ fn write_files(
         let bytes = match (rendered.get(name), source) {
             (Some(bytes), _) => bytes,
             (None, Source::Blob(hash)) => {
-                read = store.get_blob(hash)?.ok_or(ReportError::Malformed("report blob"))?;
+                read = store.get_blob(hash)?.ok_or_else(|| ReportError::MissingBlob(name.clone()))?;
                 &read
             }
             (None, Source::Transcript(cell)) => {

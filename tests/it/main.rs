@@ -52,3 +52,6 @@ mod slurm;
 mod responses_api;
 // Streaming through the binary: a stalled stream retried and logged; keys shared with unstreamed calls.
 mod streaming;
+
+// Damaged cache entries, blobs and failure records are misses, never a stop (issue 21).
+mod damaged_cache;
