@@ -84,6 +84,20 @@ pub enum CacheError {
     Remote(#[from] RemoteError),
 }
 
+impl CacheError {
+    /// Whether a write failed for lack of space (a full disk or an exhausted quota): every
+    /// later write will fail too, so callers stop starting paid work.
+    #[must_use]
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            Self::Io { source, .. } => {
+                matches!(source.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+            }
+            Self::Remote(_) => false,
+        }
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
     move |source| CacheError::Io { path: path.to_owned(), source }
 }
@@ -352,6 +366,16 @@ impl Store {
     pub fn try_lock(&self, key: StepKey) -> Result<Option<KeyLock>, CacheError> {
         let path = self.lock_path(key);
         KeyLock::try_acquire(&path).map_err(io(&path))
+    }
+
+    /// Claims `key` for one computation without waiting (`None` = another task or process
+    /// holds it), so two processes on one cache send each model call once. The claim's file
+    /// (`locks/claims/ab/<key>.lock`) is removed on release: calls are many.
+    pub fn try_claim(&self, key: StepKey) -> Result<Option<KeyLock>, CacheError> {
+        let hex = key.to_hex();
+        let dir = self.root.join("locks").join("claims").join(&hex[..2]);
+        let path = dir.join(format!("{hex}.lock"));
+        in_made_dir(&dir, &path, || KeyLock::try_acquire_removable(&path))
     }
 
     /// Waits for the per-key lock (blocking; call from a blocking thread).

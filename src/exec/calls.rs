@@ -113,6 +113,7 @@ enum SharedError {
     Score(String),
     Worker(String),
     Call(CallError, u32),
+    DiskFull,
 }
 
 impl SharedError {
@@ -124,6 +125,7 @@ impl SharedError {
             StepError::Worker(m) | StepError::WorkerCaused { message: m, .. } => Self::Worker(m.clone()),
             StepError::Call { error, attempts } => Self::Call(error.clone(), *attempts),
             other @ StepError::Cache(_) => Self::Episode(other.to_string()),
+            StepError::DiskFull => Self::DiskFull,
         }
     }
 
@@ -134,6 +136,7 @@ impl SharedError {
             Self::Score(m) => StepError::Score(m.clone()),
             Self::Worker(m) => StepError::Worker(m.clone()),
             Self::Call(error, attempts) => StepError::Call { error: error.clone(), attempts: *attempts },
+            Self::DiskFull => StepError::DiskFull,
         }
     }
 }
@@ -181,6 +184,9 @@ pub struct CallContext {
     gates: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
     /// Where run-log lines go while cells run: above the progress bar once attached.
     log: Mutex<Option<Progress>>,
+    /// Set at the first cache write that failed for lack of space: from then on no call is
+    /// sent, so the answers lost are at most those already in flight.
+    disk_full: AtomicBool,
     /// Counters.
     pub usage: Usage,
 }
@@ -189,7 +195,16 @@ impl CallContext {
     /// Creates the context; `offline` serves only from the cache.
     #[must_use]
     pub fn new(store: Store, client: Arc<ProviderClient>, offline: bool) -> Self {
-        Self { store, client, offline, in_flight: InFlight::default(), gates: Mutex::default(), log: Mutex::new(None), usage: Usage::default() }
+        Self {
+            store,
+            client,
+            offline,
+            in_flight: InFlight::default(),
+            gates: Mutex::default(),
+            log: Mutex::new(None),
+            disk_full: AtomicBool::new(false),
+            usage: Usage::default(),
+        }
     }
 
     /// The gate a model's calls pass, first come first served: twice the lane's concurrency
@@ -268,6 +283,9 @@ impl CallContext {
             self.usage.shared_calls.fetch_add(1, Ordering::Relaxed);
             return Err(error.to_error());
         }
+        // Another evalgrid process on this cache may be sending the same call: wait for its
+        // claim to end, and the lookup below finds its answer. Not needed for a hit.
+        let claim = if self.offline || self.store.contains(step.key()) { None } else { Some(self.claim(step.key()).await?) };
         // A background response this call started, recorded until its answer is cached.
         let ledger = endpoint.background.then(|| CallLedger { pending: PendingResponses::of(&self.store), key: step.key() });
         let answered = AtomicBool::new(false);
@@ -275,6 +293,9 @@ impl CallContext {
             .run(&self.store, || async {
                 if self.offline {
                     return Err(StepError::Episode(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
+                }
+                if self.disk_full.load(Ordering::SeqCst) {
+                    return Err(StepError::DiskFull);
                 }
                 let response = self.send(endpoint, model, request, ledger.as_ref()).await?;
                 answered.store(true, Ordering::Relaxed);
@@ -305,6 +326,16 @@ impl CallContext {
         {
             ledger.forget();
         }
+        if let Err(StepError::Cache(error)) = &done
+            && error.is_storage_full()
+            && !self.disk_full.swap(true, Ordering::SeqCst)
+        {
+            self.client.halt("the cache disk is full (free space, then run again)");
+            self.note(&format!(
+                "error: the cache disk is full ({error}): no new model calls are sent; the answers of calls already in flight are lost, every answer stored before is kept. Free space, then run again."
+            ));
+        }
+        drop(claim);
         // Waiters read a cached answer from the cache (recorded under their own
         // episodes); anything else they get from here.
         if let Err(error) = &done {
@@ -320,6 +351,25 @@ impl CallContext {
             }
         }
         Ok(done.value)
+    }
+
+    /// Waits until this process holds the claim on call `key` (see [`Store::try_claim`]);
+    /// another process holding it is sending the same call.
+    async fn claim(&self, key: StepKey) -> Result<crate::cache::KeyLock, StepError> {
+        let mut wait = std::time::Duration::from_millis(10);
+        loop {
+            let store = self.store.clone();
+            let claimed = if store.quick_io() {
+                store.try_claim(key)?
+            } else {
+                tokio::task::spawn_blocking(move || store.try_claim(key)).await.map_err(StepError::worker)??
+            };
+            if let Some(claim) = claimed {
+                return Ok(claim);
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(std::time::Duration::from_millis(250));
+        }
     }
 
     /// Sends one call over HTTP and counts it; a background call keeps its response id in

@@ -69,6 +69,10 @@ pub enum StepError {
     /// Reading or writing the cache failed.
     #[error("cache: {0}")]
     Cache(#[from] crate::cache::CacheError),
+    /// A model call was not sent because an earlier cache write failed for lack of space:
+    /// its answer could not be kept, so it would be paid for nothing.
+    #[error("not sent: the cache disk is full (free space, then run again)")]
+    DiskFull,
 }
 
 impl StepError {

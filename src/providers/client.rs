@@ -175,6 +175,8 @@ pub struct ProviderClient {
     http: reqwest::Client,
     config: ClientConfig,
     lanes: Mutex<HashMap<LaneKey, Arc<Lane>>>,
+    /// Set by [`Self::halt`]: why no request may be sent any more.
+    halted: Mutex<Option<String>>,
 }
 
 /// The exact body for `request` to `endpoint` (its protocol, model and server), without
@@ -335,7 +337,18 @@ impl ProviderClient {
             builder = builder.no_proxy();
         }
         let http = builder.build().map_err(|error| CallError::Config { detail: describe_transport(error) })?;
-        Ok(Self { http, config, lanes: Mutex::new(HashMap::new()) })
+        Ok(Self { http, config, lanes: Mutex::new(HashMap::new()), halted: Mutex::new(None) })
+    }
+
+    /// Stops every request not yet on the wire, also those already waiting for a slot: they
+    /// fail with [`CallError::Halted`]. For a run that can no longer keep answers (its
+    /// cache disk is full), where every answer received now would be paid for nothing.
+    pub fn halt(&self, reason: &str) {
+        self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
+    }
+
+    fn halted(&self) -> Option<CallError> {
+        self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason })
     }
 
     /// The transport settings this client was built with.
@@ -444,6 +457,12 @@ impl ProviderClient {
                 }
                 return;
             };
+            // Checked at the last moment before sending: calls that waited for a slot while
+            // the run was halted are not sent either.
+            if let Some(halted) = self.halted() {
+                record.result = Err(halted);
+                return;
+            }
             record.attempts += 1;
             let sent = Instant::now();
             let Submitted { result, resubmit } = if wire.background {

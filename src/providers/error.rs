@@ -100,6 +100,12 @@ pub enum CallError {
         /// What is wrong.
         detail: String,
     },
+    /// Not sent: the caller stopped all new requests (see [`ProviderClient::halt`](super::ProviderClient::halt)).
+    #[error("not sent: {reason}")]
+    Halted {
+        /// Why requests were stopped.
+        reason: String,
+    },
 }
 
 impl CallError {
@@ -138,6 +144,7 @@ impl CallError {
             Self::Auth { .. } => "auth",
             Self::BadRequest { .. } => "bad_request",
             Self::Config { .. } => "config",
+            Self::Halted { .. } => "halted",
         }
     }
 

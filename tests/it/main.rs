@@ -55,3 +55,5 @@ mod streaming;
 
 // Damaged cache entries, blobs and failure records are misses, never a stop (issue 21).
 mod damaged_cache;
+// Two processes on one cache, and a full cache disk (issue 21).
+mod cache_pressure;

@@ -1,0 +1,106 @@
+//! The cache under pressure (issue 21): two processes on one cache pay each call once, and a
+//! full disk stops new calls at the first failed write, so the paid answers lost are at most
+//! those already in flight.
+
+use std::time::Duration;
+
+use evalgrid::providers::mock::{MockConfig, MockOutcome, MockReply, Script};
+use serde_json::Value;
+
+use crate::providers::{Mock, data_dir};
+use crate::support::Workspace;
+
+/// Three BBEH Mini tasks (60 single-shot items).
+fn pipeline(url: &str, concurrency: u32) -> String {
+    format!(
+        "name: pressure\nmodels:\n  - {{id: a, provider: openai, model: mock-1, base_url: \"{url}\"}}\ntasks:\n  - benchmark: bbeh\n    select: [boardgame_qa, dyck_languages, web_of_lies]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_attempts: 2, retry_base_ms: 5, retry_max_ms: 20, max_concurrency: {concurrency}}}\n"
+    )
+}
+
+#[test]
+fn two_processes_on_one_cache_pay_each_call_once() {
+    let mock = Mock::start(MockConfig { latency: Duration::from_millis(200), ..MockConfig::default() });
+    let ws = Workspace::new();
+    // Different cells (the mini subset of a task, and the whole task), so the episode locks do
+    // not serialise them; the 20 calls of the mini subset are also calls of the whole task.
+    let task = |name: &str, subset: &str, concurrency: u32| {
+        format!(
+            "name: {name}\nmodels:\n  - {{id: m, provider: openai, model: mock-1, base_url: \"{}\"}}\ntasks:\n  - benchmark: bbeh\n    select: [boardgame_qa]\n    params: {{subset: {subset}}}\nseeds: [0]\ntransport: {{max_concurrency: {concurrency}}}\n",
+            mock.url()
+        )
+    };
+    ws.write("mini.yaml", &task("mini", "mini", 20));
+    ws.write("full.yaml", &task("full", "full", 64));
+    let spawn = |pipeline: &str| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+            .current_dir(ws.dir.path())
+            .env_remove("EVALGRID_CACHE")
+            .env("EVALGRID_NO_PROGRESS", "1")
+            .args(["--data-dir", data_dir().to_str().unwrap(), "run", pipeline, "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn("mini.yaml"), spawn("full.yaml"));
+    let mut live = 0;
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(out.status.code(), Some(0), "{v}");
+        live += v["calls"]["live"].as_u64().unwrap();
+    }
+    assert_eq!(mock.server().calls(), 200, "each of the 200 distinct calls is sent once across both processes");
+    assert_eq!(live, 200);
+    let claims = ws.path("cache/v1/locks/claims");
+    let left: usize = std::fs::read_dir(&claims).map_or(0, |d| d.flatten().map(|shard| std::fs::read_dir(shard.path()).unwrap().count()).sum());
+    assert_eq!(left, 0, "claims leave no lock file behind");
+}
+
+/// Whether this machine lets us mount a small tmpfs in a private mount namespace.
+fn can_mount_tmpfs() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k none \"$d\" && umount \"$d\" && rmdir \"$d\""])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_full_disk_stops_new_calls_at_the_first_failed_write() {
+    if !can_mount_tmpfs() {
+        eprintln!("SKIPPED: cannot mount a tmpfs in a user namespace here (unshare -rm)");
+        return;
+    }
+    // Every answer is 30 kB: a 600 kB cache fills after about twenty.
+    let big = "x".repeat(30_000);
+    let mock = Mock::start(MockConfig { script: Script::function(move |_| MockOutcome::Reply(MockReply::text(big.clone()))), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&mock.url(), 1));
+    std::fs::create_dir_all(ws.path("cache")).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("evalgrid");
+    let script = format!(
+        "mount -t tmpfs -o size=600k none cache && \"$0\" --data-dir '{data}' run p.yaml --json > run.json 2> run.err; echo $? > run.code; \"$0\" cache stats --json > stats.json",
+        data = data_dir().display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .arg(&bin)
+        .current_dir(ws.dir.path())
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = std::fs::read_to_string(ws.path("run.err")).unwrap();
+    let code = std::fs::read_to_string(ws.path("run.code")).unwrap();
+    assert_ne!(code.trim(), "0", "the run cannot succeed on a full disk: {stderr}");
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(ws.path("stats.json")).unwrap()).unwrap();
+    let cached = stats["entries"]["call"].as_u64().unwrap_or(0);
+    let sent = mock.server().calls();
+    assert!(cached > 0 && sent < 60, "the disk filled part-way: {sent} sent, {cached} cached\n{stderr}");
+    // Lost: the answer whose write failed, and the one call (max_concurrency: 1) sent while
+    // it was being written; nothing sent after.
+    let run = std::fs::read_to_string(ws.path("run.json")).unwrap();
+    assert!(sent - cached <= 2, "{} paid answers lost ({sent} sent, {cached} cached); at most the 2 in flight may be\n{stderr}\n{run}\n{stats}", sent - cached);
+    assert!(stderr.contains("disk is full"), "the message says why calls stopped: {stderr}");
+}
