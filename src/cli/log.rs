@@ -90,33 +90,3 @@ impl Drop for Line {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tracing::Level;
-
-    #[test]
-    fn warnings_by_default_and_v_raises_evalgrid_only() {
-        let quiet = filter(None, 0).unwrap();
-        assert!(quiet.would_enable("evalgrid::exec::calls", &Level::WARN));
-        assert!(!quiet.would_enable("evalgrid::providers::background", &Level::INFO));
-        let v = filter(None, 1).unwrap();
-        assert!(v.would_enable("evalgrid::providers::background", &Level::INFO));
-        assert!(!v.would_enable("evalgrid::providers::background", &Level::DEBUG));
-        assert!(!v.would_enable("hyper", &Level::INFO));
-        assert!(filter(None, 3).unwrap().would_enable("evalgrid", &Level::TRACE));
-    }
-
-    #[test]
-    fn evalgrid_log_takes_a_level_or_targets() {
-        assert!(filter(Some("info"), 0).unwrap().would_enable("hyper", &Level::INFO));
-        let targets = filter(Some("evalgrid::providers=debug"), 0).unwrap();
-        assert!(targets.would_enable("evalgrid::providers::client", &Level::DEBUG));
-        assert!(targets.would_enable("hyper", &Level::WARN), "other targets keep their warnings");
-        assert!(!targets.would_enable("evalgrid::exec", &Level::INFO));
-        // -v never lowers what the variable asked for.
-        assert!(filter(Some("trace"), 1).unwrap().would_enable("evalgrid", &Level::TRACE));
-        assert!(filter(Some("evalgrid=info=debug"), 0).is_err());
-    }
-}

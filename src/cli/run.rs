@@ -303,7 +303,8 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
         if summary.cells_skipped > 0 { format!(", {} skipped", summary.cells_skipped) } else { String::new() }
     ));
     for (cell, error) in &summary.failures {
-        output::line(&format!("  failed {cell}: {error}"));
+        // One line per cell: a newline in a provider's error must not forge another.
+        output::line(&format!("  failed {cell}: {}", evalgrid::text::one_line(error)));
     }
     if let Some(r) = report {
         output::line(&format!("report: {}/ ({})", r.dir.display(), file_list(&r.files)));

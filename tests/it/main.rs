@@ -52,3 +52,5 @@ mod slurm;
 mod responses_api;
 // Streaming through the binary: a stalled stream retried and logged; keys shared with unstreamed calls.
 mod streaming;
+// Terminal output: outside text escaped, `--json` always one object, log lines on request.
+mod terminal;
