@@ -2,7 +2,7 @@
 //! escaped with [`evalgrid::text::terminal`] whether or not the stream is a terminal (a
 //! pipe into `less -R` or a CI log viewer acts on escape sequences too).
 
-#![expect(clippy::print_stdout, clippy::print_stderr, reason = "this module is the printer")]
+#![expect(clippy::print_stdout, reason = "this module is the printer (stderr goes through `progress::eprintln`, above the bar)")]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

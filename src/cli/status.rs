@@ -139,8 +139,10 @@ fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
     if json {
         // `--json` prints one object whatever else is asked, `--explain` included.
         let head = store.head(&cell.id);
-        let changed: Vec<String> =
-            head.as_ref().map(|h| diff(&h.episode_components, &episode_components(pipeline, cell)).iter().map(ToString::to_string).collect()).unwrap_or_default();
+        let changed: Vec<String> = head
+            .as_ref()
+            .map(|h| diff(&h.episode_components, &episode_components(pipeline, cell)).iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
         output::json(&json!({
             "cell": cell.id, "state": state,
             "episode_key": cell.episode_key, "episode_cached": store.contains(cell.episode_key),

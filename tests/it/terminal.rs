@@ -38,7 +38,8 @@ fn run(ws: &Workspace, env: &[(&str, &str)], args: &[&str]) -> Output {
 /// U+009B) or a bidi override/isolate, or a line forged by the message.
 fn assert_inert(what: &str, bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
-    let raw = text.chars().find(|&c| (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c));
+    let raw =
+        text.chars().find(|&c| (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c));
     assert!(raw.is_none(), "{what} holds a raw {raw:?}:\n{text}");
     assert!(!text.lines().any(|l| l.starts_with("FORGED")), "{what}: the message forged a line:\n{text}");
 }
@@ -99,7 +100,8 @@ fn json_prints_one_object_with_the_error_whatever_fails() {
 
     // Invalid input keeps exit 2 and still answers in JSON.
     ws.write("bad.yaml", "name: bad\nmodels: [\n");
-    for args in [&["run", "bad.yaml", "--json"][..], &["status", "bad.yaml", "--json"], &["report", "bad.yaml", "--json"], &["show", "bad.yaml", "x", "--json"]] {
+    for args in [&["run", "bad.yaml", "--json"][..], &["status", "bad.yaml", "--json"], &["report", "bad.yaml", "--json"], &["show", "bad.yaml", "x", "--json"]]
+    {
         let (code, v) = ws.run_json(args);
         assert_eq!(code, 2, "{args:?}: {v}");
         assert!(v["error"].is_string(), "{args:?}: {v}");
@@ -127,11 +129,11 @@ fn log_lines_show_on_request_and_are_escaped() {
     assert!(!stderr.contains(line), "info lines are off by default:\n{stderr}");
 
     let again = ["run", "p.yaml", "--json", "--retry-errors"];
-    let verbose = ["-v", "run", "p.yaml", "--json", "--retry-errors"];
-    let shown: [(&[(&str, &str)], &[&str]); 4] =
-        [(&[("EVALGRID_LOG", "info")], &again), (&[("EVALGRID_LOG", "hyper=debug,evalgrid::providers=info")], &again), (&[], &verbose), (&[("EVALGRID_LOG", "warn")], &verbose)];
-    for (env, args) in shown {
-        let out = run(&ws, env, args);
+    // (EVALGRID_LOG, -v): each shows the info line.
+    for (log, verbose) in [(Some("info"), false), (Some("hyper=debug,evalgrid::providers=info"), false), (None, true), (Some("warn"), true)] {
+        let env: Vec<(&str, &str)> = log.map(|l| ("EVALGRID_LOG", l)).into_iter().collect();
+        let args: Vec<&str> = verbose.then_some("-v").into_iter().chain(again).collect();
+        let out = run(&ws, &env, &args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(line), "{env:?} {args:?}:\n{stderr}");
         assert!(stderr.contains("gpt\\x1b]0;log\\x07"), "the model name is shown escaped:\n{stderr}");
