@@ -4,7 +4,8 @@
 //! steps with keys) → [`cache`] (content-addressed store) → [`exec`]
 //! (scheduler; [`envs`] hold each benchmark's episode logic) → [`metrics`]
 //! (polars) → [`report`]. No module imports one above it. [`exhibit`] (tables and figures
-//! as plain data) and [`sandbox`] sit beside the flow and are used by it.
+//! as plain data) and [`sandbox`] sit beside the flow and are used by it; [`text`] (making
+//! outside text safe to print) is below everything.
 
 pub mod cache;
 pub mod envs;
@@ -16,3 +17,4 @@ pub mod providers;
 pub mod report;
 pub mod sandbox;
 pub mod spec;
+pub mod text;

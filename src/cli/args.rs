@@ -34,6 +34,11 @@ pub(crate) struct Globals {
     /// Where datasets are installed (`evalgrid datasets fetch`).
     #[arg(long, global = true, env = "EVALGRID_DATA", default_value = "data")]
     pub(crate) data_dir: PathBuf,
+
+    /// Show more log lines on stderr (warnings by default): -v info (retries, background
+    /// polls, cancels), -vv debug, -vvv trace. `EVALGRID_LOG` sets it too (`info`, `evalgrid=debug`).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,7 @@ mod cache_cmd;
 mod datasets;
 mod exit;
 mod jobs;
+mod log;
 mod output;
 mod run;
 mod show;
@@ -86,25 +87,33 @@ pub(crate) fn main() -> ExitCode {
     // The built-in commands, plus each benchmark's own (listed after `datasets`).
     let matches = tools::add(Cli::command(), "datasets").get_matches();
     let globals = Globals::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let env = match Env::new(globals.cache, globals.cache_dir, Registry::new(globals.data_dir)) {
-        Ok(env) => env,
-        Err(f) => {
-            output::error(&format!("{:#}", f.error));
-            return f.code.into();
+    log::init(globals.verbose);
+    let json = wants_json(&matches);
+    let result = Env::new(globals.cache, globals.cache_dir, Registry::new(globals.data_dir)).and_then(|env| {
+        let tool = matches.subcommand().and_then(|(name, args)| Some((tools::find(name)?, args)));
+        match tool {
+            Some((benchmark, args)) => tools::run(&env, benchmark, args),
+            None => command(&env, Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()).command),
         }
-    };
-    let tool = matches.subcommand().and_then(|(name, args)| Some((tools::find(name)?, args)));
-    let result = match tool {
-        Some((benchmark, args)) => tools::run(&env, benchmark, args),
-        None => command(&env, Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()).command),
-    };
+    });
     match result {
         Ok(code) => code.into(),
         Err(f) => {
-            output::error(&format!("{:#}", f.error));
+            let message = format!("{:#}", f.error);
+            output::error(&message);
+            if json && !output::json_printed() {
+                output::json(&serde_json::json!({"error": message, "exit_code": f.code.code()}));
+            }
             f.code.into()
         }
     }
+}
+
+/// Whether the command line asked for `--json` (at any subcommand depth): such a command
+/// prints exactly one JSON object on stdout, an `{"error": …}` one when it failed before
+/// printing its own (bad pipeline, cache error, report not writable).
+fn wants_json(matches: &clap::ArgMatches) -> bool {
+    matches.try_get_one::<bool>("json").ok().flatten().copied().unwrap_or(false) || matches.subcommand().is_some_and(|(_, sub)| wants_json(sub))
 }
 
 /// Runs a built-in command.

@@ -88,19 +88,32 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     })?;
     runtime.shutdown_background();
     let report = if summary.interrupted {
-        None
+        Ok(None)
     } else if plan.filtered {
         output::note("note: no report for part of a grid (--filter, --shard, --class); `evalgrid report` builds it once every part is done");
-        None
+        Ok(None)
     } else {
-        Some(build(&pipeline, &plan, &store, &args.reports_dir)?)
+        build(&pipeline, &plan, &store, &args.reports_dir).map(Some)
     };
-    if let Some(publish) = &on_cell {
+    if report.is_ok()
+        && let Some(publish) = &on_cell
+    {
         publish(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: usize::MAX });
     }
     // Everything this run cached survives a machine crash before it says it is done.
-    store.flush()?;
-    print_summary(&summary, report.as_ref(), &calls.usage, args.json);
+    let flushed = store.flush();
+    // The cells ran and were paid for: the summary is printed even when the report or the
+    // flush failed (`--json` then carries the error too), and the error ends the run as before.
+    let (report, failure) = match (report, flushed) {
+        (Err(e), _) => (None, Some(anyhow::Error::from(e))),
+        (Ok(report), Err(e)) => (report, Some(anyhow::Error::from(e))),
+        (Ok(report), Ok(())) => (report, None),
+    };
+    let error = failure.as_ref().map(|e| format!("{e:#}"));
+    print_summary(&summary, report.as_ref(), &calls.usage, args.json, error.as_deref());
+    if let Some(e) = failure {
+        return Err(Failure::from(e));
+    }
     Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
 }
 
@@ -248,7 +261,9 @@ fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan:
     Ok(Exit::Ok)
 }
 
-fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool) {
+/// The run's outcome on stdout; `error` is what ended it after the cells ran (the report
+/// or the final flush failed), printed by the caller on stderr and here in the JSON.
+fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool, error: Option<&str>) {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let other_model = get(&usage.other_model);
     if other_model > 0 {
@@ -263,6 +278,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
             "cells_skipped": summary.cells_skipped,
             "interrupted": summary.interrupted,
             "report_dir": report.map(|r| r.dir.display().to_string()),
+            "error": error,
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
             "calls": {
                 "live": get(&usage.live_calls), "cached": get(&usage.cached_calls), "failed": get(&usage.failed_calls),
@@ -287,7 +303,8 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
         if summary.cells_skipped > 0 { format!(", {} skipped", summary.cells_skipped) } else { String::new() }
     ));
     for (cell, error) in &summary.failures {
-        output::line(&format!("  failed {cell}: {error}"));
+        // One line per cell: a newline in a provider's error must not forge another.
+        output::line(&format!("  failed {cell}: {}", evalgrid::text::one_line(error)));
     }
     if let Some(r) = report {
         output::line(&format!("report: {}/ ({})", r.dir.display(), file_list(&r.files)));

@@ -14,8 +14,8 @@ pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<Exit, Failure> {
     let cell = plan.cells.iter().find(|c| c.id == args.cell).ok_or_else(|| Failure::invalid(anyhow::anyhow!("no cell `{}` in this pipeline", args.cell)))?;
     let store = env.store()?;
     let Some(episode) = store.get(cell.episode_key)? else {
-        output::error(&format!("cell `{}` has no cached episode; run the pipeline first", cell.id));
-        return Ok(Exit::Failed);
+        // Exit 1, and with `--json` an `{"error": …}` object (printed by `cli::main`).
+        return Err(Failure::from(anyhow::anyhow!("cell `{}` has no cached episode; run the pipeline first", cell.id)));
     };
     let score = store.get(cell.score_key)?.map(|e| e.output);
     if args.json {

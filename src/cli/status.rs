@@ -5,6 +5,7 @@ use evalgrid::cache::{Store, diff};
 use evalgrid::exec::{CellState, classify};
 use evalgrid::plan::{Cell, episode_components, score_components};
 use evalgrid::spec::Pipeline;
+use evalgrid::text::one_line;
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -21,7 +22,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
                 plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str())
             ))
         })?;
-        explain(&pipeline, &store, cell);
+        explain(&pipeline, &store, cell, args.json);
         return Ok(Exit::Ok);
     }
     let mut counts = [0usize; 4];
@@ -62,7 +63,8 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
                 CellState::Failed => "failed",
                 CellState::Cached => "cached",
             };
-            output::line(&format!("{state:8} {}  {reason}", cell.id));
+            // One line per cell: a newline in a provider's error must not forge another.
+            output::line(&format!("{state:8} {}  {}", cell.id, one_line(reason)));
         }
     }
     Ok(if args.check { Exit::failed_if(counts[0] < plan.cells.len()) } else { Exit::Ok })
@@ -132,8 +134,24 @@ fn changes(pipeline: &Pipeline, store: &Store, cell: &Cell) -> Vec<String> {
     if d.is_empty() { vec!["score result missing from cache".to_owned()] } else { d.iter().map(|c| format!("score {c}")).collect() }
 }
 
-fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell) {
+fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
     let state = classify(store, cell);
+    if json {
+        // `--json` prints one object whatever else is asked, `--explain` included.
+        let head = store.head(&cell.id);
+        let changed: Vec<String> = head
+            .as_ref()
+            .map(|h| diff(&h.episode_components, &episode_components(pipeline, cell)).iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
+        output::json(&json!({
+            "cell": cell.id, "state": state,
+            "episode_key": cell.episode_key, "episode_cached": store.contains(cell.episode_key),
+            "score_key": cell.score_key, "score_cached": store.contains(cell.score_key),
+            "previous_episode_key": head.as_ref().map(|h| h.episode_key), "changed": changed,
+            "reason": (state != CellState::Cached).then(|| reason(pipeline, store, cell, state)),
+        }));
+        return;
+    }
     output::line(&format!("cell     {}", cell.id));
     output::line(&format!("state    {state:?}").to_lowercase());
     output::line(&format!("episode  {} {}", cell.episode_key, if store.contains(cell.episode_key) { "(cached)" } else { "(not cached)" }));
@@ -148,6 +166,6 @@ fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell) {
         }
     }
     if state != CellState::Cached {
-        output::line(&format!("reason   {}", reason(pipeline, store, cell, state)));
+        output::line(&format!("reason   {}", one_line(&reason(pipeline, store, cell, state))));
     }
 }

@@ -3,8 +3,30 @@
 //!
 //! Hidden automatically when stderr is not a terminal (CI, pipes) or when
 //! `EVALGRID_NO_PROGRESS` is set, so stdout stays clean for `--json`.
+//!
+//! Every text shown here (lines above the bar, the bar's own lines) is escaped with
+//! [`crate::text`]: it holds model names, lane names and provider errors from outside.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::{Mutex, PoisonError};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, WeakProgressBar};
+
+use crate::text::one_line;
+
+/// The bar on screen now, if any, so that lines printed from elsewhere (the CLI's notes,
+/// log lines) are drawn above it instead of through it.
+static LIVE: Mutex<Option<WeakProgressBar>> = Mutex::new(None);
+
+/// Prints `line` on stderr as is (the caller escapes it), above the live progress bar if
+/// one is drawn, so the bar is never garbled.
+#[expect(clippy::print_stderr, reason = "progress output belongs on stderr")]
+pub fn eprintln(line: &str) {
+    let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(WeakProgressBar::upgrade);
+    match live {
+        Some(bar) if !bar.is_finished() => bar.suspend(|| eprintln!("{line}")),
+        _ => eprintln!("{line}"),
+    }
+}
 
 /// Live counters shown next to the bar; clones draw the same bar.
 #[derive(Debug, Clone)]
@@ -25,6 +47,7 @@ impl Progress {
         bar.set_style(style);
         bar.set_position(cached);
         bar.reset_eta();
+        *LIVE.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.downgrade());
         let p = Self { bar };
         p.update(0, cached, 0);
         p
@@ -37,7 +60,7 @@ impl Progress {
 
     /// Appends call/token/cost counters to the bar's prefix line.
     pub fn set_extra(&self, text: &str) {
-        self.bar.set_prefix(text.to_owned());
+        self.bar.set_prefix(one_line(text).into_owned());
     }
 
     /// Refreshes the prefix line from `line` twice a second until the returned guard is
@@ -50,7 +73,7 @@ impl Progress {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
             loop {
                 tick.tick().await;
-                bar.set_prefix(line());
+                bar.set_prefix(one_line(&line()).into_owned());
             }
         }))
     }
@@ -60,8 +83,11 @@ impl Progress {
         self.bar.inc(1);
     }
 
-    /// Prints a line above the bar without garbling it.
+    /// Prints a line above the bar without garbling it. `line` is one line (a cell's
+    /// error, a run-log note): control characters in it, newlines included, are escaped so
+    /// text from a provider can neither drive the terminal nor forge a line of its own.
     pub fn println(&self, line: &str) {
+        let line = one_line(line);
         self.bar.suspend(|| {
             #[expect(clippy::print_stderr, reason = "progress output belongs on stderr")]
             {

@@ -57,3 +57,5 @@ mod streaming;
 mod damaged_cache;
 // Two processes on one cache, and a full cache disk (issue 21).
 mod cache_pressure;
+// Terminal output: outside text escaped, `--json` always one object, log lines on request.
+mod terminal;
