@@ -12,6 +12,7 @@ mod isolate;
 pub mod output;
 pub mod process;
 pub mod provenance;
+pub(crate) mod scratch;
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -422,6 +423,8 @@ impl Sandbox {
 
     /// Probes the interpreter and the backend once; see [`IsolationReport`] for the outcome.
     pub fn new(cfg: SandboxConfig) -> Result<Self, SandboxError> {
+        // Scratch folders of earlier runs that were killed before they could remove them.
+        scratch::sweep(cfg.scratch_dir.as_deref());
         setup::build(cfg)
     }
 
@@ -480,13 +483,7 @@ impl Sandbox {
     /// Runs one submission; `Err` only for infrastructure failures.
     pub fn run(&self, spec: &RunSpec<'_>) -> Result<RunResult, SandboxError> {
         use std::os::unix::fs::PermissionsExt;
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("evalgrid-run-");
-        let tmp = match &self.cfg.scratch_dir {
-            Some(d) => builder.tempdir_in(d),
-            None => builder.tempdir(),
-        }
-        .map_err(io_err("creating run directory"))?;
+        let tmp = scratch::folder("run", self.cfg.scratch_dir.as_deref()).map_err(io_err("creating run directory"))?;
         let root = tmp.path();
         let set_mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
         set_mode(root, 0o711).map_err(io_err("chmod run directory"))?;

@@ -98,7 +98,7 @@ impl Sandbox {
     /// Starts `python <spec.args>` inside the sandbox with piped stdio.
     pub fn spawn_worker(&self, spec: &WorkerSpec) -> Result<SandboxedWorker, SandboxError> {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new().prefix("evalgrid-worker-").tempdir().map_err(io_err("creating worker directory"))?;
+        let dir = super::scratch::folder("worker", None).map_err(io_err("creating worker directory"))?;
         let root = dir.path();
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711)).map_err(io_err("chmod worker directory"))?;
         let code = root.join("code");

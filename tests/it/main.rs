@@ -59,3 +59,5 @@ mod damaged_cache;
 mod cache_pressure;
 // Terminal output: outside text escaped, `--json` always one object, log lines on request.
 mod terminal;
+// Scratch folders: none left by a clean run; a killed run's removed by the next (issue 21).
+mod scratch;

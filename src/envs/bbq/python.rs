@@ -174,23 +174,18 @@ except BaseException as _e:
     )
 }
 
-/// A probed sandbox with fixed limits plus an empty data folder (the sandbox copies one in).
+/// A probed sandbox with fixed limits.
 #[derive(Debug)]
 pub struct PythonSandbox {
     sandbox: Sandbox,
     limits: PythonLimits,
-    empty: tempfile::TempDir,
 }
 
 impl PythonSandbox {
     /// Probes the interpreter and the backend (once; runs are then cheap to start).
     pub fn new(limits: PythonLimits) -> Result<Self, SandboxError> {
         let sandbox = Sandbox::new(limits.sandbox_config())?;
-        let empty = tempfile::Builder::new()
-            .prefix("evalgrid-bbq-empty-")
-            .tempdir()
-            .map_err(|source| SandboxError::Io { what: "creating an empty data folder".into(), source })?;
-        Ok(PythonSandbox { sandbox, limits, empty })
+        Ok(PythonSandbox { sandbox, limits })
     }
 
     /// What the sandbox guarantees on this host (network and filesystem isolation, nproc).
@@ -202,7 +197,11 @@ impl PythonSandbox {
     pub fn run(&self, code: &str) -> Result<PythonRun, SandboxError> {
         let slot = Slot::Cpu { id: 0, threads: 1 };
         let program = wrapper(code, self.limits.numpy);
-        let spec = RunSpec { code: &program, data_dir: self.empty.path(), predictions_file: STDERR_FILE, time_limit: self.limits.timeout, slot: &slot };
+        // An empty data folder per run (the sandbox copies one in): the sandbox itself lives as
+        // long as the process, which never drops it, so a folder it held would be left behind.
+        let empty =
+            crate::sandbox::scratch::folder("bbq-empty", None).map_err(|source| SandboxError::Io { what: "creating an empty data folder".into(), source })?;
+        let spec = RunSpec { code: &program, data_dir: empty.path(), predictions_file: STDERR_FILE, time_limit: self.limits.timeout, slot: &slot };
         let r = self.sandbox.run(&spec)?;
         let head = self.limits.output_cap_chars / 2;
         let tail = self.limits.output_cap_chars - head;

@@ -1,0 +1,54 @@
+//! Scratch folders (issue 21): a clean run leaves none behind, and the run folder of a
+//! WeirdML submission killed by kill -9 is removed by the next run.
+
+use std::time::{Duration, Instant};
+
+use crate::hostile::bwrap_works;
+use crate::support::Workspace;
+
+const PIPELINE: &str = "name: scratch\nmodels:\n  - {id: scripted, provider: builtin, model: scripted}\ntasks:\n  - {benchmark: weirdml, select: [mini-shapes], params: {iterations: 1, time_limit_s: 20}}\nseeds: [0]\n";
+
+fn ours(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("evalgrid-")).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn killed_submissions_leave_no_run_folder_after_the_next_run_and_clean_runs_leave_none() {
+    if !bwrap_works() {
+        eprintln!("SKIPPED: bubblewrap is missing or cannot create namespaces here (apt-get install bubblewrap)");
+        return;
+    }
+    let ws = Workspace::new();
+    let tmp = ws.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    ws.write("p.yaml", PIPELINE);
+    // kill -9 while the submission runs: its run folder is left behind.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .env("TMPDIR", &tmp)
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .env_remove("EVALGRID_UNSAFE_NO_SANDBOX")
+        .args(["run", "p.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let prefix = "evalgrid-run-";
+    let started = Instant::now();
+    while !ours(&tmp).iter().any(|n| n.starts_with(prefix)) {
+        assert!(started.elapsed() < Duration::from_secs(60), "no run folder appeared: {:?}", ours(&tmp));
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before its submission was seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ours(&tmp).iter().any(|n| n.starts_with(prefix)), "kill -9 leaves the run folder: {:?}", ours(&tmp));
+    // The next run removes it, and leaves nothing of its own.
+    let out = ws.cmd().env("TMPDIR", &tmp).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["run", "p.yaml"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(ours(&tmp), Vec::<String>::new(), "scratch folders left after a clean run");
+}
