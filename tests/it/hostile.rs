@@ -236,6 +236,69 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
     runtime.block_on(server.shutdown());
 }
 
+/// Guess code that escapes the restricted builtins and walks its caller's frames for the
+/// secret rule's verdicts (the red team's guess of issue 21), answering with them if found.
+const SELF_JUDGING_GUESS: &str = "found = None
+try:
+    sys = Card.__dict__.get('_sys')
+    if sys is None:
+        for c in ().__class__.__base__.__subclasses__():
+            if c.__name__ == '_wrap_close':
+                sys = c.__init__.__globals__['sys']
+                break
+        Card._sys = sys
+    sys.modules['__main__'].S.guarding = False
+    bi = sys.modules['builtins']
+    f = sys._getframe(1)
+    while f is not None and found is None:
+        loc = f.f_locals
+        i = loc.get('i')
+        for name in ('actual', 'a', 'st', 'req'):
+            v = loc.get(name)
+            if bi.isinstance(v, dict):
+                v = v.get('a') or (v.get('states') or [{}])[0].get('a')
+            if bi.isinstance(v, str) and len(v) == 52 and bi.isinstance(i, int):
+                found = v[i] == '1'
+                break
+        f = f.f_back
+except:
+    found = None
+return bool(found)";
+
+/// Issue 21: the judge's worker holds no secret verdict, so a guess that looks for them in
+/// its caller's frames loses, on a plain and on a sequence rule, through the whole pipeline
+/// (compiler answer, sandboxed judge, cached verdict, report).
+#[test]
+fn a_guess_that_reads_the_judges_answer_key_loses() {
+    if !bwrap_works() {
+        eprintln!("SKIPPED: bubblewrap is missing or cannot create namespaces here (apt-get install bubblewrap)");
+        return;
+    }
+    let ws = Workspace::new();
+    let data = ws.path("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let server =
+        runtime.block_on(MockServer::start(MockConfig { script: script(SELF_JUDGING_GUESS.to_owned()), record_log: false, ..MockConfig::default() })).unwrap();
+    let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: self-judge\nmodels:\n  - {{id: player, provider: openai, model: mock-player, base_url: \"{url}\"}}\ntasks:\n  - benchmark: eleusis\n    select: [only_red_cards, alternating_colors]\n    params:\n      max_turns: 3\n      compiler: {{provider: openai, model: mock-compiler, base_url: \"{url}\"}}\nseeds: [0]\n"
+        ),
+    );
+    let out = ws.cmd().env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["--data-dir", data.to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(ws.path("reports/self-judge/summary.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    let col = header.split(',').position(|h| h == "success_rate").unwrap();
+    for task in ["only_red_cards", "alternating_colors"] {
+        let row: Vec<&str> = csv.lines().find(|l| l.starts_with(&format!("eleusis,player,{task},"))).unwrap().split(',').collect();
+        assert_eq!(row[col], "0", "the guess that reads the judge's answer key won `{task}`:\n{csv}");
+    }
+    runtime.block_on(server.shutdown());
+}
+
 #[test]
 fn model_code_without_bubblewrap_needs_an_explicit_opt_out() {
     // Opt-out path (runs as whatever user the tests run as): with bubblewrap hidden from
