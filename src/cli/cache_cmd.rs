@@ -34,6 +34,9 @@ pub(crate) fn cache(env: &Env, command: CacheCommand) -> Result<Exit, Failure> {
                     output::line(&format!("bad {}: {reason}", path.display()));
                 }
                 output::line(&format!("{} checked, {} bad", v.checked, v.bad.len()));
+                if !v.bad.is_empty() {
+                    output::note("note: a run treats bad entries as misses and computes them again; `evalgrid cache gc` removes them now");
+                }
             }
             Ok(Exit::failed_if(!v.bad.is_empty()))
         }
