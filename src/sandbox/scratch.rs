@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
-/// Kinds of scratch folder; each is `evalgrid-<kind>-<pid>-<random>` in the temp folder.
-const KINDS: &[&str] = &["run", "worker", "bbq-empty"];
+/// Kinds of scratch folder (a submission's run, a worker, an empty data folder); each is
+/// `evalgrid-<kind>-<pid>-<random>` in the temp folder.
+const KINDS: &[&str] = &["run", "worker", "empty"];
 
 /// A new scratch folder of `kind` in `dir` (the system temp folder when `None`), named
 /// after this process; removed when the returned handle drops.
@@ -60,7 +61,7 @@ mod tests {
         // A pid above the kernel's maximum (4,194,304) can never be running.
         let dead = tmp.path().join("evalgrid-run-4194999-abc123");
         let mine = folder("worker", Some(tmp.path())).unwrap();
-        let parent = tmp.path().join(format!("evalgrid-bbq-empty-{}-xyz", std::os::unix::process::parent_id()));
+        let parent = tmp.path().join(format!("evalgrid-empty-{}-xyz", std::os::unix::process::parent_id()));
         let foreign = tmp.path().join("evalgrid-cache-4194999-abc");
         for d in [&dead, &parent, &foreign] {
             std::fs::create_dir_all(d.join("work")).unwrap();
@@ -70,6 +71,6 @@ mod tests {
         assert!(mine.path().exists() && parent.exists(), "live processes' folders stay");
         assert!(foreign.exists(), "names that are not scratch folders stay");
         assert_eq!(owner("evalgrid-run-12-"), None);
-        assert_eq!(owner("evalgrid-bbq-empty-77-q"), Some(77));
+        assert_eq!(owner("evalgrid-empty-77-q"), Some(77));
     }
 }

@@ -200,7 +200,7 @@ impl PythonSandbox {
         // An empty data folder per run (the sandbox copies one in): the sandbox itself lives as
         // long as the process, which never drops it, so a folder it held would be left behind.
         let empty =
-            crate::sandbox::scratch::folder("bbq-empty", None).map_err(|source| SandboxError::Io { what: "creating an empty data folder".into(), source })?;
+            crate::sandbox::scratch::folder("empty", None).map_err(|source| SandboxError::Io { what: "creating an empty data folder".into(), source })?;
         let spec = RunSpec { code: &program, data_dir: empty.path(), predictions_file: STDERR_FILE, time_limit: self.limits.timeout, slot: &slot };
         let r = self.sandbox.run(&spec)?;
         let head = self.limits.output_cap_chars / 2;
