@@ -441,9 +441,7 @@ impl ResponseLedger for CallLedger {
 /// The tag whose leading block the provider layer moves to `reasoning` for this call
 /// (OpenAI-compatible servers), so a cached answer can be held to the same rule.
 fn cached_reasoning_tag(endpoint: &Endpoint, request: &ChatRequest) -> Option<String> {
-    matches!(endpoint.kind, ProviderKind::OpenAi | ProviderKind::OpenAiResponses)
-        .then(|| crate::providers::openai::Shaping::for_call(request, &endpoint.base_url).reasoning_tag)
-        .flatten()
+    endpoint.kind.protocol().reasoning_tag(request, &endpoint.base_url)
 }
 
 /// A cached answer stored before the provider layer split reasoning off (its key is the

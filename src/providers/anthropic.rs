@@ -260,6 +260,51 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
+/// Anthropic Messages (`/v1/messages`).
+#[derive(Debug, Clone, Copy)]
+pub struct Messages;
+
+impl super::protocol::Protocol for Messages {
+    fn default_base_url(&self) -> &'static str {
+        "https://api.anthropic.com"
+    }
+
+    fn url(&self, base_url: &str, model: &str) -> String {
+        url(base_url, model)
+    }
+
+    fn legacy_url(&self, base_url: &str, model: &str) -> String {
+        legacy_url(base_url, model)
+    }
+
+    fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+        headers(api_key)
+    }
+
+    fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
+        build_body(request, endpoint)
+    }
+
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+        parse_response(status, headers, body)
+    }
+
+    fn output_cap_fields(&self) -> &'static [&'static str] {
+        &["/max_tokens"]
+    }
+    fn thinks(&self, body: &Value) -> bool {
+        body.get("thinking").is_some_and(|thinking| thinking.is_object() && thinking.get("type").and_then(Value::as_str) != Some("disabled"))
+    }
+
+    fn switch_on_stream(&self, body: &mut Map<String, Value>) {
+        body.insert("stream".into(), serde_json::json!(true));
+    }
+
+    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
+        super::stream::fold_anthropic()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::client::tests::{mock_endpoint, quick_client};

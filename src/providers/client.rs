@@ -27,11 +27,11 @@ use tokio::time::{Instant, sleep, timeout, timeout_at};
 use super::background::{self, PollConfig, ResponseLedger, Submitted};
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
+use super::openai;
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
 use super::stream::{StreamReader, streamed_body, streamed_url};
 use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as};
-use super::{anthropic, gemini, openai, responses};
 
 /// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
 /// (no aws-lc C build) and panics at client build time if none is installed. Idempotent.
@@ -183,32 +183,17 @@ pub struct ProviderClient {
 /// calling anything.
 #[must_use]
 pub fn request_body(endpoint: &Endpoint, request: &ChatRequest) -> Value {
-    match endpoint.kind {
-        ProviderKind::OpenAi => openai::build_body(request, endpoint),
-        ProviderKind::Anthropic => anthropic::build_body(request, endpoint),
-        ProviderKind::Gemini => gemini::build_body(request, endpoint),
-        ProviderKind::OpenAiResponses => responses::build_body(request, endpoint),
-    }
+    endpoint.kind.protocol().build_body(request, endpoint)
 }
 
 /// The URL a call to `endpoint` posts to: its base URL as given plus the protocol's path.
 #[must_use]
 pub fn request_url(endpoint: &Endpoint) -> String {
-    match endpoint.kind {
-        ProviderKind::OpenAi => openai::url(&endpoint.base_url, &endpoint.model),
-        ProviderKind::Anthropic => anthropic::url(&endpoint.base_url, &endpoint.model),
-        ProviderKind::Gemini => gemini::url(&endpoint.base_url, &endpoint.model),
-        ProviderKind::OpenAiResponses => responses::url(&endpoint.base_url, &endpoint.model),
-    }
+    endpoint.kind.protocol().url(&endpoint.base_url, &endpoint.model)
 }
 
 fn legacy_request_url(endpoint: &Endpoint) -> String {
-    match endpoint.kind {
-        ProviderKind::OpenAi => openai::legacy_url(&endpoint.base_url, &endpoint.model),
-        ProviderKind::Anthropic => anthropic::legacy_url(&endpoint.base_url, &endpoint.model),
-        ProviderKind::Gemini => gemini::legacy_url(&endpoint.base_url, &endpoint.model),
-        ProviderKind::OpenAiResponses => responses::legacy_url(&endpoint.base_url, &endpoint.model),
-    }
+    endpoint.kind.protocol().legacy_url(&endpoint.base_url, &endpoint.model)
 }
 
 /// Model identity plus exact body, the call's part of a cache key: the body alone is not
@@ -251,11 +236,7 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
 /// sensitive; an invalid name or value is a `Config` error that never quotes the value.
 fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
     let key = endpoint.api_key.as_ref();
-    let mut headers = match endpoint.kind {
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => openai::headers(key),
-        ProviderKind::Anthropic => anthropic::headers(key),
-        ProviderKind::Gemini => gemini::headers(key),
-    }?;
+    let mut headers = endpoint.kind.protocol().headers(key)?;
     for header in &endpoint.headers {
         let name = HeaderName::from_bytes(header.name.as_bytes())
             .map_err(|_| CallError::Config { detail: format!("`{}` is not a valid header name", header.name) })?;
@@ -272,12 +253,7 @@ fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
 }
 
 pub(super) fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &openai::Shaping) -> Result<ChatResponse, CallError> {
-    match kind {
-        ProviderKind::OpenAi => openai::parse_shaped(status, headers, body, shaping),
-        ProviderKind::Anthropic => anthropic::parse_response(status, headers, body),
-        ProviderKind::Gemini => gemini::parse_response(status, headers, body),
-        ProviderKind::OpenAiResponses => responses::parse_shaped(status, headers, body, shaping),
-    }
+    kind.protocol().parse(status, headers, body, shaping)
 }
 
 /// Error text of a transport failure: the reqwest error and its causes, URL removed.

@@ -256,6 +256,52 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
+/// Google Gemini `generateContent` (`/v1beta/models/{model}:generateContent`).
+#[derive(Debug, Clone, Copy)]
+pub struct GenerateContent;
+
+impl super::protocol::Protocol for GenerateContent {
+    fn default_base_url(&self) -> &'static str {
+        "https://generativelanguage.googleapis.com"
+    }
+
+    fn url(&self, base_url: &str, model: &str) -> String {
+        url(base_url, model)
+    }
+
+    fn legacy_url(&self, base_url: &str, model: &str) -> String {
+        legacy_url(base_url, model)
+    }
+
+    fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+        headers(api_key)
+    }
+
+    fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
+        build_body(request, endpoint)
+    }
+
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+        parse_response(status, headers, body)
+    }
+
+    fn output_cap_fields(&self) -> &'static [&'static str] {
+        &["/generationConfig/maxOutputTokens"]
+    }
+
+    fn switch_on_stream(&self, body: &mut Map<String, Value>) {
+        // Gemini's switch is in the URL (`streamed_url`): the body is unchanged.
+        let _ = body;
+    }
+    fn streamed_url(&self, url: &str) -> String {
+        super::stream::gemini_streamed_url(url)
+    }
+
+    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
+        super::stream::fold_gemini()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::client::tests::{mock_endpoint, quick_client};

@@ -25,6 +25,7 @@ mod limiter;
 pub mod mock;
 pub mod openai;
 mod pacer;
+pub mod protocol;
 pub mod responses;
 mod retry;
 pub mod stream;
@@ -41,6 +42,7 @@ pub use client::{
 pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
+pub use protocol::Protocol;
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use stream::StreamMode;
 pub use switch::Switch;

@@ -252,6 +252,53 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
+/// OpenAI Chat Completions (`/v1/chat/completions`), also spoken by compatible gateways.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatCompletions;
+
+impl super::protocol::Protocol for ChatCompletions {
+    fn default_base_url(&self) -> &'static str {
+        "https://api.openai.com"
+    }
+
+    fn url(&self, base_url: &str, model: &str) -> String {
+        url(base_url, model)
+    }
+
+    fn legacy_url(&self, base_url: &str, model: &str) -> String {
+        legacy_url(base_url, model)
+    }
+
+    fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+        headers(api_key)
+    }
+
+    fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
+        build_body(request, endpoint)
+    }
+
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+        parse_shaped(status, headers, body, shaping)
+    }
+
+    fn output_cap_fields(&self) -> &'static [&'static str] {
+        &["/max_completion_tokens", "/max_tokens"]
+    }
+
+    fn switch_on_stream(&self, body: &mut Map<String, Value>) {
+        body.insert("stream".into(), serde_json::json!(true));
+        body.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
+    }
+
+    fn reasoning_tag(&self, request: &ChatRequest, base_url: &str) -> Option<String> {
+        super::openai::Shaping::for_call(request, base_url).reasoning_tag
+    }
+
+    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
+        super::stream::fold_chat()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::client::tests::{mock_endpoint, quick_client};

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::error::{CallError, success_json};
 use super::families::family_version;
 use super::openai::{MAX_TOKENS_FIELD, REASONING_TAG, Shaping, split_reasoning};
-use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, OpenAiApi, ProviderKind, Role, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, OpenAiApi, ProviderKind, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, parse_arguments, refused, settle, text, tool_objects};
 
 /// The request URL: `base_url` as given plus `/responses` (a bare origin gets `/v1`).
@@ -239,6 +239,52 @@ pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shapin
     match refusal {
         Some(message) => Ok(refused(response, &message)),
         None => Ok(response),
+    }
+}
+
+/// OpenAI Responses (`/v1/responses`).
+#[derive(Debug, Clone, Copy)]
+pub struct Responses;
+
+impl super::protocol::Protocol for Responses {
+    fn default_base_url(&self) -> &'static str {
+        "https://api.openai.com"
+    }
+
+    fn url(&self, base_url: &str, model: &str) -> String {
+        url(base_url, model)
+    }
+
+    fn legacy_url(&self, base_url: &str, model: &str) -> String {
+        legacy_url(base_url, model)
+    }
+
+    fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+        super::openai::headers(api_key)
+    }
+
+    fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
+        build_body(request, endpoint)
+    }
+
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+        parse_shaped(status, headers, body, shaping)
+    }
+
+    fn output_cap_fields(&self) -> &'static [&'static str] {
+        &["/max_output_tokens"]
+    }
+
+    fn switch_on_stream(&self, body: &mut Map<String, Value>) {
+        body.insert("stream".into(), serde_json::json!(true));
+    }
+
+    fn reasoning_tag(&self, request: &ChatRequest, base_url: &str) -> Option<String> {
+        super::openai::Shaping::for_call(request, base_url).reasoning_tag
+    }
+
+    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
+        super::stream::fold_responses()
     }
 }
 

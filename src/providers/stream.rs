@@ -27,7 +27,7 @@ mod gemini;
 mod responses;
 mod sse;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::error::CallError;
 use super::types::{Answered, ProviderKind, answered_as};
@@ -60,25 +60,14 @@ impl StreamMode {
         match self {
             Self::On => true,
             Self::Off => false,
-            Self::Auto => {
-                let cap = output_cap(kind, body).unwrap_or(0);
-                let thinking = kind == ProviderKind::Anthropic
-                    && body.get("thinking").is_some_and(|thinking| thinking.is_object() && thinking.get("type").and_then(Value::as_str) != Some("disabled"));
-                cap >= AUTO_STREAM_MIN_TOKENS || thinking
-            }
+            Self::Auto => output_cap(kind, body).unwrap_or(0) >= AUTO_STREAM_MIN_TOKENS || kind.protocol().thinks(body),
         }
     }
 }
 
 /// The output cap a body asks for, under the protocol's own name.
 fn output_cap(kind: ProviderKind, body: &Value) -> Option<u64> {
-    let pointers: &[&str] = match kind {
-        ProviderKind::OpenAi => &["/max_completion_tokens", "/max_tokens"],
-        ProviderKind::OpenAiResponses => &["/max_output_tokens"],
-        ProviderKind::Anthropic => &["/max_tokens"],
-        ProviderKind::Gemini => &["/generationConfig/maxOutputTokens"],
-    };
-    pointers.iter().find_map(|pointer| body.pointer(pointer).and_then(Value::as_u64))
+    kind.protocol().output_cap_fields().iter().find_map(|pointer| body.pointer(pointer).and_then(Value::as_u64))
 }
 
 /// The body actually sent for a streamed call: the keyed body plus the protocol's switch
@@ -87,28 +76,20 @@ fn output_cap(kind: ProviderKind, body: &Value) -> Option<u64> {
 pub fn streamed_body(kind: ProviderKind, body: &Value) -> Value {
     let mut body = body.clone();
     if let Some(map) = body.as_object_mut() {
-        match kind {
-            ProviderKind::OpenAi => {
-                map.insert("stream".into(), json!(true));
-                map.insert("stream_options".into(), json!({"include_usage": true}));
-            }
-            ProviderKind::OpenAiResponses | ProviderKind::Anthropic => {
-                map.insert("stream".into(), json!(true));
-            }
-            ProviderKind::Gemini => {}
-        }
+        kind.protocol().switch_on_stream(map);
     }
     body
 }
 
-/// The URL of a streamed call: Gemini's `:generateContent` becomes
-/// `:streamGenerateContent?alt=sse` (any query the base URL carries is kept); the other
-/// protocols stream from the same URL.
+/// The URL of a streamed call (Gemini's differs; the others stream from the same URL).
 #[must_use]
 pub fn streamed_url(kind: ProviderKind, url: &str) -> String {
-    if kind != ProviderKind::Gemini {
-        return url.to_owned();
-    }
+    kind.protocol().streamed_url(url)
+}
+
+/// Gemini's streamed URL: `:generateContent` becomes `:streamGenerateContent?alt=sse` (any
+/// query the base URL carries is kept).
+pub(super) fn gemini_streamed_url(url: &str) -> String {
     let Ok(mut parsed) = reqwest::Url::parse(url) else {
         return url.replacen(":generateContent", ":streamGenerateContent?alt=sse", 1);
     };
@@ -147,7 +128,7 @@ fn framing_error(error: FramingError, limit: u64) -> CallError {
 /// The answer cap, spent as an assembler keeps text and values, so a stream fails as soon as
 /// what it would cache passes the cap instead of when it ends.
 #[derive(Debug)]
-struct Budget {
+pub struct Budget {
     limit: u64,
     used: u64,
 }
@@ -253,31 +234,58 @@ fn event_json(event: &SseEvent) -> Result<Value, CallError> {
         .map_err(|error| CallError::Protocol { detail: format!("invalid JSON in a stream event ({} bytes): {error}", event.data.len()) })
 }
 
+/// One protocol's stream folding ([`Protocol::stream_fold`](super::Protocol::stream_fold)):
+/// its events in, the body the same call returns without streaming out.
+pub trait Fold: std::fmt::Debug + Send {
+    /// Folds one event in, spending `budget` on what it keeps; `true` once the protocol's
+    /// last event (or an error) has come.
+    ///
+    /// # Errors
+    /// `ResponseTooLarge` once what is kept passes the cap; `Protocol` for a bad event.
+    fn push(&mut self, event: &SseEvent, budget: &mut Budget) -> Result<bool, CallError>;
+    /// The non-streaming body; an error event becomes the body as sent.
+    ///
+    /// # Errors
+    /// `Protocol` for a stream cut before its finish reason or last event.
+    fn finish(self: Box<Self>) -> Result<Value, CallError>;
+}
+
+macro_rules! fold {
+    ($($stream:ty => $make:ident),* $(,)?) => {$(
+        impl Fold for $stream {
+            fn push(&mut self, event: &SseEvent, budget: &mut Budget) -> Result<bool, CallError> {
+                <$stream>::push(self, event, budget)
+            }
+            fn finish(self: Box<Self>) -> Result<Value, CallError> {
+                <$stream>::finish(*self)
+            }
+        }
+
+        /// An empty folder for this protocol's events.
+        pub(super) fn $make() -> Box<dyn Fold> {
+            Box::new(<$stream>::default())
+        }
+    )*};
+}
+
+fold! {
+    chat::ChatStream => fold_chat,
+    responses::ResponsesStream => fold_responses,
+    anthropic::AnthropicStream => fold_anthropic,
+    gemini::GeminiStream => fold_gemini,
+}
+
 /// Folds one protocol's events into its non-streaming body, within the answer cap.
 #[derive(Debug)]
 pub(super) struct Assembler {
-    protocol: Protocol,
+    fold: Box<dyn Fold>,
     budget: Budget,
-}
-
-#[derive(Debug)]
-enum Protocol {
-    Chat(chat::ChatStream),
-    Responses(responses::ResponsesStream),
-    Anthropic(anthropic::AnthropicStream),
-    Gemini(gemini::GeminiStream),
 }
 
 impl Assembler {
     /// An empty assembler for `kind`'s events that keeps at most `limit` bytes of answer.
     pub(super) fn new(kind: ProviderKind, limit: u64) -> Self {
-        let protocol = match kind {
-            ProviderKind::OpenAi => Protocol::Chat(chat::ChatStream::default()),
-            ProviderKind::OpenAiResponses => Protocol::Responses(responses::ResponsesStream::default()),
-            ProviderKind::Anthropic => Protocol::Anthropic(anthropic::AnthropicStream::default()),
-            ProviderKind::Gemini => Protocol::Gemini(gemini::GeminiStream::default()),
-        };
-        Self { protocol, budget: Budget { limit, used: 0 } }
+        Self { fold: kind.protocol().stream_fold(), budget: Budget { limit, used: 0 } }
     }
 
     /// Folds one event in; `true` once the protocol's last event (or an error) has come,
@@ -287,24 +295,13 @@ impl Assembler {
         if event.data.is_empty() {
             return Ok(false);
         }
-        let budget = &mut self.budget;
-        match &mut self.protocol {
-            Protocol::Chat(stream) => stream.push(event, budget),
-            Protocol::Responses(stream) => stream.push(event, budget),
-            Protocol::Anthropic(stream) => stream.push(event, budget),
-            Protocol::Gemini(stream) => stream.push(event, budget),
-        }
+        self.fold.push(event, &mut self.budget)
     }
 
     /// The non-streaming body; an error event becomes the body as sent, for the parser to
     /// classify, and a stream cut short (no finish reason or last event) is a protocol error.
     pub(super) fn finish(self) -> Result<Value, CallError> {
-        match self.protocol {
-            Protocol::Chat(stream) => stream.finish(),
-            Protocol::Responses(stream) => stream.finish(),
-            Protocol::Anthropic(stream) => stream.finish(),
-            Protocol::Gemini(stream) => stream.finish(),
-        }
+        self.fold.finish()
     }
 }
 

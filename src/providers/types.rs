@@ -13,44 +13,7 @@ use serde_json::{Map, Value};
 use super::error::REDACTED;
 use super::stream::StreamMode;
 
-/// Which wire protocol an endpoint speaks; serialized lowercase for configs and cache keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// OpenAI Chat Completions (`/v1/chat/completions`), also used by compatible gateways.
-    OpenAi,
-    /// Anthropic Messages (`/v1/messages`).
-    Anthropic,
-    /// Google Gemini `generateContent` (`/v1beta/models/{model}:generateContent`).
-    Gemini,
-    /// OpenAI Responses (`/v1/responses`): `provider: openai` with `api: responses` (or
-    /// `auto` routing a model that Chat Completions cannot serve).
-    #[serde(rename = "openai_responses")]
-    OpenAiResponses,
-}
-
-impl ProviderKind {
-    /// Stable lowercase name, identical to the serde form, for logs and limiter keys.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAi => "openai",
-            Self::Anthropic => "anthropic",
-            Self::Gemini => "gemini",
-            Self::OpenAiResponses => "openai_responses",
-        }
-    }
-
-    /// The public API origin, so configs may omit `base_url` for the real services.
-    #[must_use]
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Self::OpenAi | Self::OpenAiResponses => "https://api.openai.com",
-            Self::Anthropic => "https://api.anthropic.com",
-            Self::Gemini => "https://generativelanguage.googleapis.com",
-        }
-    }
-}
+pub use super::protocol::ProviderKind;
 
 /// Which OpenAI API a `provider: openai` model entry uses (`api:` in the pipeline).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
