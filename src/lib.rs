@@ -12,6 +12,7 @@ pub mod envs;
 pub mod exec;
 pub mod exhibit;
 pub mod metrics;
+pub mod platform;
 pub mod plan;
 pub mod providers;
 pub mod report;
