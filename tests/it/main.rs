@@ -59,3 +59,5 @@ mod damaged_cache;
 mod cache_pressure;
 // Terminal output: outside text escaped, `--json` always one object, log lines on request.
 mod terminal;
+// Where bubblewrap cannot run: API and built-in benchmarks run, model code stops first (issue 26).
+mod platform;
