@@ -1,6 +1,7 @@
 //! The portable fallbacks (macOS, and Linux with the `portable-platform` feature): `fsync` of
-//! exactly a batch's files and their directories (`F_FULLFSYNC` on macOS, where `fsync` stops
-//! at the drive's cache), no core dumps, and local filesystems named by `f_fstypename`.
+//! exactly a batch's files and their directories (then one `F_FULLFSYNC` on macOS, where
+//! `fsync` stops at the drive's cache), no core dumps, and local filesystems named by
+//! `f_fstypename`.
 //! Compiled on Linux too, so its tests run in every build.
 
 use std::collections::BTreeSet;
@@ -25,10 +26,12 @@ pub struct Synced {
 
 /// Syncs each of `files`, then each directory holding one of them, up to and including
 /// `root`: the file's bytes first, then the names (renames, new shard folders) that lead to
-/// it. A crash before this returns loses or tears only files of this batch, which every
-/// reader checks by checksum and treats as a miss.
-pub fn sync_batch(_root_handle: &File, root: &Path, files: &[PathBuf]) -> io::Result<()> {
-    sync_files(root, files).map(|_| ())
+/// it; on macOS one `F_FULLFSYNC` then flushes the drive's cache for the whole batch (one per
+/// file would flush it once per file). A crash before this returns loses or tears only files
+/// of this batch, which every reader checks by checksum and treats as a miss.
+pub fn sync_batch(root_handle: &File, root: &Path, files: &[PathBuf]) -> io::Result<()> {
+    sync_files(root, files)?;
+    flush_drive_cache(root_handle)
 }
 
 /// [`sync_batch`], saying how much it synced (for tests).
@@ -58,28 +61,31 @@ pub fn sync_files(root: &Path, files: &[PathBuf]) -> io::Result<Synced> {
 /// replaced by a file: `cache gc` or damage repair, where nothing is left to keep).
 fn sync_path(path: &Path) -> io::Result<bool> {
     match File::open(path) {
-        Ok(handle) => full_fsync(&handle).map(|()| true),
+        Ok(handle) => rustix::fs::fsync(&handle).map(|()| true).map_err(io::Error::from),
         Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => Ok(false),
         Err(e) => Err(e),
     }
 }
 
-/// `F_FULLFSYNC` on macOS (plain `fsync` there leaves the data in the drive's cache), falling
-/// back to `fsync` where the filesystem refuses it (network volumes).
+/// `F_FULLFSYNC` on macOS: what `fsync` handed to the drive leaves its volatile cache for the
+/// medium. Where the filesystem refuses it (network volumes), the `fsync`s already done are
+/// all there is.
 #[cfg(target_vendor = "apple")]
-fn full_fsync(handle: &File) -> io::Result<()> {
+fn flush_drive_cache(handle: &File) -> io::Result<()> {
     rustix::fs::fcntl_fullfsync(handle).or_else(|_| rustix::fs::fsync(handle)).map_err(io::Error::from)
 }
 
-/// `fsync(2)`: the file's data and metadata reach the disk.
+/// Elsewhere `fsync(2)` already reaches the medium (Linux sends the flush with it).
 #[cfg(not(target_vendor = "apple"))]
-fn full_fsync(handle: &File) -> io::Result<()> {
-    rustix::fs::fsync(handle).map_err(io::Error::from)
+fn flush_drive_cache(_handle: &File) -> io::Result<()> {
+    Ok(())
 }
 
 /// Syncs the directory `path` itself (its entries, including removals in it).
 pub fn sync_filesystem_of(path: &Path) -> io::Result<()> {
-    full_fsync(&File::open(path)?)
+    let handle = File::open(path)?;
+    rustix::fs::fsync(&handle).map_err(io::Error::from)?;
+    flush_drive_cache(&handle)
 }
 
 /// No core dumps, so the API keys never land in a core file. Without `PR_SET_DUMPABLE` there

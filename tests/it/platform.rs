@@ -37,7 +37,8 @@ fn which(tool: &str) -> Option<PathBuf> {
 }
 
 fn run(ws: &Workspace, path: &Path, args: &[&str]) -> (i32, Value, String) {
-    let out = ws.cmd().env("PATH", path).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["--data-dir", data_dir().to_str().unwrap()]).args(args).output().unwrap();
+    let out =
+        ws.cmd().env("PATH", path).env_remove("EVALGRID_UNSAFE_NO_SANDBOX").args(["--data-dir", data_dir().to_str().unwrap()]).args(args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let v = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
     (out.status.code().unwrap_or(-1), v, String::from_utf8_lossy(&out.stderr).into_owned())
