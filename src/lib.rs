@@ -13,6 +13,7 @@ pub mod exec;
 pub mod exhibit;
 pub mod metrics;
 pub mod plan;
+pub mod platform;
 pub mod providers;
 pub mod report;
 pub mod sandbox;

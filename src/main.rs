@@ -3,9 +3,9 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
-    // Non-dumpable: other processes of our uid (model code run unsandboxed, or anything
-    // else) cannot read /proc/<pid>/environ (the API keys) nor ptrace us.
-    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    // Non-dumpable on Linux: other processes of our uid (model code run unsandboxed, or
+    // anything else) cannot read /proc/<pid>/environ (the API keys) nor ptrace us.
+    evalgrid::platform::protect_secrets();
     let code = cli::main();
     if std::env::var_os("EVALGRID_REPORT_RSS").is_some() {
         cli::report_peak_rss();

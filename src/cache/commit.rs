@@ -1,5 +1,7 @@
 //! Group commit: cache files are published without a per-file `fsync`, and one background
-//! thread makes everything written so far durable with a single `syncfs` per batch.
+//! thread makes everything written so far durable with a single `syncfs` per batch (Linux),
+//! or, where there is no `syncfs` (macOS), an `fsync` of exactly the batch's files and their
+//! directories (see [`crate::platform`]); each write names its file for that.
 //!
 //! Why this is safe: a published file is in the page cache, so `kill -9` of evalgrid loses
 //! nothing (other processes see it at once). Only a machine crash can lose or tear files
@@ -10,7 +12,7 @@
 //! calls it before it reports success.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -30,6 +32,11 @@ struct Counters {
     stop: bool,
     /// Batches synced so far (one `syncfs` each).
     batches: u64,
+    /// The files published since the last batch began, when the platform syncs per file
+    /// ([`crate::platform::TRACKS_FILES`]); always empty with `syncfs`.
+    pending: Vec<PathBuf>,
+    /// Files handed to the platform's sync so far, counted once per batch.
+    files_synced: u64,
 }
 
 #[derive(Debug)]
@@ -43,6 +50,8 @@ struct Shared {
 #[derive(Debug)]
 pub struct GroupCommit {
     shared: Arc<Shared>,
+    /// Whether each write's path is kept for its batch (the portable path); read once.
+    tracks_files: bool,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -50,16 +59,21 @@ impl GroupCommit {
     /// Starts the committer for the filesystem holding `dir`.
     pub fn start(dir: &Path) -> std::io::Result<Self> {
         let handle = File::open(dir)?;
+        let root = dir.to_owned();
         let shared = Arc::new(Shared { counters: Mutex::new(Counters::default()), changed: Condvar::new() });
         let worker = Arc::clone(&shared);
-        let thread = std::thread::Builder::new().name("evalgrid-cache-commit".into()).spawn(move || commit_loop(&worker, &handle))?;
-        Ok(Self { shared, thread: Mutex::new(Some(thread)) })
+        let thread = std::thread::Builder::new().name("evalgrid-cache-commit".into()).spawn(move || commit_loop(&worker, &handle, &root))?;
+        Ok(Self { shared, tracks_files: crate::platform::TRACKS_FILES, thread: Mutex::new(Some(thread)) })
     }
 
-    /// Notes one published write; it becomes durable with the next batch.
-    pub fn note(&self) {
+    /// Notes one published write of the file at `path` (under the committer's directory); it
+    /// becomes durable with the next batch.
+    pub fn note(&self, path: &Path) {
         let mut c = self.shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
         c.written += 1;
+        if self.tracks_files {
+            c.pending.push(path.to_owned());
+        }
         self.shared.changed.notify_all();
     }
 
@@ -97,10 +111,11 @@ impl Drop for GroupCommit {
 }
 
 /// Waits for unsynced writes, lets a batch gather for [`WINDOW`], syncs the filesystem
-/// once, and marks the batch durable; on stop, syncs what is left and returns.
-fn commit_loop(shared: &Shared, handle: &File) {
+/// once (or the batch's files), and marks the batch durable; on stop, syncs what is left and
+/// returns. A failed batch keeps its files for the retry.
+fn commit_loop(shared: &Shared, handle: &File, root: &Path) {
     loop {
-        let target = {
+        let (target, mut files) = {
             let mut c = shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
             while c.synced == c.written && !c.stop {
                 c = shared.changed.wait(c).unwrap_or_else(PoisonError::into_inner);
@@ -113,16 +128,20 @@ fn commit_loop(shared: &Shared, handle: &File) {
                 std::thread::sleep(WINDOW);
                 c = shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
             }
-            c.written
+            (c.written, std::mem::take(&mut c.pending))
         };
-        let result = sync_filesystem(handle);
+        files.sort_unstable();
+        files.dedup();
+        let result = crate::platform::sync_batch(handle, root, &files);
         let mut c = shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
         match result {
             Ok(()) => {
                 c.synced = c.synced.max(target);
                 c.batches += 1;
+                c.files_synced += files.len() as u64;
             }
             Err(e) => {
+                c.pending.append(&mut files);
                 c.failed = Some(e.to_string());
                 if c.stop {
                     return;
@@ -131,12 +150,6 @@ fn commit_loop(shared: &Shared, handle: &File) {
         }
         shared.changed.notify_all();
     }
-}
-
-/// One `syncfs(2)` of the filesystem holding the cache: a single journal commit for the
-/// whole batch, where per-file `fsync` costs one each.
-fn sync_filesystem(handle: &File) -> std::io::Result<()> {
-    rustix::fs::syncfs(handle).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

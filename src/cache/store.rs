@@ -144,16 +144,6 @@ pub struct Store {
     quick_io: bool,
 }
 
-/// `statfs` magic numbers of local filesystems, where a cache file operation is a few
-/// microseconds: ext2/3/4, XFS, Btrfs, tmpfs, overlayfs, ZFS, F2FS, ramfs. NFS, Lustre,
-/// GPFS, BeeGFS, CephFS, SMB and FUSE are not in it: there one operation is a round trip.
-const LOCAL_FILESYSTEMS: [u64; 8] = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0x794C_7630, 0x2FC1_2FC1, 0xF2F5_2010, 0x8584_58F6];
-
-/// Whether `magic` (a `statfs` `f_type`, possibly sign-extended) names a local filesystem.
-fn is_local_filesystem(magic: u64) -> bool {
-    LOCAL_FILESYSTEMS.contains(&(magic & 0xFFFF_FFFF))
-}
-
 impl Store {
     /// Opens (creating if needed) the cache at `dir`.
     pub fn open(dir: &Path) -> Result<Self, CacheError> {
@@ -165,8 +155,7 @@ impl Store {
         let commit = GroupCommit::start(&root).map_err(io(&root))?;
         let failures = root.join("failures");
         let failures_seen = std::fs::read_dir(&failures).map_err(io(&failures))?.next().is_some();
-        #[expect(clippy::cast_sign_loss, reason = "a magic number: its bits, not its value")]
-        let quick_io = rustix::fs::statfs(&root).is_ok_and(|fs| is_local_filesystem(fs.f_type as u64));
+        let quick_io = crate::platform::is_local_filesystem(&root);
         Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io })
     }
 
@@ -497,7 +486,7 @@ impl Store {
         };
         match result {
             Ok(_) => {
-                self.commit.note();
+                self.commit.note(path);
                 Ok(true)
             }
             Err(e) if !replace && e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
@@ -560,7 +549,7 @@ impl Store {
         // One write call: concurrent appenders never interleave inside a line.
         file.write_all(format!("{}\n", key.to_hex()).as_bytes()).map_err(io(&path))?;
         if durable {
-            self.commit.note();
+            self.commit.note(&path);
         }
         Ok(())
     }
@@ -678,17 +667,6 @@ mod tests {
     fn entry(n: i64) -> Entry {
         let components = json!({"n": n});
         Entry { key: StepKey::compute(&components), kind: StepKind::Score, components, output: json!({"v": n}), duration_ms: 0, writer: String::new() }
-    }
-
-    #[test]
-    fn only_local_disk_filesystems_take_cache_io_inline() {
-        for local in [0xEF53_u64, 0x0102_1994, 0x9123_683E, 0xFFFF_FFFF_9123_683E] {
-            assert!(is_local_filesystem(local), "{local:#x}");
-        }
-        // NFS, Lustre, GPFS, FUSE, CephFS, SMB2.
-        for network in [0x6969_u64, 0x0BD0_0BD0, 0x4750_4653, 0x6573_5546, 0x00C3_6400, 0xFE53_4D42] {
-            assert!(!is_local_filesystem(network), "{network:#x}");
-        }
     }
 
     #[test]

@@ -335,7 +335,7 @@ fn settle_removal(dir: tempfile::TempDir) -> Result<(), Failure> {
 
 /// One `syncfs(2)` of the filesystem holding `path`: everything written there is on disk.
 fn sync_filesystem_of(path: &std::path::Path) -> Result<(), Failure> {
-    rustix::fs::syncfs(std::fs::File::open(path)?).map_err(std::io::Error::from)?;
+    evalgrid::platform::sync_filesystem_of(path)?;
     Ok(())
 }
 

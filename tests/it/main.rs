@@ -61,3 +61,5 @@ mod cache_pressure;
 mod terminal;
 // Scratch folders: none left by a clean run; a killed run's removed by the next (issue 21).
 mod scratch;
+// Where bubblewrap cannot run: API and built-in benchmarks run, model code stops first (issue 26).
+mod platform;

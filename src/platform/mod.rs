@@ -1,0 +1,57 @@
+//! Every operating-system-specific call of evalgrid, each with a portable fallback, so that
+//! evalgrid builds on macOS and the fallbacks can be tested on Linux (issue 26).
+//!
+//! [`linux`] holds the Linux-only calls (`syncfs`, `PR_SET_DUMPABLE`, `statfs` magic numbers);
+//! [`portable`] the fallbacks (`fsync` of a batch's files and directories, `F_FULLFSYNC` on
+//! macOS; no core dumps; `f_fstypename` on macOS). Linux uses [`linux`] unless the
+//! `portable-platform` feature (set only by tests and CI) forces [`portable`]; every other OS
+//! uses [`portable`]. Nothing outside this module calls `rustix` or `libc` (a test enforces it).
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod portable;
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+#[cfg(all(target_os = "linux", not(feature = "portable-platform")))]
+use linux as active;
+#[cfg(not(all(target_os = "linux", not(feature = "portable-platform"))))]
+use portable as active;
+
+/// The name of the durability path in use (`syncfs` or `fsync`), for benchmark output.
+pub const DURABILITY: &str = active::DURABILITY;
+
+/// Whether a group commit must name the files of a batch: the portable path syncs exactly
+/// those; `syncfs` syncs the whole filesystem, so on Linux nothing is tracked.
+pub const TRACKS_FILES: bool = active::TRACKS_FILES;
+
+/// Makes the files written since the last batch survive a machine crash: one `syncfs` of the
+/// filesystem holding `root` (an open handle of the cache root), or an `fsync` of each file in
+/// `files` and of each directory between them and `root`.
+pub fn sync_batch(root_handle: &File, root: &Path, files: &[PathBuf]) -> io::Result<()> {
+    active::sync_batch(root_handle, root, files)
+}
+
+/// Makes everything written under the directory `path` (including removals in it) durable.
+pub fn sync_filesystem_of(path: &Path) -> io::Result<()> {
+    active::sync_filesystem_of(path)
+}
+
+/// Protects the API keys in this process's memory and environment from other processes of
+/// the same user as far as the OS allows: non-dumpable on Linux (no `/proc/<pid>/environ`,
+/// no ptrace), no core dumps elsewhere. Best effort: a failure leaves the process as it was.
+pub fn protect_secrets() {
+    active::protect_secrets();
+}
+
+/// Whether the directory `path` is on a local disk filesystem, where a cache file operation
+/// takes microseconds; `false` (the safe path: cache I/O on blocking threads) when unknown.
+#[must_use]
+pub fn is_local_filesystem(path: &Path) -> bool {
+    active::is_local_filesystem(path)
+}
+
+#[cfg(test)]
+mod tests;
