@@ -53,5 +53,13 @@ pub fn is_local_filesystem(path: &Path) -> bool {
     active::is_local_filesystem(path)
 }
 
+/// Whether process `pid` exists: a POSIX signal-0 probe (a process of another user exists
+/// too), the same on every Unix. Used to tell a killed run's scratch folders from a live one's.
+#[must_use]
+pub fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return true };
+    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+}
+
 #[cfg(test)]
 mod tests;

@@ -45,10 +45,9 @@ fn owner(name: &str) -> Option<u32> {
     pid.parse().ok().filter(|p| *p > 0)
 }
 
-/// Whether process `pid` exists (a signal-0 probe; a process of another user exists too).
+/// Whether process `pid` exists.
 fn alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return true };
-    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+    crate::platform::process_exists(pid)
 }
 
 #[cfg(test)]
