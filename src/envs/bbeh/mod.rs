@@ -16,6 +16,7 @@ pub mod prompt;
 pub mod report;
 pub use crate::envs::pystr;
 pub mod scorer;
+pub mod units;
 mod tools;
 
 #[cfg(test)]
