@@ -59,3 +59,5 @@ mod damaged_cache;
 mod cache_pressure;
 // Terminal output: outside text escaped, `--json` always one object, log lines on request.
 mod terminal;
+// Statistics (issue 24): items.csv, clustered SEs, paired comparisons, checked by scipy/statsmodels.
+mod statistics;
