@@ -17,6 +17,63 @@ fn harmonic(accs: impl Iterator<Item = f64>) -> f64 {
     t / denominator
 }
 
+/// How one task's resampled mean is drawn.
+enum Resample<'a> {
+    /// Every value the same: every resample has that mean.
+    Constant(f64),
+    /// 0/1 values, k ones in n: the ones among n draws with replacement are Binomial(n, k/n),
+    /// drawn by inverting its CDF (one uniform per task and resample instead of n; the
+    /// same distribution as drawing the items, at a fraction of the cost on 18,080 items).
+    Binary { n: f64, cdf: Vec<f64> },
+    /// Any other values: n draws with replacement.
+    Values(&'a [f64]),
+}
+
+impl<'a> Resample<'a> {
+    fn new(values: &'a [f64]) -> Self {
+        #[expect(clippy::cast_precision_loss, reason = "unit counts are far below 2^52")]
+        let n = values.len() as f64;
+        if values.iter().all(|x| *x == values[0]) {
+            return Self::Constant(values[0]);
+        }
+        if !values.iter().all(|x| *x == 0.0 || *x == 1.0) {
+            return Self::Values(values);
+        }
+        let k: f64 = values.iter().sum();
+        let (lp, lq) = ((k / n).ln(), (1.0 - k / n).ln());
+        let (mut ln_c, mut total) = (0.0, 0.0);
+        let mut cdf = Vec::with_capacity(values.len() + 1);
+        for j in 0..=values.len() {
+            #[expect(clippy::cast_precision_loss, reason = "unit counts are far below 2^52")]
+            let jf = j as f64;
+            total += (ln_c + jf * lp + (n - jf) * lq).exp();
+            cdf.push(total);
+            ln_c += (n - jf).ln() - (jf + 1.0).ln();
+        }
+        Self::Binary { n, cdf }
+    }
+
+    /// One resample's mean.
+    fn mean(&self, rng: &mut SplitMix64) -> f64 {
+        match self {
+            Self::Constant(x) => *x,
+            Self::Binary { n, cdf } => {
+                let u = rng.uniform() * cdf[cdf.len() - 1];
+                let ones = cdf.partition_point(|c| *c <= u).min(cdf.len() - 1);
+                #[expect(clippy::cast_precision_loss, reason = "unit counts are far below 2^52")]
+                let ones = ones as f64;
+                ones / n
+            }
+            Self::Values(values) => {
+                let n = values.len();
+                #[expect(clippy::cast_precision_loss, reason = "unit counts are far below 2^52")]
+                let nf = n as f64;
+                (0..n).map(|_| values[rng.index(n)]).sum::<f64>() / nf
+            }
+        }
+    }
+}
+
 /// Percentile 95 % interval of the harmonic mean over tasks of `100 · mean(values)`,
 /// resampling each task's values with replacement, from a generator seeded with `seed`
 /// (so the same cache gives the same interval). `None` when a task has no values.
@@ -25,18 +82,9 @@ pub fn harmonic_interval(per_task: &[Vec<f64>], seed: u64) -> Option<(f64, f64)>
     if per_task.is_empty() || per_task.iter().any(Vec::is_empty) {
         return None;
     }
+    let tasks: Vec<Resample<'_>> = per_task.iter().map(|v| Resample::new(v)).collect();
     let mut rng = SplitMix64::new(seed);
-    let mut draws: Vec<f64> = (0..RESAMPLES)
-        .map(|_| {
-            harmonic(per_task.iter().map(|values| {
-                let n = values.len();
-                let sum: f64 = (0..n).map(|_| values[rng.index(n)]).sum();
-                #[expect(clippy::cast_precision_loss, reason = "unit counts are far below 2^52")]
-                let n = n as f64;
-                100.0 * sum / n
-            }))
-        })
-        .collect();
+    let mut draws: Vec<f64> = (0..RESAMPLES).map(|_| harmonic(tasks.iter().map(|t| 100.0 * t.mean(&mut rng)))).collect();
     draws.sort_by(f64::total_cmp);
     Some((percentile(&draws, 0.025), percentile(&draws, 0.975)))
 }
@@ -69,6 +117,22 @@ mod tests {
         let constant = vec![vec![1.0; 10], vec![0.0; 10]];
         let exact = harmonic([100.0, 0.0].into_iter());
         assert_eq!(harmonic_interval(&constant, 1), Some((exact, exact)));
+    }
+
+    #[test]
+    fn binary_draws_have_the_resampling_distribution() {
+        // 30 ones in 100: resampled means have mean 0.3 and variance 0.3·0.7/100.
+        let values: Vec<f64> = (0..100).map(|i| f64::from(u8::from(i < 30))).collect();
+        let (binary, direct) = (Resample::new(&values), Resample::Values(&values));
+        assert!(matches!(binary, Resample::Binary { .. }));
+        for r in [binary, direct] {
+            let mut rng = SplitMix64::new(3);
+            let draws: Vec<f64> = (0..20_000).map(|_| r.mean(&mut rng)).collect();
+            let mean = draws.iter().sum::<f64>() / 20_000.0;
+            let var = draws.iter().map(|d| (d - mean) * (d - mean)).sum::<f64>() / 19_999.0;
+            assert!((mean - 0.3).abs() < 0.002, "{mean}");
+            assert!((var / (0.21 / 100.0) - 1.0).abs() < 0.05, "{var}");
+        }
     }
 
     #[test]
