@@ -151,6 +151,36 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
     }
 }
 
+/// Which models are statistically tied with the best on a suite's first per-unit metric
+/// (Holm-adjusted p ≥ 0.05 against it), with the minimum detectable difference of each
+/// pair: `(metric, best, [(model, tied, mde)])`, or `None` with fewer than two models.
+#[must_use]
+pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<(&'c str, &'c str, Vec<(&'c str, bool, Option<f64>)>)> {
+    let metric = rows.iter().find(|c| c.suite == suite)?.metric.as_str();
+    let family: Vec<&Comparison> = rows.iter().filter(|c| c.suite == suite && c.metric == metric).collect();
+    let mut best: Option<(&str, f64)> = None;
+    for c in &family {
+        for (model, mean) in [(c.model_a.as_str(), c.mean_a), (c.model_b.as_str(), c.mean_b)] {
+            if let Some(mean) = mean
+                && best.is_none_or(|(_, m)| mean > m)
+            {
+                best = Some((model, mean));
+            }
+        }
+    }
+    let (best, _) = best?;
+    let others = family
+        .iter()
+        .filter_map(|c| match (c.model_a == best, c.model_b == best) {
+            (true, _) => Some((c.model_b.as_str(), *c)),
+            (_, true) => Some((c.model_a.as_str(), *c)),
+            _ => None,
+        })
+        .map(|(model, c)| (model, c.p_holm.is_some_and(|p| p >= 0.05), c.mde))
+        .collect();
+    Some((metric, best, others))
+}
+
 /// Two-sided normal p-value `2·(1 − Φ(|z|)) = erfc(|z|/√2)`.
 #[must_use]
 pub fn two_sided_p(z: f64) -> f64 {

@@ -161,7 +161,13 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
         None => {
             let usage = usage_rows(pipeline, &metrics);
             let facts =
-                RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
+                RunFacts {
+                    cells_total: plan.cells.len(),
+                    cells_scored: metrics.cells_scored,
+                    usage: usage.clone(),
+                    warnings: super::page::warnings(pipeline),
+                    comparisons: metrics.comparisons.clone(),
+                };
             rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
             rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
             rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, pipeline.report.decimals).into_bytes());

@@ -100,6 +100,10 @@ fn bbeh_items_clustered_errors_pairs_and_bootstrap_agree_with_an_independent_pee
         let path = format!("reports/pairs/{file}");
         assert_eq!(std::fs::read(ws.path(&path)).unwrap(), std::fs::read(again.path(&path)).unwrap(), "{file} differs between two fresh runs");
     }
+    // The summary names the best model, those tied with it and each pair's MDE.
+    let md = std::fs::read_to_string(ws.path("reports/pairs/summary.md")).unwrap();
+    let note = md.lines().find(|l| l.starts_with("Best on `correct`: r1.")).unwrap_or_else(|| panic!("{md}"));
+    assert!(note.contains("Holm-adjusted p ≥ 0.05): r0, twin.") && note.contains("80 % power: r0 0.0"), "{note}");
     peer_agrees(&ws.path("reports/pairs"));
 }
 
