@@ -50,6 +50,12 @@ pub struct Comparison {
     pub mde: Option<f64>,
 }
 
+/// A unit's pairing key `(task, seed, item)` and its value.
+type Keyed = ((u32, u64, u64), f64);
+
+/// A suite's best model on its first per-unit metric: `(metric, best, [(model, tied, mde)])`.
+pub type Ties<'c> = (&'c str, &'c str, Vec<(&'c str, bool, Option<f64>)>);
+
 /// The header of `comparisons.csv` (an interface: checks recompute every figure from it).
 pub const COMPARISON_COLUMNS: &str = "suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde";
 
@@ -62,12 +68,12 @@ pub fn compare(units: &SuiteUnits) -> Vec<Comparison> {
     let mut out = Vec::new();
     for (mi, metric) in units.metrics.iter().enumerate() {
         // Each model's units with a value, sorted by (task, seed, item) for a merge join.
-        let keyed: Vec<Vec<((u32, u64, u64), f64)>> = models
+        let keyed: Vec<Vec<Keyed>> = models
             .iter()
             .map(|m| {
                 let mut v: Vec<_> =
                     units.rows.iter().filter(|r| r.model_index == *m).filter_map(|r| Some(((r.task_index, r.seed, r.item), r.values[mi]?))).collect();
-                v.sort_by(|x, y| x.0.cmp(&y.0));
+                v.sort_by_key(|x| x.0);
                 v
             })
             .collect();
@@ -92,7 +98,7 @@ pub fn compare(units: &SuiteUnits) -> Vec<Comparison> {
 }
 
 /// `(task, a, b)` for the units both sorted lists hold.
-fn common(a: &[((u32, u64, u64), f64)], b: &[((u32, u64, u64), f64)]) -> Vec<(u32, f64, f64)> {
+fn common(a: &[Keyed], b: &[Keyed]) -> Vec<(u32, f64, f64)> {
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
     while i < a.len() && j < b.len() {
         match a[i].0.cmp(&b[j].0) {
@@ -155,7 +161,7 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
 /// (Holm-adjusted p ≥ 0.05 against it), with the minimum detectable difference of each
 /// pair: `(metric, best, [(model, tied, mde)])`, or `None` with fewer than two models.
 #[must_use]
-pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<(&'c str, &'c str, Vec<(&'c str, bool, Option<f64>)>)> {
+pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<Ties<'c>> {
     let metric = rows.iter().find(|c| c.suite == suite)?.metric.as_str();
     let family: Vec<&Comparison> = rows.iter().filter(|c| c.suite == suite && c.metric == metric).collect();
     let mut best: Option<(&str, f64)> = None;
@@ -292,7 +298,8 @@ mod tests {
 
     #[test]
     fn erfc_matches_tabulated_values() {
-        for (x, want) in [(0.0, 1.0), (0.5, 0.479_500_122_186_953_5), (1.0, 0.157_299_207_050_285_13), (3.0, 2.209_049_699_858_544e-5), (5.0, 1.537_459_794_428_035e-12)]
+        for (x, want) in
+            [(0.0, 1.0), (0.5, 0.479_500_122_186_953_5), (1.0, 0.157_299_207_050_285_13), (3.0, 2.209_049_699_858_544e-5), (5.0, 1.537_459_794_428_035e-12)]
         {
             let got = erfc(x);
             assert!((got - want).abs() <= 1e-13 * want, "erfc({x}) = {got}, want {want}");

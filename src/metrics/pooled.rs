@@ -16,10 +16,10 @@ use crate::envs::metric::{Agg, MetricDef, UnitMetric};
 pub fn with_unit_columns(columns: Vec<MetricColumn>, metrics: &[UnitMetric]) -> Vec<MetricColumn> {
     let mut out = Vec::with_capacity(columns.len() + 2);
     for c in columns {
-        let se = metrics.iter().find(|m| m.summary.as_deref() == Some(c.name.as_str())).map(|m| MetricDef {
-            name: format!("{}_se", c.name),
-            agg: Agg::ClusteredSe(m.name.clone()),
-        });
+        let se = metrics
+            .iter()
+            .find(|m| m.summary.as_deref() == Some(c.name.as_str()))
+            .map(|m| MetricDef { name: format!("{}_se", c.name), agg: Agg::ClusteredSe(m.name.clone()) });
         let harmonic = match &c.agg {
             Agg::HarmonicPercent(num, _) => metrics.iter().find(|m| m.binary && &m.field == num).map(|m| {
                 [

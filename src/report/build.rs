@@ -21,8 +21,8 @@ use crate::envs::registry::{self, Registry};
 use crate::envs::{ScoredCell, SectionInput};
 use crate::exec::StepError;
 use crate::metrics::{
-    BenchmarkTables, CellRow, Comparison, MetricColumn, MetricsError, Planned, SuiteUnits, UnitRow, aggregate, cells_parquet, compare, comparisons_csv, fill_pooled,
-    items_files, with_unit_columns,
+    BenchmarkTables, CellRow, Comparison, MetricColumn, MetricsError, Planned, SuiteUnits, UnitRow, aggregate, cells_parquet, compare, comparisons_csv,
+    fill_pooled, items_files, with_unit_columns,
 };
 use crate::plan::{Cell, Plan, StepKey, StepKind, metrics_components, report_components};
 use crate::spec::Pipeline;
@@ -160,14 +160,13 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
             let usage = usage_rows(pipeline, &metrics);
-            let facts =
-                RunFacts {
-                    cells_total: plan.cells.len(),
-                    cells_scored: metrics.cells_scored,
-                    usage: usage.clone(),
-                    warnings: super::page::warnings(pipeline),
-                    comparisons: metrics.comparisons.clone(),
-                };
+            let facts = RunFacts {
+                cells_total: plan.cells.len(),
+                cells_scored: metrics.cells_scored,
+                usage: usage.clone(),
+                warnings: super::page::warnings(pipeline),
+                comparisons: metrics.comparisons.clone(),
+            };
             rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
             rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
             rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, pipeline.report.decimals).into_bytes());

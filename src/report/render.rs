@@ -83,7 +83,8 @@ fn ties(out: &mut String, comparisons: &[crate::metrics::Comparison], suite: &st
     let Some((metric, best, others)) = crate::metrics::comparison::ties_with_best(comparisons, suite) else { return };
     let d = decimals as usize + 1;
     let tied: Vec<String> = others.iter().filter(|o| o.1).map(|o| escape_md(o.0)).collect();
-    let mde: Vec<String> = others.iter().map(|(m, _, mde)| format!("{} {}", escape_md(m), mde.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}")))).collect();
+    let mde: Vec<String> =
+        others.iter().map(|(m, _, mde)| format!("{} {}", escape_md(m), mde.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}")))).collect();
     let _ = writeln!(
         out,
         "\nBest on `{metric}`: {}. Statistically tied with it (paired, clustered by task, Holm-adjusted p ≥ 0.05): {}. \

@@ -16,8 +16,8 @@ pub mod prompt;
 pub mod report;
 pub use crate::envs::pystr;
 pub mod scorer;
-pub mod units;
 mod tools;
+pub mod units;
 
 #[cfg(test)]
 mod testdata;
