@@ -11,7 +11,7 @@ use crate::exhibit::{Figure, Section, TableView};
 use crate::providers::ChatRequest;
 use crate::spec::{CatalogIssue, ModelConfig, Params, Selection, TaskInstance};
 
-use super::metric::MetricDef;
+use super::metric::{MetricDef, Unit, UnitMetric, cell_unit};
 use super::tool::{ToolContext, ToolError, ToolOutput};
 
 /// One scored cell as a benchmark's report code sees it.
@@ -90,6 +90,18 @@ pub trait Benchmark: Send + Sync {
 
     /// Summary-table columns and how each aggregates.
     fn metrics(&self) -> Vec<MetricDef>;
+
+    /// Per-unit metrics (the columns of `items.csv`, compared between models in
+    /// `comparisons.csv`); none by default.
+    fn unit_metrics(&self) -> Vec<UnitMetric> {
+        Vec::new()
+    }
+
+    /// The scored units of one cell's score record; by default the cell itself (a benchmark
+    /// whose cells hold several items, like BBEH, lists them).
+    fn units(&self, score: &Value) -> Vec<Unit> {
+        cell_unit(score, &self.unit_metrics())
+    }
 
     /// Generation parameters this benchmark adds to `model`'s own (e.g. a reasoning effort
     /// its reference forces), so the run log and the report can say so.

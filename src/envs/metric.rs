@@ -23,6 +23,62 @@ pub enum Agg {
     MeanCiLow(String),
     /// Upper bound of that interval.
     MeanCiHigh(String),
+    /// Clustered standard error (clusters = tasks) of the mean of the named per-unit
+    /// metric; filled on each model's pooled row from the units, empty on per-task rows.
+    ClusteredSe(String),
+    /// Lower bound of the stratified bootstrap 95 % interval of a `HarmonicPercent`
+    /// column, resampling the named per-unit metric within tasks (pooled rows only).
+    HarmonicCiLow(String),
+    /// Upper bound of that interval.
+    HarmonicCiHigh(String),
+}
+
+/// A per-unit metric: a column of `items.csv`, read from each unit of a score record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitMetric {
+    /// Column name in `items.csv` and `metric` in `comparisons.csv` (`correct`, `score`, ...).
+    pub name: String,
+    /// Score-record field it is read from when the unit is the whole cell.
+    pub field: String,
+    /// The summary column that is its mean over units (it gets `<summary>_se`), if any.
+    pub summary: Option<String>,
+    /// Whether values are 0/1, so pairs also get McNemar's exact test.
+    pub binary: bool,
+}
+
+impl UnitMetric {
+    /// A metric read from `field` of the cell's score record, averaged into `summary`.
+    #[must_use]
+    pub fn new(name: &str, field: &str, summary: &str, binary: bool) -> Self {
+        Self { name: name.into(), field: field.into(), summary: Some(summary.into()), binary }
+    }
+}
+
+/// One scored unit of a cell: its item number (0 when the unit is the cell) and one value
+/// per [`UnitMetric`] of the benchmark, in order (`None` where the record has none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unit {
+    /// Item number inside the cell's task.
+    pub item: u64,
+    /// Values, one per unit metric.
+    pub values: Vec<Option<f64>>,
+}
+
+/// The usual units of a cell: the cell itself, each metric read from its score record's
+/// top-level field (booleans as 0/1).
+#[must_use]
+pub fn cell_unit(score: &serde_json::Value, metrics: &[UnitMetric]) -> Vec<Unit> {
+    vec![Unit { item: 0, values: metrics.iter().map(|m| number(score.get(&m.field))).collect() }]
+}
+
+/// A JSON number or boolean as f64.
+#[must_use]
+pub fn number(v: Option<&serde_json::Value>) -> Option<f64> {
+    match v? {
+        serde_json::Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        serde_json::Value::Number(n) => n.as_f64(),
+        _ => None,
+    }
 }
 
 /// One table column.
@@ -47,6 +103,7 @@ impl MetricDef {
         match &self.agg {
             Agg::Mean(f) | Agg::MeanCiLow(f) | Agg::MeanCiHigh(f) => vec![f],
             Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => vec![n, d],
+            Agg::ClusteredSe(_) | Agg::HarmonicCiLow(_) | Agg::HarmonicCiHigh(_) => Vec::new(),
         }
     }
 }

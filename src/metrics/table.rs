@@ -132,6 +132,8 @@ fn column_exprs(c: &MetricColumn) -> Vec<Expr> {
         Agg::Ratio(n, d) | Agg::HarmonicPercent(n, d) | Agg::WilsonLow(n, d) | Agg::WilsonHigh(n, d) => {
             vec![col(n.as_str()).sum().alias(format!("__num_{}", c.name).as_str()), col(d.as_str()).sum().alias(format!("__den_{}", c.name).as_str())]
         }
+        // Computed from the units afterwards (see `pooled`).
+        Agg::ClusteredSe(_) | Agg::HarmonicCiLow(_) | Agg::HarmonicCiHigh(_) => Vec::new(),
     }
 }
 
@@ -256,6 +258,10 @@ fn rows_of(df: &DataFrame, columns: &[MetricColumn], with_task: bool) -> Result<
             }));
             continue;
         }
+        if let Agg::ClusteredSe(_) | Agg::HarmonicCiLow(_) | Agg::HarmonicCiHigh(_) = c.agg {
+            per_column.push(Box::new(|_| None));
+            continue;
+        }
         let num = float(&format!("__num_{}", c.name))?;
         let den = float(&format!("__den_{}", c.name))?;
         let agg = c.agg.clone();
@@ -266,7 +272,7 @@ fn rows_of(df: &DataFrame, columns: &[MetricColumn], with_task: bool) -> Result<
                 Agg::HarmonicPercent(..) => (d > 0.0).then(|| 100.0 * k / d),
                 Agg::WilsonLow(..) => wilson(k, d).map(|w| w.0),
                 Agg::WilsonHigh(..) => wilson(k, d).map(|w| w.1),
-                Agg::Mean(_) | Agg::MeanCiLow(_) | Agg::MeanCiHigh(_) => None,
+                _ => None,
             }
         }));
     }

@@ -9,7 +9,7 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 7;
+pub const METRICS_VERSION: u32 = 8;
 /// Version of the report rendering code (bump when its output changes).
 pub const REPORT_VERSION: u32 = 5;
 
@@ -198,8 +198,8 @@ mod tests {
                 "2c10ca045930db4463e52a794ade3a97edaf87b93f467da952e06d289d67e80a",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "415e3246067d8b766bc63ba909206346f46ef229af66c3ce71b8983e87afefff");
-        assert_eq!(p.report_key.to_hex(), "a05d89af258e450bb3924d2d65dacad4ca1f12d3aa78b1d89e570f4bef9654ea");
+        assert_eq!(p.metrics_key.to_hex(), "e21c8db3d03749e0377fc6cbe7442f936f3c302c6d64dc518605934307809988");
+        assert_eq!(p.report_key.to_hex(), "f6c1308db952ee519fd3f45359decf650931e91e471689f8099bc1d87746bc07");
     }
 
     #[test]

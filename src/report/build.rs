@@ -20,7 +20,10 @@ use crate::cache::{CacheError, Entry, Store};
 use crate::envs::registry::{self, Registry};
 use crate::envs::{ScoredCell, SectionInput};
 use crate::exec::StepError;
-use crate::metrics::{BenchmarkTables, CellRow, MetricColumn, MetricsError, Planned, aggregate, cells_parquet};
+use crate::metrics::{
+    BenchmarkTables, CellRow, Comparison, MetricColumn, MetricsError, Planned, SuiteUnits, UnitRow, aggregate, cells_parquet, compare, comparisons_csv,
+    fill_pooled, items_files, with_unit_columns,
+};
 use crate::plan::{Cell, Plan, StepKey, StepKind, metrics_components, report_components};
 use crate::spec::Pipeline;
 
@@ -75,6 +78,14 @@ struct MetricsOutput {
     /// compiler): input, cached input and output tokens of every answer the cells used.
     #[serde(default)]
     call_tokens: Vec<(String, u64, u64, u64)>,
+    /// Blob hashes of `items.csv` and `items.parquet` (one row per scored unit).
+    #[serde(default)]
+    items_csv: String,
+    #[serde(default)]
+    items_parquet: String,
+    /// Every pair of models per suite and per-unit metric (`comparisons.csv`).
+    #[serde(default)]
+    comparisons: Vec<Comparison>,
 }
 
 /// What the report step stores: file name → blob hash, and transcript page → cell id.
@@ -130,7 +141,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
     let (metrics, metrics_cached) = match store.get(metrics_key)? {
         Some(e) => (serde_json::from_value::<MetricsOutput>(e.output).map_err(|_| ReportError::Malformed("metrics"))?, true),
         None => {
-            let out = compute_metrics(pipeline, plan, &scored, store)?;
+            let out = compute_metrics(pipeline, plan, &scored, store, seed_of(metrics_key))?;
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("metrics"))?;
             // Metrics are a pure function of their key: whoever wrote first wrote the same.
             let _ = store.put(&entry(metrics_key, StepKind::Metrics, metrics_comp, value))?;
@@ -149,11 +160,17 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
         Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
         None => {
             let usage = usage_rows(pipeline, &metrics);
-            let facts =
-                RunFacts { cells_total: plan.cells.len(), cells_scored: metrics.cells_scored, usage: usage.clone(), warnings: super::page::warnings(pipeline) };
+            let facts = RunFacts {
+                cells_total: plan.cells.len(),
+                cells_scored: metrics.cells_scored,
+                usage: usage.clone(),
+                warnings: super::page::warnings(pipeline),
+                comparisons: metrics.comparisons.clone(),
+            };
             rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
             rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
             rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, pipeline.report.decimals).into_bytes());
+            rendered.insert("comparisons.csv".to_owned(), comparisons_csv(&metrics.comparisons).into_bytes());
             let input = PageInput {
                 tables: &metrics.tables,
                 sections: &metrics.sections,
@@ -167,6 +184,8 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
             let mut files: BTreeMap<String, String> =
                 rendered.par_iter().map(|(name, bytes)| Ok((name.clone(), store.put_blob(bytes)?))).collect::<Result<_, CacheError>>()?;
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
+            files.insert("items.csv".to_owned(), metrics.items_csv.clone());
+            files.insert("items.parquet".to_owned(), metrics.items_parquet.clone());
             let out = ReportOutput { files, transcripts: pages.transcripts };
             let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
             let _ = store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
@@ -208,7 +227,44 @@ fn entry(key: StepKey, kind: StepKind, components: Value, output: Value) -> Entr
     Entry { key, kind, components, output, duration_ms: 0, writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned() }
 }
 
-fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store) -> Result<MetricsOutput, ReportError> {
+/// The bootstrap's seed: the metrics key, so the same cache gives the same report (the
+/// report key is derived from it; report options cannot change an interval).
+fn seed_of(key: StepKey) -> u64 {
+    u64::from_str_radix(&key.to_hex()[..16], 16).unwrap_or(0)
+}
+
+/// One [`SuiteUnits`] per suite (pipeline order), filled with every scored cell's units as
+/// its benchmark lists them.
+fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cell, Value)]) -> Vec<SuiteUnits> {
+    let models: Vec<String> = pipeline.models.iter().map(|m| m.id.clone()).collect();
+    let tasks: Vec<String> = pipeline.tasks.iter().map(|t| t.task.clone()).collect();
+    let mut out: Vec<SuiteUnits> = suites
+        .iter()
+        .map(|(suite, benchmark)| SuiteUnits {
+            suite: (*suite).to_owned(),
+            metrics: registry::get(benchmark).map(|b| b.unit_metrics()).unwrap_or_default(),
+            models: models.clone(),
+            tasks: tasks.clone(),
+            rows: Vec::new(),
+        })
+        .collect();
+    for (cell, score) in scored {
+        let task = &pipeline.tasks[cell.task];
+        let (Some(i), Some(bench)) = (suites.iter().position(|(s, _)| *s == task.suite), registry::get(&task.benchmark)) else { continue };
+        for unit in bench.units(score) {
+            out[i].rows.push(UnitRow {
+                model_index: u32::try_from(cell.model).unwrap_or(u32::MAX),
+                task_index: u32::try_from(cell.task).unwrap_or(u32::MAX),
+                seed: cell.seed,
+                item: unit.item,
+                values: unit.values,
+            });
+        }
+    }
+    out
+}
+
+fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store, seed: u64) -> Result<MetricsOutput, ReportError> {
     let rows: Vec<CellRow> = scored
         .iter()
         .map(|(cell, output)| {
@@ -231,11 +287,14 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
             suites.push((&t.suite, &t.benchmark));
         }
     }
+    let units = suite_units(pipeline, &suites, scored);
     let mut tables = Vec::new();
     let mut all_columns: Vec<MetricColumn> = Vec::new();
-    for (suite, benchmark) in suites {
+    let mut comparisons = Vec::new();
+    for (units, (suite, benchmark)) in units.iter().zip(suites) {
         let columns: Vec<MetricColumn> =
             Registry::metric_defs(benchmark).into_iter().filter(|m| pipeline.metrics.select.is_empty() || pipeline.metrics.select.contains(&m.name)).collect();
+        let columns = with_unit_columns(columns, &units.metrics);
         let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == suite).collect();
         if !subset.is_empty() {
             let mut planned = Planned::default();
@@ -243,7 +302,10 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
                 let model = &pipeline.models[c.model].id;
                 planned.add(u32::try_from(c.model).unwrap_or(u32::MAX), model, &pipeline.tasks[c.task].task);
             }
-            tables.push(aggregate(suite, &subset, &columns, &planned)?);
+            let mut table = aggregate(suite, &subset, &columns, &planned)?;
+            fill_pooled(&mut table, units, seed);
+            tables.push(table);
+            comparisons.extend(compare(units));
         }
         for c in columns {
             if !all_columns.contains(&c) {
@@ -253,6 +315,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
     }
     let all: Vec<&CellRow> = rows.iter().collect();
     let parquet = cells_parquet(&all, &all_columns)?;
+    let (items_csv, items_parquet) = items_files(&units)?;
     let tokens = pipeline
         .models
         .iter()
@@ -271,7 +334,19 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         section_owners.push(owner);
         sections.push(section);
     }
-    Ok(MetricsOutput { tables, cells_scored: rows.len(), cells_parquet: store.put_blob(&parquet)?, tokens, sections, section_owners, answered_by, call_tokens })
+    Ok(MetricsOutput {
+        tables,
+        cells_scored: rows.len(),
+        cells_parquet: store.put_blob(&parquet)?,
+        tokens,
+        sections,
+        section_owners,
+        answered_by,
+        call_tokens,
+        items_csv: store.put_blob(&items_csv)?,
+        items_parquet: store.put_blob(&items_parquet)?,
+        comparisons,
+    })
 }
 
 /// What the models did in the scored cells' calls (issue 12): the share of answers cut at

@@ -20,6 +20,8 @@ pub struct RunFacts {
     pub usage: Vec<ModelUsage>,
     /// Warnings shown before anything else.
     pub warnings: Vec<String>,
+    /// Paired model comparisons (ties with the best and minimum detectable differences).
+    pub comparisons: Vec<crate::metrics::Comparison>,
 }
 
 pub use crate::exhibit::Section;
@@ -58,6 +60,7 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[S
         let _ = writeln!(out, "## {}\n", escape_md(&t.benchmark));
         let _ = writeln!(out, "### By model\n");
         table(&mut out, t, &t.by_model, false, config.decimals);
+        ties(&mut out, &facts.comparisons, &t.benchmark, config.decimals);
         let _ = writeln!(out, "\n### By model × task\n");
         table(&mut out, t, &t.by_task, true, config.decimals);
         out.push('\n');
@@ -72,6 +75,24 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[S
         out.push('\n');
     }
     out
+}
+
+/// The models statistically tied with the best (Holm-adjusted p ≥ 0.05, paired and clustered
+/// by task, see `comparisons.csv`) and each pair's minimum detectable difference.
+fn ties(out: &mut String, comparisons: &[crate::metrics::Comparison], suite: &str, decimals: u32) {
+    let Some((metric, best, others)) = crate::metrics::comparison::ties_with_best(comparisons, suite) else { return };
+    let d = decimals as usize + 1;
+    let tied: Vec<String> = others.iter().filter(|o| o.1).map(|o| escape_md(o.0)).collect();
+    let mde: Vec<String> =
+        others.iter().map(|(m, _, mde)| format!("{} {}", escape_md(m), mde.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}")))).collect();
+    let _ = writeln!(
+        out,
+        "\nBest on `{metric}`: {}. Statistically tied with it (paired, clustered by task, Holm-adjusted p ≥ 0.05): {}. \
+         Minimum detectable difference against it at 80 % power: {}.",
+        escape_md(best),
+        if tied.is_empty() { "none".to_owned() } else { tied.join(", ") },
+        mde.join(", ")
+    );
 }
 
 fn table(out: &mut String, t: &BenchmarkTables, rows: &[TableRow], with_task: bool, decimals: u32) {
@@ -182,7 +203,7 @@ mod tests {
     #[test]
     fn markdown_snapshot() {
         let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new() };
-        insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, usage: Vec::new(), warnings: Vec::new() }), @r"
+        insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, ..RunFacts::default() }), @r"
         # demo
 
         3 of 4 cells scored.

@@ -63,3 +63,5 @@ mod terminal;
 mod scratch;
 // Where bubblewrap cannot run: API and built-in benchmarks run, model code stops first (issue 26).
 mod platform;
+// Statistics (issue 24): items.csv, clustered SEs, paired comparisons, checked by scipy/statsmodels.
+mod statistics;

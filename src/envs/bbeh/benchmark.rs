@@ -314,6 +314,12 @@ impl crate::envs::benchmark::Benchmark for Bbeh {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
+    fn unit_metrics(&self) -> Vec<crate::envs::metric::UnitMetric> {
+        super::units::unit_metrics()
+    }
+    fn units(&self, score: &Value) -> Vec<crate::envs::metric::Unit> {
+        super::units::units(score)
+    }
     fn run_episode<'a>(
         &'a self,
         ctx: EpisodeContext<'a>,

@@ -17,6 +17,7 @@ pub mod report;
 pub use crate::envs::pystr;
 pub mod scorer;
 mod tools;
+pub mod units;
 
 #[cfg(test)]
 mod testdata;

@@ -204,6 +204,11 @@ impl crate::envs::benchmark::Benchmark for Bbq {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
+    /// One unit per cell (spec: statistics.md).
+    fn unit_metrics(&self) -> Vec<crate::envs::metric::UnitMetric> {
+        use crate::envs::metric::UnitMetric;
+        vec![UnitMetric::new("solved", "solved", "solve_rate", true)]
+    }
     /// `reasoning_effort: medium` for GPT-5-family OpenAI models that set none (§4.10).
     fn injected_params(&self, model: &ModelConfig) -> Vec<(String, Value)> {
         if model.is_builtin() {

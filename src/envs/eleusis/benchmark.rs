@@ -266,6 +266,11 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
+    /// One unit per cell (spec: statistics.md).
+    fn unit_metrics(&self) -> Vec<crate::envs::metric::UnitMetric> {
+        use crate::envs::metric::UnitMetric;
+        vec![UnitMetric::new("score", "score", "mean_score", false), UnitMetric::new("success", "success", "success_rate", true)]
+    }
     /// API players' guessed rules run as Python in the judge.
     fn runs_model_code(&self, model: &ModelConfig) -> bool {
         !model.is_builtin()

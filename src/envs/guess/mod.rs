@@ -154,6 +154,11 @@ impl Benchmark for Guess {
         Ok(params.clone())
     }
 
+    /// One unit per cell: whether the number was found.
+    fn unit_metrics(&self) -> Vec<super::metric::UnitMetric> {
+        vec![super::metric::UnitMetric::new("solved", "solved", "solve_rate", true)]
+    }
+
     fn metrics(&self) -> Vec<MetricDef> {
         vec![MetricDef::mean("solve_rate", "solved"), MetricDef::mean("mean_guesses", "guesses"), MetricDef::mean("efficiency", "efficiency")]
     }

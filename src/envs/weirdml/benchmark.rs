@@ -333,6 +333,11 @@ impl crate::envs::benchmark::Benchmark for WeirdMl {
     fn metrics(&self) -> Vec<MetricDef> {
         metrics()
     }
+    /// One unit per cell (spec: statistics.md).
+    fn unit_metrics(&self) -> Vec<crate::envs::metric::UnitMetric> {
+        use crate::envs::metric::UnitMetric;
+        vec![UnitMetric::new("accuracy", "run_accuracy", "task_score", false)]
+    }
     /// Submissions train models, on a GPU when one is given.
     fn uses_gpu(&self) -> bool {
         true

@@ -1,0 +1,35 @@
+//! BBEH's scored units: one item of one task for one seed, read from the `items` rows
+//! of a cell's score record, so `items.csv` and paired comparisons see every item.
+
+use serde_json::Value;
+
+use crate::envs::metric::{Unit, UnitMetric, number};
+
+/// `correct` per item (0/1), whose mean over items is the `accuracy` column.
+#[must_use]
+pub fn unit_metrics() -> Vec<UnitMetric> {
+    vec![UnitMetric::new("correct", "correct", "accuracy", true)]
+}
+
+/// One unit per scored item of the record, numbered by the item's index in its task.
+#[must_use]
+pub fn units(score: &Value) -> Vec<Unit> {
+    score
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|row| Some(Unit { item: row.get("index")?.as_u64()?, values: vec![number(row.get("correct"))] }))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_item_row_is_a_unit() {
+        let score = serde_json::json!({"correct": 1, "n": 2, "items": [{"index": 7, "correct": true}, {"index": 3, "correct": false}]});
+        assert_eq!(units(&score), vec![Unit { item: 7, values: vec![Some(1.0)] }, Unit { item: 3, values: vec![Some(0.0)] }]);
+    }
+}
