@@ -59,3 +59,5 @@ mod damaged_cache;
 mod cache_pressure;
 // Terminal output: outside text escaped, `--json` always one object, log lines on request.
 mod terminal;
+// WeirdML's published results and time horizons imported and reproduced.
+mod weirdml_import;
