@@ -108,9 +108,9 @@ fn feasible(a: f64, b: f64) -> bool {
 /// Unconstrained Newton (logistic regression in (a, b), convex) with step halving: the last
 /// iterate and whether it is a stationary point (the gradient vanished, or no step improves the
 /// likelihood any more while the gradient is already tiny).
-fn newton(points: &[(f64, f64, f64)]) -> ((f64, f64), bool) {
+fn newton(points: &[(f64, f64, f64)], start: (f64, f64)) -> ((f64, f64), bool) {
     let total: f64 = points.iter().map(|p| p.1).sum::<f64>().max(1.0);
-    let (mut a, mut b) = (0.0, -1.0);
+    let (mut a, mut b) = start;
     let mut f = nll(points, a, b);
     for _ in 0..100 {
         let (mut ga, mut gb, mut haa, mut hab, mut hbb) = (0.0, 0.0, 0.0, 0.0, 0.0);
@@ -133,6 +133,10 @@ fn newton(points: &[(f64, f64, f64)]) -> ((f64, f64), bool) {
             return ((a, b), false);
         }
         let (da, db) = ((hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det);
+        // A Newton step this small is at the optimum to within rounding.
+        if da.abs().max(db.abs()) < 1e-10 * (1.0 + a.abs().max(b.abs())) {
+            return ((a, b), gradient < 1e-6 * total);
+        }
         let mut step = 1.0;
         loop {
             let (na, nb) = (a - step * da, b - step * db);
@@ -182,7 +186,12 @@ fn golden(lo: f64, hi: f64, f: impl Fn(f64) -> f64) -> (f64, f64) {
 /// a convex polygon, so the optimum is Newton's stationary point inside it or lies on one of its
 /// 4 edges (the best of those and of Newton's last feasible iterate is taken).
 pub fn fit(points: &[(f64, f64, f64)]) -> (f64, f64) {
-    let ((a, b), stationary) = newton(points);
+    fit_from(points, (0.0, -1.0))
+}
+
+/// [`fit`] with Newton started at `start` = (x50, β) (a bootstrap starts at the full-data fit).
+fn fit_from(points: &[(f64, f64, f64)], start: (f64, f64)) -> (f64, f64) {
+    let ((a, b), stationary) = newton(points, (-start.1 * start.0, start.1));
     let interior = feasible(a, b);
     if stationary && interior {
         return (-a / b, b);
@@ -234,6 +243,7 @@ pub fn horizon(model: &str, scores: &[(String, Vec<f64>)], estimates: &Estimates
         .collect();
     let n_data = tasks.iter().flatten().map(|p| p.1).sum::<f64>() as usize;
     let n_success = tasks.iter().flatten().map(|p| p.2).sum::<f64>() as usize;
+    let full = fit(&tasks.iter().flatten().copied().collect::<Vec<_>>());
     let mut rng = SplitMix64::new(seed_of(model));
     let mut x50s = Vec::with_capacity(resamples);
     let mut betas = Vec::with_capacity(resamples);
@@ -247,7 +257,7 @@ pub fn horizon(model: &str, scores: &[(String, Vec<f64>)], estimates: &Estimates
                 sample.extend_from_slice(&tasks[rng.index(tasks.len())]);
             }
         }
-        let (x50, beta) = fit(&sample);
+        let (x50, beta) = fit_from(&sample, full);
         x50s.push(x50);
         betas.push(beta);
     }
