@@ -125,7 +125,7 @@ fn newton(points: &[(f64, f64, f64)], start: (f64, f64)) -> ((f64, f64), bool) {
             hbb += w * x * x;
         }
         let gradient = ga.abs().max(gb.abs());
-        if gradient < 1e-9 * total {
+        if gradient < 1e-7 * total {
             return ((a, b), true);
         }
         let det = haa * hbb - hab * hab;
@@ -134,7 +134,7 @@ fn newton(points: &[(f64, f64, f64)], start: (f64, f64)) -> ((f64, f64), bool) {
         }
         let (da, db) = ((hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det);
         // A Newton step this small is at the optimum to within rounding.
-        if da.abs().max(db.abs()) < 1e-10 * (1.0 + a.abs().max(b.abs())) {
+        if da.abs().max(db.abs()) < 1e-9 * (1.0 + a.abs().max(b.abs())) {
             return ((a, b), gradient < 1e-6 * total);
         }
         let mut step = 1.0;
