@@ -203,6 +203,9 @@ fn full_data_fits_match_an_independent_scipy_fit() {
     }
 }
 
+/// A broken estimates file: its name, the edit that breaks it, the message expected.
+type EstimatesCase = (&'static str, fn(&mut Value), &'static str);
+
 /// Writes `value` as pretty JSON into the workspace.
 fn write_json(ws: &Workspace, name: &str, value: &Value) -> String {
     ws.write(name, &serde_json::to_string(value).unwrap()).display().to_string()
@@ -247,7 +250,7 @@ fn bad_input_is_refused_with_exit_2_and_a_clear_message() {
 
     // Estimates missing a task, an estimator, a threshold.
     let est: Value = serde_json::from_str(&std::fs::read_to_string(data("all_estimates.json")).unwrap()).unwrap();
-    let cases: [(&str, fn(&mut Value), &str); 4] = [
+    let cases: [EstimatesCase; 4] = [
         ("no_task", |e| drop(e.as_object_mut().unwrap().remove("xor_easy")), "task `xor_easy` missing"),
         (
             "no_estimator",

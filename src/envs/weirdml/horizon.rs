@@ -178,8 +178,7 @@ fn golden(lo: f64, hi: f64, f: impl Fn(f64) -> f64) -> (f64, f64) {
             fd = f(d);
         }
     }
-    let best = [(lo, f(lo)), (hi, f(hi)), (c, fc), (d, fd)].into_iter().min_by(|p, q| p.1.total_cmp(&q.1)).unwrap_or((lo, f(lo)));
-    best
+    [(lo, f(lo)), (hi, f(hi)), (c, fc), (d, fd)].into_iter().min_by(|p, q| p.1.total_cmp(&q.1)).unwrap_or((lo, f(lo)))
 }
 
 /// Bounded maximum-likelihood fit: (x50, β). The problem is convex in (a, b) = (−β·x50, β) over
