@@ -65,3 +65,5 @@ mod scratch;
 mod platform;
 // Statistics (issue 24): items.csv, clustered SEs, paired comparisons, checked by scipy/statsmodels.
 mod statistics;
+// WeirdML's published results and time horizons imported and reproduced.
+mod weirdml_import;

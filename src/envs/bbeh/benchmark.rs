@@ -9,7 +9,7 @@ use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::answer_space::random_answer;
+use super::answer_space::{ANSWER_SPACE_VERSION, random_answer};
 use super::dataset::{Item, TASKS, load_task_shared, mini_indices};
 use super::prompt::{SUFFIX, SUFFIX_VERSION, build_prompt_with};
 use super::scorer::{SCORER_VERSION, score as score_item};
@@ -170,7 +170,8 @@ pub fn resolve_builtin(agent: &str, params: &Params) -> Result<Params, Vec<Catal
     }
     let salt = params.get("salt").map_or(Some(0), Value::as_u64);
     match salt {
-        Some(salt) if issues.is_empty() => Ok([("salt".to_owned(), json!(salt))].into()),
+        // The answer-space version is in the model key: a changed space changes the random answers.
+        Some(salt) if issues.is_empty() => Ok([("salt".to_owned(), json!(salt)), ("answer_space".to_owned(), json!(ANSWER_SPACE_VERSION))].into()),
         None => {
             issues.push(CatalogIssue { site: IssueSite::Param("salt".into()), message: "`salt` must be a non-negative integer".into(), hint: None });
             Err(issues)

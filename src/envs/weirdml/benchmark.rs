@@ -365,4 +365,10 @@ impl crate::envs::benchmark::Benchmark for WeirdMl {
     fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
         super::report::figures(input)
     }
+    fn tools(&self) -> Option<clap::Command> {
+        Some(super::tools::command())
+    }
+    fn run_tool(&self, matches: &clap::ArgMatches, _ctx: &crate::envs::ToolContext<'_>) -> Result<crate::envs::ToolOutput, crate::envs::ToolError> {
+        super::tools::run(matches)
+    }
 }

@@ -7,14 +7,17 @@
 pub mod benchmark;
 pub mod codeblock;
 pub mod episode;
+pub mod horizon;
 pub mod metrics;
 pub mod minishapes;
 pub mod npy;
+pub mod published;
 pub mod pyfmt;
 pub mod report;
 pub mod scorer;
 pub mod scripted;
 pub mod task;
+mod tools;
 
 #[cfg(test)]
 mod test_support;
