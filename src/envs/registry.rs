@@ -254,7 +254,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(with_tools, ["eleusis", "bbeh", "bbq"]);
+        assert_eq!(with_tools, ["eleusis", "bbeh", "bbq", "weirdml"]);
     }
 
     #[test]

@@ -238,32 +238,7 @@ fn escaping_guess_code_is_contained_by_the_sandbox() {
 
 /// Guess code that escapes the restricted builtins and walks its caller's frames for the
 /// secret rule's verdicts (the red team's guess of issue 21), answering with them if found.
-const SELF_JUDGING_GUESS: &str = "found = None
-try:
-    sys = Card.__dict__.get('_sys')
-    if sys is None:
-        for c in ().__class__.__base__.__subclasses__():
-            if c.__name__ == '_wrap_close':
-                sys = c.__init__.__globals__['sys']
-                break
-        Card._sys = sys
-    sys.modules['__main__'].S.guarding = False
-    bi = sys.modules['builtins']
-    f = sys._getframe(1)
-    while f is not None and found is None:
-        loc = f.f_locals
-        i = loc.get('i')
-        for name in ('actual', 'a', 'st', 'req'):
-            v = loc.get(name)
-            if bi.isinstance(v, dict):
-                v = v.get('a') or (v.get('states') or [{}])[0].get('a')
-            if bi.isinstance(v, str) and len(v) == 52 and bi.isinstance(i, int):
-                found = v[i] == '1'
-                break
-        f = f.f_back
-except:
-    found = None
-return bool(found)";
+const SELF_JUDGING_GUESS: &str = include_str!("../fixtures/self_judging_guess.py");
 
 /// Issue 21: the judge's worker holds no secret verdict, so a guess that looks for them in
 /// its caller's frames loses, on a plain and on a sequence rule, through the whole pipeline

@@ -399,33 +399,7 @@ fn code_judge_drives_round_apply() {
 /// Guess code that escapes the restricted builtins (the `_wrap_close` route), switches the
 /// audit hook off and copies the secret rule's verdicts out of the worker's frames and
 /// requests. Returns `False` when it finds none.
-const SELF_JUDGING_GUESS: &str = "\
-found = None
-try:
-    sys = Card.__dict__.get('_sys')
-    if sys is None:
-        for c in ().__class__.__base__.__subclasses__():
-            if c.__name__ == '_wrap_close':
-                sys = c.__init__.__globals__['sys']
-                break
-        Card._sys = sys
-    sys.modules['__main__'].S.guarding = False
-    bi = sys.modules['builtins']
-    f = sys._getframe(1)
-    while f is not None and found is None:
-        loc = f.f_locals
-        i = loc.get('i')
-        for name in ('actual', 'a', 'st', 'req'):
-            v = loc.get(name)
-            if bi.isinstance(v, dict):
-                v = v.get('a') or (v.get('states') or [{}])[0].get('a')
-            if bi.isinstance(v, str) and len(v) == 52 and bi.isinstance(i, int):
-                found = v[i] == '1'
-                break
-        f = f.f_back
-except:
-    found = None
-return bool(found)";
+const SELF_JUDGING_GUESS: &str = include_str!("../../../../../tests/fixtures/self_judging_guess.py");
 
 /// Issue 21: the worker is never sent the secret verdicts, so a guess that reads them from
 /// its caller loses on a plain and a sequence rule, while a correct guess still wins and a
