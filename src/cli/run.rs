@@ -266,8 +266,17 @@ fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan:
 fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool, error: Option<&str>) {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let other_model = get(&usage.other_model);
-    if other_model > 0 {
-        output::note(&format!("warning: {other_model} call(s) were answered by a different model than requested; their answers were used but not cached"));
+    let other_cached = get(&usage.other_model_cached);
+    if other_cached > 0 {
+        output::note(&format!(
+            "note: {other_cached} call(s) were answered by a different model than requested; `accept_other_model` is set, so those answers were cached and scored"
+        ));
+    }
+    if other_model > other_cached {
+        output::note(&format!(
+            "warning: {} call(s) were answered by a different model than requested; those answers were neither cached nor scored (their cells failed): set `accept_other_model: true` on the model to keep them",
+            other_model - other_cached
+        ));
     }
     if json {
         output::json(&json!({
@@ -286,6 +295,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
                 "http_attempts": get(&usage.attempts), "input_tokens": get(&usage.input_tokens),
                 "output_tokens": get(&usage.output_tokens), "cost_usd": get(&usage.cost_micro_usd) as f64 / 1e6,
                 "answered_by_other_model": other_model,
+                "answered_by_other_model_cached": other_cached,
             },
         }));
         return;

@@ -71,8 +71,10 @@ pub struct Usage {
     pub output_tokens: AtomicU64,
     /// Cost of live calls in micro-dollars, for models with a `price`.
     pub cost_micro_usd: AtomicU64,
-    /// Answers from a model other than the one requested (not cached).
+    /// Answers from a model other than the one requested (all of them).
     pub other_model: AtomicU64,
+    /// Of those, the ones cached and scored because the model entry accepts other models.
+    pub other_model_cached: AtomicU64,
     /// Calls answered by an identical call in flight at the same time (no HTTP).
     pub shared_calls: AtomicU64,
     /// HTTP 429 responses: pacing, not failures.
@@ -305,6 +307,7 @@ impl CallContext {
                     Answered::Same | Answered::Snapshot => Ok(Fresh::cacheable(response)),
                     Answered::Other if model.accept_other_model => {
                         self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                        self.usage.other_model_cached.fetch_add(1, Ordering::Relaxed);
                         Ok(Fresh::cacheable(response))
                     }
                     // Never scored silently, never cached.

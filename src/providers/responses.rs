@@ -137,17 +137,20 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
 
 /// Turns as input items: each turn's own items first (verbatim), then its text as a
 /// message, unless the items already hold the assistant's `message` or the text is empty.
+/// An assistant's text is replayed as the API documents an earlier output: a `message` item
+/// with an `output_text` part. The short form without `type` is for user input only, and
+/// servers that follow the schema strictly (llama.cpp: "Cannot determine type of 'item'")
+/// refuse it for an assistant turn.
 fn input_items(request: &ChatRequest) -> Vec<Value> {
     let mut input = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
         input.extend(message.items.iter().cloned());
-        let role = match message.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
         let replayed_message = message.items.iter().any(|item| item.get("type").and_then(Value::as_str) == Some("message"));
         if message.items.is_empty() || (!replayed_message && !message.content.is_empty()) {
-            input.push(json!({"role": role, "content": message.content}));
+            input.push(match message.role {
+                Role::User => json!({"role": "user", "content": message.content}),
+                Role::Assistant => json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": message.content}]}),
+            });
         }
     }
     input

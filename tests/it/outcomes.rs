@@ -104,8 +104,17 @@ fn a_snapshot_of_the_alias_is_cached_and_shown_and_another_model_fails_unless_ac
     let text = pipeline(&url, &["snap", "gateway"]);
     ws.write("p.yaml", &text);
     let data = data_dir().to_str().unwrap().to_owned();
-    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    // The run's JSON, and what it said on stderr.
+    let run = || {
+        let out = ws.cmd().args(["--data-dir", &data, "run", "p.yaml", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code().unwrap_or(-1), v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, v, stderr) = run();
     assert_eq!((code, v["cells_failed"].as_u64()), (1, Some(3)), "every gateway cell fails: {v}");
+    // Issue 23: the warning says what happened to those answers (they were not cached).
+    assert!(stderr.contains("were neither cached nor scored") && !stderr.contains("were cached and scored"), "{stderr}");
+    assert_eq!(v["calls"]["answered_by_other_model_cached"], 0, "{v}");
     let failure = v["failures"].to_string();
     assert!(failure.contains("someone-else") && failure.contains("accept_other_model"), "{failure}");
     let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
@@ -116,8 +125,10 @@ fn a_snapshot_of_the_alias_is_cached_and_shown_and_another_model_fails_unless_ac
     assert_eq!((v["cells_cached"].as_u64(), mock.server().calls()), (Some(3), before), "{v}");
     // Accepted explicitly, the other model's answers are scored and cached.
     ws.write("p.yaml", &text.replace("model: gateway,", "model: gateway, accept_other_model: true,"));
-    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    let (code, v, stderr) = run();
     assert_eq!((code, v["cells_failed"].as_u64()), (0, Some(0)), "{v}");
+    assert!(stderr.contains("were cached and scored") && !stderr.contains("neither cached"), "{stderr}");
+    assert!(v["calls"]["answered_by_other_model_cached"].as_u64() > Some(0), "{v}");
     let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
     assert!(html.contains("answered as `someone-else`"), "the other model is in the provenance");
 }

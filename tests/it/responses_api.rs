@@ -129,3 +129,38 @@ fn api_is_checked_per_provider() {
     ws.write("ok.yaml", "name: x\nmodels:\n  - {id: o, provider: openai, model: gpt-5.2, api: auto, background: auto}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n");
     assert_eq!(ws.run(&["validate", "ok.yaml"]).status.code(), Some(0));
 }
+
+/// Issue 23: a multi-turn conversation on `api: responses` replays the model's earlier answers
+/// as the API documents earlier output (`type: message`, `output_text` parts). The mock, like
+/// llama.cpp's server, refuses an assistant item without `type` ("Cannot determine type of
+/// 'item'"), which failed every second turn before.
+#[test]
+fn a_multi_turn_conversation_replays_the_models_answers_as_typed_message_items() {
+    let replayed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = replayed.clone();
+    let server_model = move |request: &MockRequest| {
+        let items = request.body["input"].as_array().cloned().unwrap_or_default();
+        for item in &items {
+            if item["role"] == "assistant" {
+                assert_eq!(item["type"], "message", "{item}");
+                assert_eq!(item["content"][0]["type"], "output_text", "{item}");
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        // Guesses 1, 2, 3 … one per turn.
+        let turn = items.iter().filter(|item| item["role"] == "assistant").count() + 1;
+        MockOutcome::Reply(evalgrid::providers::mock::MockReply::text(turn.to_string()))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let server = runtime.block_on(MockServer::start(MockConfig { script: Script::function(server_model), ..MockConfig::default() })).unwrap();
+    let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
+    let ws = Workspace::new();
+    ws.write(
+        "g.yaml",
+        &format!("name: guess-responses\nmodels:\n  - {{id: api, provider: openai, model: mock-guess, base_url: \"{url}\", api: responses}}\ntasks:\n  - benchmark: guess\n    select: all\nseeds: [0]\n"),
+    );
+    let (code, v) = ws.run_json(&["run", "g.yaml", "--json"]);
+    assert_eq!((code, v["cells_failed"].as_u64()), (0, Some(0)), "{v}");
+    assert!(replayed.load(std::sync::atomic::Ordering::Relaxed) > 0, "no second turn was asked: {v}");
+    runtime.block_on(server.shutdown());
+}

@@ -76,13 +76,14 @@ fn benchmark_tool_commands_are_listed_in_help() {
         text.lines().skip_while(|l| *l != "Commands:").skip(1).take_while(|l| !l.is_empty()).filter_map(|l| l.split_whitespace().next()).collect();
     assert_eq!(
         commands,
-        ["run", "status", "report", "show", "validate", "cache", "datasets", "bbeh", "bbq", "eleusis", "slurm", "k8s", "bench", "help"],
+        ["run", "status", "report", "show", "validate", "cache", "datasets", "bbeh", "bbq", "eleusis", "weirdml", "slurm", "k8s", "bench", "help"],
         "{text}"
     );
     for line in [
         "  bbeh      BBEH tools: rescore responses produced elsewhere\n",
         "  bbq       BBQ-Bench tools: call a hidden function as the model would\n",
         "  eleusis   Eleusis tools: import published results and compute every metric\n",
+        "  weirdml   WeirdML tools: import the author's published results and time horizons\n",
     ] {
         assert!(text.contains(line), "{line:?} missing:\n{text}");
     }

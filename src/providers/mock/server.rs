@@ -275,6 +275,15 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     if let Some((id, cancel)) = stored {
         return stored_response(&shared, index, &id, cancel, answered_model.as_deref()).await;
     }
+    // As llama.cpp's server does: an input item without `type` is read as a message only
+    // when it is the short form of user (or system) input.
+    if protocol == ProviderKind::OpenAiResponses
+        && body.get("input").and_then(Value::as_array).is_some_and(|items| {
+            items.iter().any(|item| item.get("type").is_none() && !matches!(item.get("role").and_then(Value::as_str), Some("user" | "system" | "developer")))
+        })
+    {
+        return error_response(protocol, 400, "Cannot determine type of 'item'", RetryHeader::None);
+    }
     let background = protocol == ProviderKind::OpenAiResponses && body.get("background") == Some(&Value::Bool(true));
     let described = describe(protocol, url_model, body);
     let stream = gemini_stream || (protocol != ProviderKind::Gemini && described.body.get("stream") == Some(&json!(true)));
