@@ -436,7 +436,9 @@ mod tests {
         request.messages.push(Message::assistant("plain"));
         let body = build_body(&request, &Endpoint::new(ProviderKind::OpenAiResponses, "gpt-5.2"));
         let types: Vec<&str> = body["input"].as_array().unwrap().iter().map(|i| i["type"].as_str().or(i["role"].as_str()).unwrap()).collect();
-        assert_eq!(types, ["user", "reasoning", "function_call", "function_call_output", "assistant"]);
+        assert_eq!(types, ["user", "reasoning", "function_call", "function_call_output", "message"]);
+        // The assistant's text as the API documents an earlier output (issue 23).
+        assert_eq!(body["input"][4], json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "plain"}]}));
         let plain = ChatRequest { messages: vec![Message::user("hi")], ..ChatRequest::default() };
         let body = build_body(&plain, &Endpoint::new(ProviderKind::OpenAiResponses, "gpt-4.1"));
         assert_eq!(body, json!({"model": "gpt-4.1", "input": [{"role": "user", "content": "hi"}], "store": false}));
