@@ -165,9 +165,10 @@ pub(crate) struct SlurmArgs {
     /// GPUs per task of the `gpu` class.
     #[arg(long, default_value_t = 1)]
     pub(crate) gpus_per_task: u32,
-    /// CPUs per task.
-    #[arg(long, default_value_t = 4)]
-    pub(crate) cpus_per_task: u32,
+    /// CPUs per task [default: 4, or fewer when the partition's nodes have fewer (`sinfo`);
+    /// omitted when `sinfo` cannot tell]. A number no node has is refused.
+    #[arg(long)]
+    pub(crate) cpus_per_task: Option<u32>,
     /// Time limit per task (`HH:MM:SS`); a task is asked to stop 15 minutes before it.
     #[arg(long)]
     pub(crate) time: Option<String>,

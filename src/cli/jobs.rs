@@ -85,12 +85,14 @@ fn command(ctx: &Context, args: &[&str]) -> Vec<String> {
     out
 }
 
-fn slurm_array(ctx: &Context, a: &SlurmArgs, class: ResourceClass) -> String {
+fn slurm_array(ctx: &Context, a: &SlurmArgs, cpus: Option<u32>, class: ResourceClass) -> String {
     let n = a.job.shards;
     let mut s = String::from("#!/bin/bash\n");
     let _ = writeln!(s, "#SBATCH --job-name=eg-{}-{class}", ctx.name);
     let _ = writeln!(s, "#SBATCH --array=0-{}", n - 1);
-    let _ = writeln!(s, "#SBATCH --cpus-per-task={}", a.cpus_per_task);
+    if let Some(cpus) = cpus {
+        let _ = writeln!(s, "#SBATCH --cpus-per-task={cpus}");
+    }
     if class == ResourceClass::Gpu {
         let _ = writeln!(s, "#SBATCH --gres=gpu:{}", a.gpus_per_task);
     }
@@ -113,10 +115,12 @@ fn slurm_array(ctx: &Context, a: &SlurmArgs, class: ResourceClass) -> String {
     s
 }
 
-fn slurm_report(ctx: &Context, a: &SlurmArgs) -> String {
+fn slurm_report(ctx: &Context, a: &SlurmArgs, cpus: Option<u32>) -> String {
     let mut s = String::from("#!/bin/bash\n");
     let _ = writeln!(s, "#SBATCH --job-name=eg-{}-report", ctx.name);
-    let _ = writeln!(s, "#SBATCH --cpus-per-task={}", a.cpus_per_task);
+    if let Some(cpus) = cpus {
+        let _ = writeln!(s, "#SBATCH --cpus-per-task={cpus}");
+    }
     if let Some(p) = &a.partition {
         let _ = writeln!(s, "#SBATCH --partition={p}");
     }
@@ -134,12 +138,13 @@ fn slurm_report(ctx: &Context, a: &SlurmArgs) -> String {
 /// Writes (and unless `--dry-run`, submits) the arrays and the report job.
 pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
     let (_, ctx) = context(env, &a.job)?;
+    let cpus = cpus_per_task(a.cpus_per_task, a.partition.as_deref(), node_cpus(a.partition.as_deref()))?;
     let dir = a.job.out.join(&ctx.name);
     let mut files = Vec::new();
     for (&class, &cells) in &ctx.classes {
-        files.push((format!("{class}.sbatch"), slurm_array(&ctx, a, class), Some((class, cells))));
+        files.push((format!("{class}.sbatch"), slurm_array(&ctx, a, cpus, class), Some((class, cells))));
     }
-    files.push(("report.sbatch".into(), slurm_report(&ctx, a), None));
+    files.push(("report.sbatch".into(), slurm_report(&ctx, a, cpus), None));
     if a.job.dry_run {
         for (name, text, _) in &files {
             output::line(&format!("# {}\n{text}", dir.join(name).display()));
@@ -168,6 +173,38 @@ pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
     output::note(&format!("submitted report job {report}, after {}", ids.join(", ")));
     output::line(&report);
     Ok(Exit::Ok)
+}
+
+/// CPUs asked per task when `--cpus-per-task` is not given, unless the nodes have fewer.
+const DEFAULT_CPUS_PER_TASK: u32 = 4;
+
+/// The most CPUs any node of `partition` (the default one when `None`) has, as `sinfo`
+/// reports them (`%c`, e.g. `2` or `4+`); `None` when `sinfo` is missing or says nothing.
+fn node_cpus(partition: Option<&str>) -> Option<u32> {
+    let mut cmd = std::process::Command::new("sinfo");
+    cmd.args(["-h", "-o", "%c"]);
+    if let Some(p) = partition {
+        cmd.args(["-p", p]);
+    }
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().trim_end_matches('+').parse::<u32>().ok()).max()
+}
+
+/// `--cpus-per-task` for the scripts: a request no node can satisfy pends for ever
+/// (`PartitionConfig`), so it is refused here; the default fits the nodes; without `sinfo`
+/// the line is left out and Slurm's own default (one CPU) applies.
+fn cpus_per_task(asked: Option<u32>, partition: Option<&str>, nodes: Option<u32>) -> Result<Option<u32>, Failure> {
+    match (asked, nodes) {
+        (Some(n), Some(max)) if n > max => {
+            let which = partition.map_or_else(|| "the default partition".to_owned(), |p| format!("partition `{p}`"));
+            Err(Failure::invalid(anyhow::anyhow!(
+                "--cpus-per-task {n}: no node of {which} has more than {max} CPUs (sinfo), so the jobs would pend for ever; ask for at most {max}"
+            )))
+        }
+        (Some(n), _) => Ok(Some(n)),
+        (None, Some(max)) => Ok(Some(DEFAULT_CPUS_PER_TASK.min(max.max(1)))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// `sbatch --parsable [extra] script`; returns the job id.

@@ -18,6 +18,29 @@ fn job_state(id: &str) -> String {
     text.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or("UNKNOWN").to_owned()
 }
 
+/// A CPU count no node has is refused before anything is written or submitted, naming the
+/// most the nodes have; the default fits the nodes (issue 23).
+#[test]
+fn cpus_per_task_fits_the_nodes_or_is_refused() {
+    if !slurm_idle() {
+        eprintln!("SKIPPED: no idle Slurm node here (`.ci/slurm-up.sh` starts one)");
+        return;
+    }
+    let out = std::process::Command::new("sinfo").args(["-h", "-o", "%c"]).output().unwrap();
+    let max: u32 = String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().trim_end_matches('+').parse().ok()).max().unwrap();
+    let ws = Workspace::new();
+    ws.quickstart();
+    let too_many = (max + 1).to_string();
+    let out = ws.run(&["slurm", "quickstart.yaml", "--shards", "2", "--cpus-per-task", &too_many, "--dry-run"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("more than {max} CPUs")), "{stderr}");
+    let out = ws.run(&["slurm", "quickstart.yaml", "--shards", "2", "--dry-run"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("#SBATCH --cpus-per-task={}\n", max.min(4))), "{stdout}");
+}
+
 #[test]
 fn the_quickstart_on_a_real_slurm_cluster_equals_a_local_run() {
     if !slurm_idle() {
@@ -31,7 +54,9 @@ fn the_quickstart_on_a_real_slurm_cluster_equals_a_local_run() {
 
     let ws = Workspace::new();
     ws.quickstart();
-    let out = ws.run(&["slurm", "quickstart.yaml", "--shards", "4", "--cpus-per-task", "1"]);
+    // No `--cpus-per-task`: what a user writes first must run (issue 23: the old default of 4
+    // pended for ever on a 2-CPU node).
+    let out = ws.run(&["slurm", "quickstart.yaml", "--shards", "4"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let report_job = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     let start = Instant::now();
