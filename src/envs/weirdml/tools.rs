@@ -224,22 +224,27 @@ fn summary_md(
     }
     md.push_str("\n## Models\n\n| model | display name | release | tasks | runs | avg_acc | SE (ours) | published avg_acc | published SE |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
     for (key, m) in &published.models {
-        let row = m.row(&published.tasks);
-        let f = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
-        let _ = writeln!(
-            md,
-            "| {key} | {} | {} | {} | {} | {} | {} | {:.4} | {:.4} |",
-            m.display_name,
-            m.release_date,
-            row.tasks,
-            row.runs,
-            f(row.avg_acc),
-            f(row.standard_error),
-            m.aggregate_scores.avg_acc,
-            m.aggregate_scores.avg_acc_standard_error
-        );
+        let _ = writeln!(md, "| {} |", model_cells(key, m, &published.tasks).join(" | "));
     }
     md
+}
+
+/// The cells of one model's row in the Models table, as text (the markdown and HTML pages
+/// show the same row).
+fn model_cells(key: &str, m: &super::published::PublishedModel, tasks: &[String]) -> [String; 9] {
+    let row = m.row(tasks);
+    let f = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
+    [
+        key.to_owned(),
+        m.display_name.clone(),
+        m.release_date.clone(),
+        row.tasks.to_string(),
+        row.runs.to_string(),
+        f(row.avg_acc),
+        f(row.standard_error),
+        format!("{:.4}", m.aggregate_scores.avg_acc),
+        format!("{:.4}", m.aggregate_scores.avg_acc_standard_error),
+    ]
 }
 
 fn escape(s: &str) -> String {
@@ -356,20 +361,14 @@ fn index_html(
     }
     html.push_str("<h2>Models</h2>\n<table><tr><th>model</th><th>display name</th><th>release</th><th>tasks</th><th>runs</th><th>avg_acc</th><th>SE (ours)</th><th>published avg_acc</th><th>published SE</th></tr>\n");
     for (key, m) in &published.models {
-        let row = m.row(&published.tasks);
-        let f = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.4}"));
+        let cells = model_cells(key, m, &published.tasks).map(|c| escape(&c));
         let _ = writeln!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4}</td><td class=\"n\">{:.4}</td></tr>",
-            escape(key),
-            escape(&m.display_name),
-            escape(&m.release_date),
-            row.tasks,
-            row.runs,
-            f(row.avg_acc),
-            f(row.standard_error),
-            m.aggregate_scores.avg_acc,
-            m.aggregate_scores.avg_acc_standard_error
+            "<tr><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3..].iter().map(|c| format!("<td class=\"n\">{c}</td>")).collect::<String>()
         );
     }
     html.push_str("</table>\n</body></html>\n");
