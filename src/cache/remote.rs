@@ -260,6 +260,17 @@ impl Remote {
         }))
     }
 
+    /// Publishes `entry` whatever is stored under its key (the one write that is not
+    /// first-writer-wins: a re-asked answer, see `Store::replace`).
+    pub fn overwrite(&self, entry: &Entry) -> Result<(), RemoteError> {
+        let path = self.step_path(entry.key);
+        let (objects, p, payload) = (Arc::clone(&self.objects), path.clone(), PutPayload::from(entry.encode()));
+        match self.wait(async move { objects.put_opts(&p, payload, PutOptions::from(PutMode::Overwrite)).await })? {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.failed("PUT (overwrite)", &path, &e)),
+        }
+    }
+
     /// After "already exists": reads the stored entry (again, if it is not readable yet) and
     /// adopts it; a stored entry that does not verify is replaced by ours, conditionally on
     /// its version. `None`: the entry vanished or changed under us, create again.

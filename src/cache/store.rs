@@ -287,6 +287,17 @@ impl Store {
         Ok(stored)
     }
 
+    /// Stores `entry` over whatever is stored under its key (here and on a shared remote).
+    /// Only for an answer the user asked to be re-asked (`run --retry-outcome`): every other
+    /// write is first-writer-wins ([`Store::put`]).
+    pub fn replace(&self, entry: &Entry) -> Result<(), CacheError> {
+        if let Some(remote) = &self.remote {
+            remote.overwrite(entry)?;
+        }
+        self.write_atomic(&self.entry_path(entry.key), &entry.encode())?;
+        self.clear_failure(entry.key)
+    }
+
     /// Stores bytes under their own blake3 hash and returns the hash. With a shared remote
     /// the blob is remote when this returns, so an entry stored afterwards never names a
     /// missing blob.

@@ -98,6 +98,10 @@ pub(crate) struct RunArgs {
     /// Re-run only cells whose last attempt failed.
     #[arg(long)]
     pub(crate) retry_errors: bool,
+    /// Ask again the cached calls whose answer had this outcome (e.g. `context_exceeded`
+    /// after serving the model with a larger context), re-running only their cells; repeatable.
+    #[arg(long, value_name = "OUTCOME", value_enum)]
+    pub(crate) retry_outcome: Vec<RetryOutcome>,
     /// Serve model calls only from the cache; a miss is an error.
     #[arg(long)]
     pub(crate) offline: bool,
@@ -119,6 +123,35 @@ pub(crate) struct RunArgs {
     /// or `gpu` (WeirdML).
     #[arg(long, value_name = "CLASS")]
     pub(crate) class: Option<evalgrid::plan::ResourceClass>,
+}
+
+/// A model outcome whose cached answers `run --retry-outcome` asks again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum RetryOutcome {
+    /// The prompt did not fit the model's context window.
+    ContextExceeded,
+    /// The answer was cut at the token limit (`length`).
+    Length,
+    /// The answer was withheld by a safety filter.
+    ContentFilter,
+    /// The model declined.
+    Refusal,
+    /// A tool call's arguments were not valid JSON.
+    Malformed,
+}
+
+impl RetryOutcome {
+    /// The finish class it names, as stored in answers and episode tallies.
+    pub(crate) fn class(self) -> &'static str {
+        match self {
+            Self::ContextExceeded => "context_exceeded",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+            Self::Refusal => "refusal",
+            Self::Malformed => "malformed",
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ use evalgrid::report::{ReportOutcome, build};
 use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use serde_json::json;
 
-use super::args::{ReportArgs, RunArgs};
+use super::args::{ReportArgs, RetryOutcome, RunArgs};
 use super::{Env, Failure, load_pipeline, load_plan, output};
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
@@ -63,11 +63,13 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     if let Some(publish) = &on_cell {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
     }
-    let options = RunOptions { jobs, retry_errors_only: args.retry_errors, progress: !args.json, on_cell: on_cell.clone() };
+    let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
+    let options =
+        RunOptions { jobs, retry_errors_only: args.retry_errors, retry_outcomes: retry_outcomes.clone(), progress: !args.json, on_cell: on_cell.clone() };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
     let client = ProviderClient::new(client_config(&pipeline.transport, args.shard)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline));
+    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(retry_outcomes));
     let cancel = Cancel::default();
     let pipeline = Arc::new(pipeline);
     let summary = runtime.block_on(async {
@@ -111,6 +113,13 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     };
     let error = failure.as_ref().map(|e| format!("{e:#}"));
     print_summary(&summary, report.as_ref(), &calls.usage, args.json, error.as_deref());
+    let exceeded = calls.usage.context_exceeded.load(std::sync::atomic::Ordering::Relaxed);
+    if exceeded > 0 && !args.retry_outcome.contains(&RetryOutcome::ContextExceeded) {
+        output::note(&format!(
+            "note: {exceeded} answer(s) are `context_exceeded`: the prompt did not fit the model's context window, which is scored as the model's outcome (see the report's model outcomes). After serving the model with a larger context, `evalgrid run {} --retry-outcome context_exceeded` asks exactly those calls again",
+            evalgrid::text::one_line(&args.plan.pipeline.display().to_string())
+        ));
+    }
     if let Some(e) = failure {
         return Err(Failure::from(e));
     }
@@ -296,6 +305,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
                 "output_tokens": get(&usage.output_tokens), "cost_usd": get(&usage.cost_micro_usd) as f64 / 1e6,
                 "answered_by_other_model": other_model,
                 "answered_by_other_model_cached": other_cached,
+                "context_exceeded": get(&usage.context_exceeded), "reasked": get(&usage.reasked),
             },
         }));
         return;

@@ -33,8 +33,8 @@ use crate::cache::{PendingResponses, Store};
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
-    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger, Secret,
-    answered_as, request_fingerprint,
+    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger,
+    Secret, answered_as, request_fingerprint,
 };
 use crate::spec::{HeaderSource, ModelConfig};
 
@@ -82,6 +82,10 @@ pub struct Usage {
     /// Streamed attempts abandoned because the stream went silent (each was retried while
     /// the retry policy allowed).
     pub stream_stalls: AtomicU64,
+    /// Answers of this run (live or cached) whose prompt did not fit the model's context.
+    pub context_exceeded: AtomicU64,
+    /// Cached answers asked again because their outcome was named by `--retry-outcome`.
+    pub reasked: AtomicU64,
 }
 
 impl Usage {
@@ -189,6 +193,9 @@ pub struct CallContext {
     /// Set at the first cache write that failed for lack of space: from then on no call is
     /// sent, so the answers lost are at most those already in flight.
     disk_full: AtomicBool,
+    /// Finish classes (`context_exceeded`, `length`, …) whose cached answers are asked again
+    /// (`run --retry-outcome`); empty: every cached answer is used.
+    retry_outcomes: Vec<String>,
     /// Counters.
     pub usage: Usage,
 }
@@ -205,8 +212,25 @@ impl CallContext {
             gates: Mutex::default(),
             log: Mutex::new(None),
             disk_full: AtomicBool::new(false),
+            retry_outcomes: Vec::new(),
             usage: Usage::default(),
         }
+    }
+
+    /// Asks again the calls whose cached answer has one of these finish classes
+    /// (`run --retry-outcome`), and stores the new answer over the old.
+    #[must_use]
+    pub fn with_retry_outcomes(mut self, classes: Vec<String>) -> Self {
+        self.retry_outcomes = classes;
+        self
+    }
+
+    /// Whether the cached answer of `key` is one `--retry-outcome` asks to re-ask.
+    fn reask(&self, key: StepKey) -> bool {
+        if self.retry_outcomes.is_empty() || self.offline {
+            return false;
+        }
+        matches!(self.store.get_output::<ChatResponse>(key), Ok(Some(cached)) if self.retry_outcomes.iter().any(|class| class == cached.finish_reason.class()))
     }
 
     /// The gate a model's calls pass, first come first served: twice the lane's concurrency
@@ -285,9 +309,13 @@ impl CallContext {
             self.usage.shared_calls.fetch_add(1, Ordering::Relaxed);
             return Err(error.to_error());
         }
+        // Checked under the in-flight slot: a call asked twice at once is re-asked once, and
+        // the second finds the new answer.
+        let reask = self.reask(step.key());
+        let step = step.refreshed(reask);
         // Another evalgrid process on this cache may be sending the same call: wait for its
         // claim to end, and the lookup below finds its answer. Not needed for a hit.
-        let claim = if self.offline || self.store.contains(step.key()) { None } else { Some(self.claim(step.key()).await?) };
+        let claim = if self.offline || (!reask && self.store.contains(step.key())) { None } else { Some(self.claim(step.key()).await?) };
         // A background response this call started, recorded until its answer is cached.
         let ledger = endpoint.background.then(|| CallLedger { pending: PendingResponses::of(&self.store), key: step.key() });
         let answered = AtomicBool::new(false);
@@ -352,6 +380,11 @@ impl CallContext {
             if let Some(tag) = &reasoning_tag {
                 done.value = settle_cached_reasoning(done.value, tag);
             }
+        } else if reask {
+            self.usage.reasked.fetch_add(1, Ordering::Relaxed);
+        }
+        if done.value.finish_reason == FinishReason::ContextExceeded {
+            self.usage.context_exceeded.fetch_add(1, Ordering::Relaxed);
         }
         Ok(done.value)
     }

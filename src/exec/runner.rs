@@ -42,7 +42,7 @@ impl EpisodeContext<'_> {
 pub struct OutcomeTally(std::sync::Mutex<std::collections::BTreeMap<String, std::collections::BTreeMap<String, Value>>>);
 
 /// The outcome counters a tally keeps, in report order.
-pub const OUTCOME_FIELDS: [&str; 6] = ["answers", "length", "content_filter", "refusal", "malformed", "no_usage"];
+pub const OUTCOME_FIELDS: [&str; 7] = ["answers", "length", "content_filter", "refusal", "malformed", "context_exceeded", "no_usage"];
 
 impl OutcomeTally {
     /// Counts one answer of `model`.

@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub jobs: usize,
     /// Only re-run cells whose last attempt failed.
     pub retry_errors_only: bool,
+    /// Finish classes (`context_exceeded`, …): re-run the cached cells with answers of these
+    /// outcomes (and, unless `retry_errors_only`, only those), asking those calls again.
+    pub retry_outcomes: Vec<String>,
     /// Show a progress bar.
     pub progress: bool,
     /// Called after each finished cell with (run, cached, failed, total) so far, e.g. to
@@ -140,14 +143,16 @@ pub async fn run_cells(
 ) -> Result<RunSummary, CacheError> {
     let mut summary = RunSummary { cells_total: plan.cells.len(), ..RunSummary::default() };
     let mut pending = Vec::new();
+    let only_retries = options.retry_errors_only || !options.retry_outcomes.is_empty();
     for cell in &plan.cells {
         match classify(&store, cell) {
+            CellState::Cached if has_outcome(&store, cell, &options.retry_outcomes) => pending.push((cell.clone(), true)),
             CellState::Cached if store.get(cell.score_key)?.is_some() && store.get(cell.episode_key)?.is_some() => {
                 summary.cells_cached += 1;
             }
-            CellState::Failed => pending.push(cell.clone()),
-            _ if options.retry_errors_only => summary.cells_skipped += 1,
-            _ => pending.push(cell.clone()),
+            CellState::Failed if options.retry_errors_only || options.retry_outcomes.is_empty() => pending.push((cell.clone(), false)),
+            _ if only_retries => summary.cells_skipped += 1,
+            _ => pending.push((cell.clone(), false)),
         }
     }
     let progress = Progress::new(plan.cells.len() as u64, summary.cells_cached as u64);
@@ -167,14 +172,14 @@ pub async fn run_cells(
     let total_pending = queue.len();
     loop {
         while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
-            let Some(cell) = queue.next() else { break };
+            let Some((cell, refresh)) = queue.next() else { break };
             let permit = Arc::clone(&semaphore).acquire_owned().await.expect("semaphore is never closed");
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
             set.spawn(async move {
                 let _permit = permit;
                 let id = cell.id.clone();
-                let result = run_cell(&pipeline, &cell, &store, runner.as_ref(), &calls).await;
+                let result = run_cell(&pipeline, &cell, &store, runner.as_ref(), &calls, refresh).await;
                 (id, cell, result)
             });
         }
@@ -222,6 +227,21 @@ pub async fn run_cells(
     Ok(summary)
 }
 
+/// Whether the cached episode of `cell` holds an answer of one of these finish classes
+/// (its `call_outcomes` tally), so that `--retry-outcome` runs it again.
+fn has_outcome(store: &Store, cell: &Cell, classes: &[String]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Tally {
+        #[serde(default)]
+        call_outcomes: Option<Value>,
+    }
+    if classes.is_empty() {
+        return false;
+    }
+    let Ok(Some(Tally { call_outcomes: Some(Value::Object(models)) })) = store.get_output::<Tally>(cell.episode_key) else { return false };
+    models.values().any(|counts| classes.iter().any(|class| counts.get(class).and_then(Value::as_u64).is_some_and(|n| n > 0)))
+}
+
 enum CellError {
     Step(StepKind, StepError),
     Cache(CacheError),
@@ -236,7 +256,7 @@ impl From<CacheError> for CellError {
 /// Runs one cell under its episode key's lock (the score key derives from
 /// the episode key, so one lock covers both); `Ok(true)` when this process
 /// computed a step of it, `Ok(false)` when another process already had.
-async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner, calls: &CallContext) -> Result<bool, CellError> {
+async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn EpisodeRunner, calls: &CallContext, refresh: bool) -> Result<bool, CellError> {
     let _lock = match store.try_lock(cell.episode_key)? {
         Some(lock) => lock,
         None => {
@@ -247,7 +267,7 @@ async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn 
     let model = &pipeline.models[cell.model];
     let task = &pipeline.tasks[cell.task];
     let episode_components = episode_components(pipeline, cell);
-    let (episode, fresh_episode) = cached_or_compute(store, cell.episode_key, StepKind::Episode, &episode_components, || async {
+    let (episode, fresh_episode) = cached_or_compute(store, cell.episode_key, StepKind::Episode, &episode_components, refresh, || async {
         let started = Instant::now();
         let outcomes = crate::exec::runner::OutcomeTally::default();
         let ctx = EpisodeContext { episode_key: cell.episode_key, calls, outcomes: &outcomes };
@@ -259,7 +279,7 @@ async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn 
     })
     .await?;
     let score_components = score_components(pipeline, cell.task, cell.episode_key);
-    let (_, fresh_score) = cached_or_compute(store, cell.score_key, StepKind::Score, &score_components, || async {
+    let (_, fresh_score) = cached_or_compute(store, cell.score_key, StepKind::Score, &score_components, refresh, || async {
         let started = Instant::now();
         let output = runner.score(task, &episode.output).map_err(|e| CellError::Step(StepKind::Score, e))?;
         Ok((output, started.elapsed()))
@@ -270,13 +290,21 @@ async fn run_cell(pipeline: &Pipeline, cell: &Cell, store: &Store, runner: &dyn 
 }
 
 /// Returns the cached entry for `key` or computes and stores it; the flag
-/// says whether it was computed here. The caller holds the cell's lock.
-async fn cached_or_compute<F, Fut>(store: &Store, key: StepKey, kind: StepKind, components: &Value, compute: F) -> Result<(Entry, bool), CellError>
+/// says whether it was computed here. The caller holds the cell's lock. With `refresh`
+/// the step is computed again and stored over the cached entry (`run --retry-outcome`).
+async fn cached_or_compute<F, Fut>(
+    store: &Store,
+    key: StepKey,
+    kind: StepKind,
+    components: &Value,
+    refresh: bool,
+    compute: F,
+) -> Result<(Entry, bool), CellError>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<(Value, std::time::Duration), CellError>>,
 {
-    if let Some(entry) = store.get(key)? {
+    if !refresh && let Some(entry) = store.get(key)? {
         return Ok((entry, false));
     }
     let (output, elapsed) = compute().await?;
@@ -288,6 +316,10 @@ where
         duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
     };
+    if refresh {
+        store.replace(&entry)?;
+        return Ok((entry, true));
+    }
     match store.put(&entry)? {
         Stored::Written => Ok((entry, true)),
         // Another machine finished the same step first: its entry is the answer.

@@ -25,6 +25,8 @@ pub struct SubStep {
     /// a blocking thread for each cache read and write.
     components: std::sync::Arc<Value>,
     key: StepKey,
+    /// Computed again and stored over the cached output (see [`SubStep::refreshed`]).
+    refresh: bool,
 }
 
 /// What a computation produced and whether it may be cached (errors never
@@ -75,7 +77,15 @@ impl SubStep {
     #[must_use]
     pub fn new(episode: StepKey, kind: StepKind, components: Value) -> Self {
         let key = StepKey::compute(&components);
-        Self { episode, kind, components: std::sync::Arc::new(components), key }
+        Self { episode, kind, components: std::sync::Arc::new(components), key, refresh: false }
+    }
+
+    /// The same sub-step, computed again and stored over its cached output when `refresh`
+    /// (`run --retry-outcome`: an answer the user asked to be re-asked).
+    #[must_use]
+    pub fn refreshed(mut self, refresh: bool) -> Self {
+        self.refresh = refresh;
+        self
     }
 
     /// The sub-step's cache key.
@@ -87,6 +97,9 @@ impl SubStep {
     /// Looks the sub-step up (blocking); an entry that does not decode as `T`
     /// is a miss. A hit is recorded under the episode.
     pub fn lookup_blocking<T: DeserializeOwned>(&self, store: &Store) -> Result<Option<T>, CacheError> {
+        if self.refresh {
+            return Ok(None);
+        }
         let Some(value) = store.get(self.key)?.and_then(|e| serde_json::from_value::<T>(e.output).ok()) else { return Ok(None) };
         store.record_substep(self.episode, self.key, false)?;
         Ok(Some(value))
@@ -102,14 +115,19 @@ impl SubStep {
         // Index first: a crash between the two leaves a dangling line, never
         // an entry that gc cannot reach.
         store.record_substep(self.episode, self.key, true)?;
-        let stored = store.put(&Entry {
+        let entry = Entry {
             key: self.key,
             kind: self.kind,
             components: Value::clone(&self.components),
             output,
             duration_ms,
             writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
-        })?;
+        };
+        if self.refresh {
+            store.replace(&entry)?;
+            return Ok(value);
+        }
+        let stored = store.put(&entry)?;
         // First writer wins: carry on with the answer everyone else will read.
         Ok(match stored {
             Stored::Adopted(entry) => serde_json::from_value(entry.output).unwrap_or(value),

@@ -405,6 +405,12 @@ impl ProviderClient {
         let secrets = endpoint.secrets();
         record.result = match std::mem::replace(&mut record.result, Err(CallError::Timeout)) {
             Ok(response) => Ok(secrets.iter().fold(response, |response, secret| response.redact(secret))),
+            // A prompt longer than the context is the model's outcome, not an error: answered,
+            // cached and scored as `context_exceeded` (the message is redacted first).
+            Err(error @ CallError::ContextExceeded { .. }) => match error.redact_all(&secrets) {
+                CallError::ContextExceeded { message } => Ok(ChatResponse::context_exceeded(message)),
+                other => Err(other),
+            },
             Err(error) => Err(error.redact_all(&secrets)),
         };
         record.elapsed = started.elapsed();

@@ -94,6 +94,14 @@ pub enum CallError {
         /// Provider message; redacted, then truncated, by the time it leaves the client.
         message: String,
     },
+    /// A client error saying the prompt is longer than the model's context window (every
+    /// server's wording, see `overflow.rs`). Not retried: the client turns it into the
+    /// model's answer with finish class `context_exceeded`, cached and scored.
+    #[error("the prompt exceeds the model's context window: {message}")]
+    ContextExceeded {
+        /// Provider message; redacted, then truncated, by the time it leaves the client.
+        message: String,
+    },
     /// The endpoint or client configuration is unusable (bad URL, key with invalid bytes).
     #[error("invalid endpoint configuration: {detail}")]
     Config {
@@ -143,6 +151,7 @@ impl CallError {
             Self::ResponseTooLarge { .. } => "response_too_large",
             Self::Auth { .. } => "auth",
             Self::BadRequest { .. } => "bad_request",
+            Self::ContextExceeded { .. } => "context_exceeded",
             Self::Config { .. } => "config",
             Self::Halted { .. } => "halted",
         }
@@ -176,6 +185,7 @@ impl CallError {
             Self::Config { detail } => Self::Config { detail: scrub(detail) },
             Self::BadRequest { status, message } => Self::BadRequest { status, message: truncate_message(&scrub(message)) },
             Self::Quota { message } => Self::Quota { message: truncate_message(&scrub(message)) },
+            Self::ContextExceeded { message } => Self::ContextExceeded { message: truncate_message(&scrub(message)) },
             other => other,
         }
     }
@@ -221,6 +231,7 @@ pub(super) fn classify_failure(status: StatusCode, headers: &HeaderMap, body: &[
         429 => CallError::RateLimited { retry_after },
         401 | 403 => CallError::Auth { status: status.as_u16() },
         408 => CallError::Timeout,
+        code if super::overflow::is_context_overflow(code, body) => CallError::ContextExceeded { message },
         code @ 500..=599 => CallError::Server { status: code, retry_after },
         // Kept whole: the client redacts the key, then truncates (CallError::redact).
         code => CallError::BadRequest { status: code, message },
@@ -242,7 +253,9 @@ pub(super) fn error_in_ok_body(json: &Value, headers: &HeaderMap) -> Option<Call
     }
     let retry_after = retry_after_from_headers(headers).or_else(|| retry_delay_from_body(json));
     let text = error_fingerprint(json);
-    Some(if is_overload_body(json) {
+    Some(if super::overflow::is_context_overflow(400, json.to_string().as_bytes()) && !is_overload_body(json) {
+        CallError::ContextExceeded { message: error_message(json).unwrap_or_default() }
+    } else if is_overload_body(json) {
         CallError::Overloaded { retry_after }
     } else if text.contains("rate_limit") || text.contains("resource_exhausted") || text.contains("429") {
         CallError::RateLimited { retry_after }

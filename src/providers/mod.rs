@@ -24,6 +24,7 @@ mod headers;
 mod limiter;
 pub mod mock;
 pub mod openai;
+pub mod overflow;
 mod pacer;
 pub mod protocol;
 pub mod responses;

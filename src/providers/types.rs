@@ -332,13 +332,16 @@ pub enum FinishReason {
     Refusal,
     /// The provider returned a tool call whose arguments are not valid JSON.
     Malformed,
+    /// The server refused the prompt as longer than the model's context window: the model
+    /// never read the question (no text, nothing billed). Scored by each benchmark's rules.
+    ContextExceeded,
     /// Anything else, verbatim from the provider.
     Other(String),
 }
 
 impl FinishReason {
     /// The normalised name: `stop`, `length`, `content_filter`, `refusal`, `tool_calls`,
-    /// `malformed` or `other` (the provider's own word is kept in `Display`).
+    /// `malformed`, `context_exceeded` or `other` (the provider's own word is kept in `Display`).
     #[must_use]
     pub fn class(&self) -> &'static str {
         match self {
@@ -348,6 +351,7 @@ impl FinishReason {
             Self::ContentFilter => "content_filter",
             Self::Refusal => "refusal",
             Self::Malformed => "malformed",
+            Self::ContextExceeded => "context_exceeded",
             Self::Other(_) => "other",
         }
     }
@@ -362,6 +366,7 @@ impl fmt::Display for FinishReason {
             Self::ContentFilter => f.write_str("content_filter"),
             Self::Refusal => f.write_str("refusal"),
             Self::Malformed => f.write_str("malformed"),
+            Self::ContextExceeded => f.write_str("context_exceeded"),
             Self::Other(other) => f.write_str(other),
         }
     }
@@ -411,6 +416,24 @@ fn is_true(b: &bool) -> bool {
 }
 
 impl ChatResponse {
+    /// The answer of a model whose context window the prompt did not fit: no text, no
+    /// tokens billed, the server's message kept in `refusal` so the report can quote it.
+    #[must_use]
+    pub fn context_exceeded(message: String) -> Self {
+        Self {
+            text: String::new(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            answered_model: String::new(),
+            finish_reason: FinishReason::ContextExceeded,
+            latency_ms: 0,
+            refusal: Some(message),
+            usage_reported: true,
+            items: Vec::new(),
+        }
+    }
+
     /// Replaces `secret` with [`REDACTED`] in everything the provider wrote (answer,
     /// reasoning, tool calls, reported model). A model that echoes the API key still gives an
     /// answer, but the key never reaches the cache, a transcript or a later prompt.

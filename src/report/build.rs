@@ -392,21 +392,42 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
         return Ok((Vec::new(), answered_by, Vec::new()));
     }
     let call_tokens = totals.iter().map(|(m, c)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
-    let columns = vec!["answers".into(), "truncated".into(), "filtered".into(), "refused".into(), "malformed".into(), "no_usage".into()];
+    let columns =
+        vec!["answers".into(), "truncated".into(), "filtered".into(), "refused".into(), "malformed".into(), "context_exceeded".into(), "no_usage".into()];
+    let exceeded: u64 = totals.iter().map(|(_, c)| c["context_exceeded"]).sum();
     #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
     let rows = totals
         .into_iter()
         .map(|(model, c)| {
             let n = c["answers"] as f64;
             let share = |f: &str| (n > 0.0).then(|| c[f] as f64 / n);
-            (model, vec![Some(n), share("length"), share("content_filter"), share("refusal"), share("malformed"), Some(c["no_usage"] as f64)])
+            (
+                model,
+                vec![
+                    Some(n),
+                    share("length"),
+                    share("content_filter"),
+                    share("refusal"),
+                    share("malformed"),
+                    share("context_exceeded"),
+                    Some(c["no_usage"] as f64),
+                ],
+            )
         })
         .collect();
-    Ok((
-        vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }],
-        answered_by,
-        call_tokens,
-    ))
+    Ok((vec![Section { title: outcomes_title(exceeded), columns, rows }], answered_by, call_tokens))
+}
+
+/// The outcomes table's title; with answers whose prompt did not fit, it says how to ask
+/// them again once the model is served with a larger context.
+fn outcomes_title(exceeded: u64) -> String {
+    let mut title = "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".to_owned();
+    if exceeded > 0 {
+        title.push_str(&format!(
+            "; {exceeded} answer(s) context_exceeded: the prompt did not fit the model's context window, scored by each benchmark's rules. Serve the model with a larger context, then `evalgrid run <pipeline> --retry-outcome context_exceeded` asks exactly those calls again"
+        ));
+    }
+    title
 }
 
 /// Each benchmark's extra tables over its scored cells (e.g. Eleusis' spec §5 metrics),

@@ -67,3 +67,5 @@ mod platform;
 mod statistics;
 // WeirdML's published results and time horizons imported and reproduced.
 mod weirdml_import;
+// A prompt longer than the model's context: scored as `context_exceeded`, asked again on request.
+mod context_exceeded;

@@ -22,7 +22,7 @@ use super::record::{EpisodeRecord, Phase, Tool};
 use super::reply::{self, Item, Reply};
 use super::task::{TaskId, TaskParams};
 use crate::exec::{BoxFuture, CallSite, EpisodeContext, StepError};
-use crate::providers::{ChatRequest, ChatResponse, Message};
+use crate::providers::{ChatRequest, ChatResponse, FinishReason, Message};
 use crate::spec::{ModelConfig, TaskInstance};
 
 /// Sends one request of the episode; a trait so tests can drive the loop without HTTP.
@@ -174,7 +174,7 @@ pub async fn play(
         while episode.phase() == phase && episode.round() == round {
             attempt += 1;
             if attempt > cap {
-                forfeit(&mut episode, phase, round)?;
+                forfeit(&mut episode, phase, round, "too many calls in one phase")?;
                 break;
             }
             let request =
@@ -194,6 +194,12 @@ pub async fn play(
                 input_tokens: response.usage.input,
                 output_tokens: response.usage.output,
             });
+            // The phase's conversation no longer fits the model's context, and it only grows
+            // within the phase: the phase is forfeited (the next one starts a new conversation).
+            if response.finish_reason == FinishReason::ContextExceeded {
+                forfeit(&mut episode, phase, round, "the prompt exceeds the model's context window")?;
+                break;
+            }
             let results = handle(&mut episode, phase, &reply, python, &mut log).await?;
             if episode.phase() == phase && episode.round() == round {
                 messages.push(Message::assistant(reply::render_turn(&response.text, &response.tool_calls)));
@@ -204,10 +210,11 @@ pub async fn play(
     Ok((episode.into_record(), log))
 }
 
-/// Ends a phase whose model never stopped calling (the guard in [`play`]).
-fn forfeit(episode: &mut Episode, phase: Phase, round: u32) -> Result<(), StepError> {
+/// Ends a phase the model cannot finish: it never stopped calling (the guard in [`play`]),
+/// or its prompt outgrew the model's context.
+fn forfeit(episode: &mut Episode, phase: Phase, round: u32, why: &str) -> Result<(), StepError> {
     while episode.phase() == phase && episode.round() == round {
-        episode.record_failure(required_tool(phase), "too many calls in one phase").map_err(bug)?;
+        episode.record_failure(required_tool(phase), why).map_err(bug)?;
     }
     Ok(())
 }

@@ -87,6 +87,11 @@ async fn play_model(ctx: EpisodeContext<'_>, model: &ModelConfig, range: u64, se
         let request = ChatRequest { messages: messages.clone(), params: params.clone(), ..ChatRequest::default() };
         let site = CallSite { scope: Some(ctx.episode_key), position: format!("turn {turn}"), sample: seed };
         let reply = ctx.chat(model, &request, &site).await?;
+        // The conversation no longer fits the model's context and only grows: unsolved.
+        if reply.finish_reason == crate::providers::FinishReason::ContextExceeded {
+            guesses.push(None);
+            return Ok(Record { range, secret, max_turns, guesses, solved: false });
+        }
         let guess = parse_guess(&reply.text);
         guesses.push(guess);
         let said = feedback(guess, secret);

@@ -117,6 +117,23 @@ fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
     }
 }
 
+/// The refusal of a prompt of `tokens` tokens by a model with a `window`-token context, in
+/// the shape each API documents (OpenAI's `context_length_exceeded` code, Anthropic's
+/// "prompt is too long", Gemini's "input token count"), always HTTP 400.
+pub(super) fn overflow_response(protocol: ProviderKind, tokens: u64, window: u64) -> Response {
+    let body = match protocol {
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => json!({"error": {
+            "message": format!("This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+        ProviderKind::Anthropic => {
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": format!("prompt is too long: {tokens} tokens > {window} maximum")}})
+        }
+        ProviderKind::Gemini => json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+            "message": format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({window}).")}}),
+    };
+    json_response(StatusCode::BAD_REQUEST, &body)
+}
+
 pub(super) fn error_response(protocol: ProviderKind, status: u16, message: &str, retry: RetryHeader) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(code, &error_body(protocol, status, message));
@@ -336,6 +353,8 @@ pub(super) fn success_body(request: &MockRequest, reply: &MockReply, answered_mo
                 FinishReason::Length => "max_tokens".to_owned(),
                 FinishReason::ToolCalls | FinishReason::Malformed => "tool_use".to_owned(),
                 FinishReason::ContentFilter | FinishReason::Refusal => "refusal".to_owned(),
+                // Never a 200 on a real server: see `overflow_response`.
+                FinishReason::ContextExceeded => "context_exceeded".to_owned(),
                 FinishReason::Other(other) => other.clone(),
             };
             json!({
@@ -370,6 +389,7 @@ pub(super) fn success_body(request: &MockRequest, reply: &MockReply, answered_mo
                 FinishReason::Length => "MAX_TOKENS".to_owned(),
                 FinishReason::ContentFilter | FinishReason::Refusal => "SAFETY".to_owned(),
                 FinishReason::Malformed => "MALFORMED_FUNCTION_CALL".to_owned(),
+                FinishReason::ContextExceeded => "CONTEXT_EXCEEDED".to_owned(),
                 FinishReason::Other(other) => other.to_uppercase(),
             };
             json!({

@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
 use super::background::{Jobs, stored_route};
-use super::render::{answer_response, error_response, fault_response, json_response, recorded_response, strings, success_body};
+use super::render::{answer_response, error_response, fault_response, json_response, overflow_response, recorded_response, strings, success_body};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
 use super::signatures::missing_signature;
 use super::stream::{Ending, Pace, recorded_frames, sse_response};
@@ -61,6 +61,9 @@ pub struct MockConfig {
     /// Pause between the events of a streamed reply (zero: all at once), to pace tokens
     /// like a model generating them.
     pub stream_interval: Duration,
+    /// The model's context window in tokens (a token being 4 bytes of the request body): a
+    /// longer request is refused with HTTP 400 in the protocol's documented overflow shape.
+    pub context_window: Option<u64>,
 }
 
 impl Default for MockConfig {
@@ -77,6 +80,7 @@ impl Default for MockConfig {
             require_signatures: false,
             background_polls: 3,
             stream_interval: Duration::ZERO,
+            context_window: None,
         }
     }
 }
@@ -190,6 +194,12 @@ impl MockServer {
         lock(&self.shared.cursors).clear();
     }
 
+    /// Changes the context window of later requests (`None`: any length fits), as a user
+    /// restarting a server with a larger context does.
+    pub fn set_context_window(&self, window: Option<u64>) {
+        lock(&self.shared.config).context_window = window;
+    }
+
     /// Changes the latency of later responses.
     pub fn set_latency(&self, latency: Duration) {
         lock(&self.shared.config).latency = latency;
@@ -238,6 +248,7 @@ enum Plan {
 
 async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
+    let tokens = (body.len() as u64).div_ceil(4);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prefix = lock(&shared.config).path_prefix.clone();
     let stored = stored_route(&path, prefix.as_deref().unwrap_or("/v1"));
@@ -268,6 +279,12 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     {
         let message = format!("Incorrect API key provided: {given}");
         return error_response(protocol, 401, &message, RetryHeader::None);
+    }
+    if let Some(window) = lock(&shared.config).context_window
+        && tokens > window
+        && stored.is_none()
+    {
+        return overflow_response(protocol, tokens, window);
     }
     if let Some(message) = require_signatures.then(|| missing_signature(protocol, &body)).flatten() {
         return error_response(protocol, 400, &message, RetryHeader::None);

@@ -159,6 +159,7 @@ pub fn replay_round(round: &RoundRecord, config: GameConfig) -> Vec<ReplayDiff> 
         GameOverReason::CorrectGuess => "correct_guess",
         GameOverReason::MaxTurns => "max_turns",
         GameOverReason::Incomplete => "incomplete",
+        GameOverReason::ContextExceeded => "context_exceeded",
     };
     let checks = [
         ("success", round.success.to_string(), result.success.to_string()),

@@ -203,6 +203,11 @@ pub enum GameOverReason {
     MaxTurns,
     /// `finish` was called before the round was over (e.g. an aborted run).
     Incomplete,
+    /// The model's prompt outgrew its context window (evalgrid's addition, issue 23): its
+    /// server refused the turn's prompt, and every later prompt only grows, so the round
+    /// ends there. Scored as the spec's closest end, a round without a correct guess
+    /// (`−penalty·F`, as `max_turns`): the model stopped being able to play, it never won.
+    ContextExceeded,
 }
 
 /// The outcome of a round (evalgrid's own, correct scoring: §1.8, §8 Q1/Q2).
@@ -331,6 +336,7 @@ pub struct Round {
     turns: Vec<TurnRecord>,
     win_turn: Option<u32>,
     first_correct_turn: Option<u32>,
+    context_exceeded: bool,
 }
 
 impl Round {
@@ -352,6 +358,7 @@ impl Round {
             turns: Vec::new(),
             win_turn: None,
             first_correct_turn: None,
+            context_exceeded: false,
         })
     }
 
@@ -403,7 +410,13 @@ impl Round {
 
     /// True after a correct formal guess or `max_turns` turns.
     pub fn is_over(&self) -> bool {
-        self.win_turn.is_some() || self.turns.len() >= self.config.max_turns as usize
+        self.win_turn.is_some() || self.context_exceeded || self.turns.len() >= self.config.max_turns as usize
+    }
+
+    /// Ends the round before the current turn is played: the model's server refused the
+    /// turn's prompt as longer than its context ([`GameOverReason::ContextExceeded`]).
+    pub fn end_context_exceeded(&mut self) {
+        self.context_exceeded = true;
     }
 
     fn failed_count(&self) -> u32 {
@@ -525,6 +538,8 @@ impl Round {
         };
         let game_over_reason = if self.win_turn.is_some() {
             GameOverReason::CorrectGuess
+        } else if self.context_exceeded {
+            GameOverReason::ContextExceeded
         } else if self.is_over() {
             GameOverReason::MaxTurns
         } else {

@@ -91,7 +91,7 @@ pub async fn run(
     let mut round = Round::new(rule, batch, config).map_err(StepError::episode)?;
     let params: Map<String, Value> = model.params.clone().into_iter().collect();
     let mut meta = Vec::new();
-    while !round.is_over() {
+    'turns: while !round.is_over() {
         let obs = round.observation();
         let mut attempts = AttemptLoop::new(&obs.hand, round.seed(), obs.turn).map_err(StepError::episode)?;
         let decision = loop {
@@ -104,6 +104,13 @@ pub async fn run(
                     // Transport failures (after the client's own retries) fail the
                     // cell instead of being scored: errors are never wrong answers.
                     let reply = ctx.chat(model, &request, &site).await?;
+                    // The prompt no longer fits the model's context, and later prompts only grow:
+                    // the round ends here, scored as one without a correct guess (the retries of
+                    // the turn would be refused alike, and a random fallback is not the model's play).
+                    if reply.finish_reason == FinishReason::ContextExceeded {
+                        round.end_context_exceeded();
+                        break 'turns;
+                    }
                     let tokens = TokenCounts {
                         output_tokens: reply.usage.output,
                         reasoning_tokens: reply.usage.reasoning,
