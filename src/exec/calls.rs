@@ -34,7 +34,7 @@ use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
     Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger,
-    Secret, answered_as, request_fingerprint,
+    Secret, answered_at, request_fingerprint,
 };
 use crate::spec::{HeaderSource, ModelConfig};
 
@@ -179,6 +179,20 @@ impl Drop for Joined<'_> {
     }
 }
 
+/// Requests rejected in a row with the same message, before a model's first answer, that stop
+/// its calls: one could be the prompt's fault, three alike with nothing answered are the
+/// endpoint's (a parameter or a template the server refuses).
+pub const LANE_BAD_REQUESTS: u32 = 3;
+
+/// What a run knows of one model's calls, to stop sending them at a failure they all share.
+#[derive(Debug, Default)]
+struct LaneState {
+    answered: bool,
+    bad_requests: u32,
+    last_rejection: Option<String>,
+    stopped: Option<String>,
+}
+
 /// Shared state for making model calls during a run.
 #[derive(Debug)]
 pub struct CallContext {
@@ -196,6 +210,8 @@ pub struct CallContext {
     /// Finish classes (`context_exceeded`, `length`, …) whose cached answers are asked again
     /// (`run --retry-outcome`); empty: every cached answer is used.
     retry_outcomes: Vec<String>,
+    /// Per model id: whether it has answered, and why its calls stopped being sent.
+    lanes: Mutex<HashMap<String, LaneState>>,
     /// Counters.
     pub usage: Usage,
 }
@@ -213,6 +229,7 @@ impl CallContext {
             log: Mutex::new(None),
             disk_full: AtomicBool::new(false),
             retry_outcomes: Vec::new(),
+            lanes: Mutex::default(),
             usage: Usage::default(),
         }
     }
@@ -223,6 +240,65 @@ impl CallContext {
     pub fn with_retry_outcomes(mut self, classes: Vec<String>) -> Self {
         self.retry_outcomes = classes;
         self
+    }
+
+    /// Why `model`'s calls are no longer sent, once one failed in a way every call would.
+    fn stopped(&self, model: &str) -> Option<String> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner).get(model).and_then(|lane| lane.stopped.clone())
+    }
+
+    /// Notes that `model` answered: from then on a failure is the call's, not the lane's.
+    fn lane_answered(&self, model: &str) {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner).entry(model.to_owned()).or_default().answered = true;
+    }
+
+    /// Stops `model`'s unsent calls when `error` is one every call of it would hit: the key
+    /// refused (401/403), the quota used up, an unusable endpoint, an unknown model or route
+    /// (404), and, before the model has answered at all, a server that cannot be reached or
+    /// [`LANE_BAD_REQUESTS`] requests rejected alike (a parameter the server refuses).
+    fn lane_failed(&self, model: &str, endpoint: &Endpoint, error: &StepError) {
+        let StepError::Call { error: call, .. } = error else { return };
+        let reason = {
+            let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+            let lane = lanes.entry(model.to_owned()).or_default();
+            let lane_wide = match call {
+                CallError::Auth { .. } | CallError::Quota { .. } | CallError::Config { .. } | CallError::BadRequest { status: 404, .. } => true,
+                CallError::Connect { .. } => !lane.answered,
+                CallError::BadRequest { message, .. } => {
+                    if lane.last_rejection.as_deref() == Some(message.as_str()) {
+                        lane.bad_requests += 1;
+                    } else {
+                        (lane.bad_requests, lane.last_rejection) = (1, Some(message.clone()));
+                    }
+                    !lane.answered && lane.bad_requests >= LANE_BAD_REQUESTS
+                }
+                _ => false,
+            };
+            if !lane_wide || lane.stopped.is_some() {
+                return;
+            }
+            error.to_string()
+        };
+        self.stop(model, endpoint, &reason);
+    }
+
+    /// Stops sending `model`'s calls (its cells fail with `reason`; other models go on), and
+    /// says so once in the run log.
+    fn stop(&self, model: &str, endpoint: &Endpoint, reason: &str) {
+        {
+            let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+            let lane = lanes.entry(model.to_owned()).or_default();
+            if lane.stopped.is_some() {
+                return;
+            }
+            lane.stopped = Some(reason.to_owned());
+        }
+        // Also the calls already waiting for a slot of the lane.
+        self.client.halt_lane(endpoint, &format!("model `{model}` stopped at a failure every call of it would hit: {}", crate::text::one_line(reason)));
+        self.note(&format!(
+            "error: model `{model}`: {}\n  every call of it would fail the same way, so its calls not yet sent are not sent (other models go on); `evalgrid check <pipeline>` tries each endpoint with one small request",
+            crate::text::one_line(reason)
+        ));
     }
 
     /// Whether the cached answer of `key` is one `--retry-outcome` asks to re-ask.
@@ -319,6 +395,8 @@ impl CallContext {
         // A background response this call started, recorded until its answer is cached.
         let ledger = endpoint.background.then(|| CallLedger { pending: PendingResponses::of(&self.store), key: step.key() });
         let answered = AtomicBool::new(false);
+        let lane_endpoint = endpoint.clone();
+        let base_url = endpoint.base_url.clone();
         let done = step
             .run(&self.store, || async {
                 if self.offline {
@@ -327,24 +405,39 @@ impl CallContext {
                 if self.disk_full.load(Ordering::SeqCst) {
                     return Err(StepError::DiskFull);
                 }
-                let response = self.send(endpoint, model, request, ledger.as_ref()).await?;
+                if let Some(reason) = self.stopped(&model.id) {
+                    return Err(StepError::Episode(format!("not sent: model `{}` stopped at a failure every call of it would hit: {reason}", model.id)));
+                }
+                let response = match self.send(endpoint, model, request, ledger.as_ref()).await {
+                    Ok(response) => response,
+                    Err(error) => {
+                        self.lane_failed(&model.id, &lane_endpoint, &error);
+                        return Err(error);
+                    }
+                };
                 answered.store(true, Ordering::Relaxed);
-                match answered_as(&model.model, &response.answered_model) {
+                match answered_at(&base_url, &model.model, &response.answered_model) {
                     // A dated snapshot of the alias is the model asked for (noted in the
-                    // report's provenance).
-                    Answered::Same | Answered::Snapshot => Ok(Fresh::cacheable(response)),
+                    // report's provenance); a local server's model file is the model it serves.
+                    Answered::Same | Answered::Snapshot | Answered::ServedFile => {
+                        self.lane_answered(&model.id);
+                        Ok(Fresh::cacheable(response))
+                    }
                     Answered::Other if model.accept_other_model => {
                         self.usage.other_model.fetch_add(1, Ordering::Relaxed);
                         self.usage.other_model_cached.fetch_add(1, Ordering::Relaxed);
                         Ok(Fresh::cacheable(response))
                     }
                     // Never scored silently, never cached.
+                    // Every later call would be answered by it too: the model's calls stop here.
                     Answered::Other => {
                         self.usage.other_model.fetch_add(1, Ordering::Relaxed);
-                        Err(StepError::Episode(format!(
+                        let reason = format!(
                             "the server answered with model `{}` when `{}` was asked for; set `accept_other_model: true` on model `{}` to score its answers",
                             response.answered_model, model.model, model.id
-                        )))
+                        );
+                        self.stop(&model.id, &lane_endpoint, &reason);
+                        Err(StepError::Episode(reason))
                     }
                 }
             })
@@ -605,6 +698,7 @@ fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::answered_as;
     use crate::providers::mock::{Fault, FaultPlan, MockConfig, MockServer};
     use crate::providers::{ClientConfig, Message};
     use std::time::Duration;
@@ -735,6 +829,11 @@ mod tests {
         }
         assert_eq!(server.calls(), 1);
         assert!(!ctx.store().contains(call_key(&model, &request, &site).unwrap()));
+        // The model's calls stopped in this run (every one would be answered by `other`).
+        assert!(ctx.chat(episode, &model, &ask("another question"), &site).await.is_err());
+        assert_eq!(server.calls(), 1, "not sent");
+        // The next run, accepting other models.
+        let ctx = context(dir.path());
         model.accept_other_model = true;
         assert_eq!(ctx.chat(episode, &model, &request, &site).await.unwrap().answered_model, "other");
         assert!(ctx.store().contains(call_key(&model, &request, &site).unwrap()), "accepted: cached");

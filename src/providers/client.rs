@@ -31,7 +31,7 @@ use super::openai;
 use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
 use super::retry::{RateLimitHeaders, RetryPolicy};
 use super::stream::{StreamReader, streamed_body, streamed_url};
-use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as};
+use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as, answered_at};
 
 /// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
 /// (no aws-lc C build) and panics at client build time if none is installed. Idempotent.
@@ -154,6 +154,8 @@ pub struct Lane {
     pub limiter: Limiter,
     /// Request starts per second (learned from 429s and headers).
     pub pacer: Pacer,
+    /// Why this lane's requests are no longer sent (see [`ProviderClient::halt_lane`]).
+    halted: Mutex<Option<String>>,
 }
 
 /// A lane's name and state, for the progress line.
@@ -323,6 +325,13 @@ impl ProviderClient {
         self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
     }
 
+    /// Like [`Self::halt`] for one lane (provider, base URL, model): its requests not yet on
+    /// the wire fail with [`CallError::Halted`], other lanes go on. For a failure every
+    /// request of the lane would hit (a refused key, an unknown model).
+    pub fn halt_lane(&self, endpoint: &Endpoint, reason: &str) {
+        self.lane(endpoint).halted.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
+    }
+
     fn halted(&self) -> Option<CallError> {
         self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason })
     }
@@ -337,7 +346,9 @@ impl ProviderClient {
     pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
         let key = (endpoint.kind, endpoint.base_url.trim_end_matches('/').to_owned(), endpoint.model.clone());
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(lanes.entry(key).or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing) })))
+        Arc::clone(lanes.entry(key).or_insert_with(|| {
+            Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing), halted: Mutex::new(None) })
+        }))
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
@@ -441,7 +452,9 @@ impl ProviderClient {
             };
             // Checked at the last moment before sending: calls that waited for a slot while
             // the run was halted are not sent either.
-            if let Some(halted) = self.halted() {
+            if let Some(halted) =
+                self.halted().or_else(|| lane.halted.lock().unwrap_or_else(PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason }))
+            {
                 record.result = Err(halted);
                 return;
             }
@@ -484,7 +497,7 @@ impl ProviderClient {
             match result {
                 Ok(mut response) => {
                     response.latency_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    if answered_as(&endpoint.model, &response.answered_model) == Answered::Other {
+                    if answered_at(&endpoint.base_url, &endpoint.model, &response.answered_model) == Answered::Other {
                         tracing::warn!(
                             provider = %endpoint.kind,
                             requested = %endpoint.model,

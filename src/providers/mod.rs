@@ -49,7 +49,7 @@ pub use stream::StreamMode;
 pub use switch::Switch;
 pub use types::{
     Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
-    ToolSpec, Usage, answered_as, canonical_json,
+    ToolSpec, Usage, answered_as, answered_at, canonical_json,
 };
 #[cfg(test)]
 mod tests;

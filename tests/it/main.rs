@@ -69,3 +69,5 @@ mod statistics;
 mod weirdml_import;
 // A prompt longer than the model's context: scored as `context_exceeded`, asked again on request.
 mod context_exceeded;
+// A failure every call would hit stops that model early; a local server's model file is that model.
+mod fail_fast;

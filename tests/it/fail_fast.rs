@@ -1,0 +1,79 @@
+//! Issue 23: a failure every call of a model would hit stops that model's calls within the
+//! first few requests (its cells fail with the reason, other models go on), and a local
+//! server that names the model file it serves (llama.cpp answers with the GGUF path) is
+//! that model: its answers are cached and scored, and the path is in the provenance.
+
+use evalgrid::providers::mock::{Fault, MockConfig, MockOutcome, MockReply, MockRequest, Script};
+use serde_json::Value;
+
+use crate::providers::{Mock, data_dir};
+use crate::support::Workspace;
+
+/// Model `missing` does not exist on the server (404), `gateway` is answered by another model,
+/// `local` by a server naming its GGUF file, and `m` answers.
+fn server(req: &MockRequest) -> MockOutcome {
+    match req.model.as_str() {
+        "missing" => MockOutcome::Fault(Fault::Status { status: 404, message: "The model `missing` does not exist".into() }),
+        "gateway" => MockOutcome::Reply(MockReply::text("The answer is: (A)").with_model("someone-else")),
+        "local" => MockOutcome::Reply(MockReply::text("The answer is: (A)").with_model("/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf")),
+        _ => MockOutcome::Reply(MockReply::text("The answer is: (A)")),
+    }
+}
+
+/// 60 BBEH items per model, 4 calls in flight per model.
+fn pipeline(url: &str, models: &[&str]) -> String {
+    let models: String = models.iter().map(|m| format!("  - {{id: {m}, provider: openai, model: {m}, base_url: \"{url}\"}}\n")).collect();
+    format!(
+        "name: lanes\nmodels:\n{models}tasks:\n  - benchmark: bbeh\n    select: [boardgame_qa, dyck_languages, web_of_lies]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_attempts: 2, retry_base_ms: 5, retry_max_ms: 20, max_concurrency: 4}}\n"
+    )
+}
+
+fn run(ws: &Workspace) -> (i32, Value, String) {
+    let out = ws.cmd().args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), v, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn sent_for(mock: &Mock, model: &str) -> usize {
+    mock.server().request_log().iter().filter(|r| r.body["model"] == model).count()
+}
+
+#[test]
+fn a_failure_every_call_would_hit_stops_that_models_calls_and_others_go_on() {
+    let mock = Mock::start(MockConfig { script: Script::function(server), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&mock.url(), &["m", "missing", "gateway"]));
+    let (code, v, stderr) = run(&ws);
+    assert_eq!((code, v["cells_failed"].as_u64()), (1, Some(6)), "the cells of `missing` and `gateway` fail, `m`'s are scored: {v}\n{stderr}");
+    assert_eq!(sent_for(&mock, "m"), 60, "the other model goes on");
+    // Both stopped within the first few requests (4 in flight, 2 attempts for a retried error),
+    // instead of after all 60 items each.
+    let (missing, gateway) = (sent_for(&mock, "missing"), sent_for(&mock, "gateway"));
+    assert!(missing <= 12 && gateway <= 12, "missing sent {missing}, gateway sent {gateway}");
+    assert!(stderr.contains("error: model `missing`") && stderr.contains("error: model `gateway`"), "said once per model: {stderr}");
+    assert!(stderr.contains("evalgrid check"), "points to the endpoint check: {stderr}");
+    let failures = v["failures"].to_string();
+    assert!(failures.contains("does not exist") && failures.contains("accept_other_model"), "each cell says why: {failures}");
+    // Nothing of `m` is asked again, and the failed models are tried again with --retry-errors.
+    let before = sent_for(&mock, "m");
+    let out = ws.cmd().args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json", "--retry-errors"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(sent_for(&mock, "m"), before);
+}
+
+#[test]
+fn a_local_server_naming_its_model_file_is_that_model() {
+    let mock = Mock::start(MockConfig { script: Script::function(server), ..MockConfig::default() });
+    let ws = Workspace::new();
+    // The mock listens on 127.0.0.1: a loopback server, like a llama.cpp server on this machine.
+    assert!(mock.url().starts_with("http://127.0.0.1:"), "{}", mock.url());
+    ws.write("p.yaml", &pipeline(&mock.url(), &["local"]));
+    let (code, v, stderr) = run(&ws);
+    assert_eq!((code, v["cells_failed"].as_u64()), (0, Some(0)), "{v}\n{stderr}");
+    assert_eq!(v["calls"]["answered_by_other_model"], 0, "a served file is not another model: {v}");
+    let html = std::fs::read_to_string(ws.path("reports/lanes/index.html")).unwrap();
+    assert!(html.contains("SmolLM2-135M-Instruct.Q4_1.gguf"), "the file is in the provenance");
+    let before = mock.server().calls();
+    let (code, _, _) = run(&ws);
+    assert_eq!((code, mock.server().calls()), (0, before), "cached");
+}
