@@ -55,6 +55,10 @@ pub(crate) enum Command {
     /// Print one cell's transcript.
     #[command(after_help = "Example:\n  evalgrid show pipelines/quickstart.yaml oracle/eleusis/only_aces/2")]
     Show(ShowArgs),
+    /// Send one small request to each model endpoint of a pipeline (never cached): is it
+    /// reachable, is the key accepted, which model answers, its context, tools and streaming.
+    #[command(after_help = "Example:\n  evalgrid check pipelines/llamacpp.yaml")]
+    Check(CheckArgs),
     /// Check pipeline files without running anything.
     #[command(after_help = "Example:\n  evalgrid validate pipelines/*.yaml")]
     Validate(ValidateArgs),
@@ -73,6 +77,15 @@ pub(crate) enum Command {
     /// Fixed-workload benchmarks of evalgrid itself (numbers for BENCHMARKS.md).
     #[command(after_help = "Example:\n  evalgrid bench status --cells 100000")]
     Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Pipeline file (YAML).
+    pub(crate) pipeline: PathBuf,
+    /// Print one JSON object (`endpoints`: one record per endpoint) on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Options shared by commands that plan a pipeline.

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod cache_cmd;
+mod check;
 mod datasets;
 mod exit;
 mod jobs;
@@ -120,6 +121,7 @@ fn wants_json(matches: &clap::ArgMatches) -> bool {
 fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
     match command {
         Command::Run(a) => run::run(env, &a),
+        Command::Check(a) => check::check(env, &a),
         Command::Status(a) => status::status(env, &a),
         Command::Report(a) => run::report(env, &a),
         Command::Show(a) => show::show(env, &a),

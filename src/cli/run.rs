@@ -193,7 +193,7 @@ fn check_sandbox() -> Result<(), Failure> {
 /// Transport settings from the pipeline (none of them are keyed).
 /// A `--shard i/n` run gets `transport.per_shard_concurrency`, or the cap divided by n, so
 /// n shards together send no more than one run would.
-fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::Shard>) -> ClientConfig {
+pub(crate) fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::Shard>) -> ClientConfig {
     let n = shard.map_or(1, |s| usize::try_from(s.count).unwrap_or(1).max(1));
     let per_shard = |cap: usize| t.per_shard_concurrency.unwrap_or_else(|| cap.div_ceil(n)).max(1);
     let concurrency = match t.max_concurrency {

@@ -615,7 +615,7 @@ pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
 /// picks Chat Completions or Responses for this request (`auto` looks at the model,
 /// server and request: [`crate::providers::responses::route`]), and `background` whether
 /// a Responses call is polled in background mode (not keyed).
-fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
+pub(crate) fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
     let mut kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
     let mut endpoint = Endpoint::new(kind, model.model.clone()).with_stream(model.stream);
     if let Some(url) = &model.base_url {
@@ -636,7 +636,7 @@ fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, Step
 }
 
 /// Adds the API key and `{env: VAR}` header values, read from the environment now.
-fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
+pub(crate) fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
     let read = |var: &str, what: &str| match std::env::var(var) {
         Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
         _ => Err(StepError::Episode(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),

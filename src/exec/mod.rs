@@ -2,6 +2,7 @@
 //! sub-step helper and the cached model-call context episodes use.
 
 pub mod calls;
+pub mod check;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;

@@ -71,3 +71,5 @@ mod weirdml_import;
 mod context_exceeded;
 // A failure every call would hit stops that model early; a local server's model file is that model.
 mod fail_fast;
+// `evalgrid check`: one small request per model endpoint.
+mod check;

@@ -251,6 +251,15 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     let tokens = (body.len() as u64).div_ceil(4);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prefix = lock(&shared.config).path_prefix.clone();
+    // The model list, as vLLM serves it: with the context window when one is set.
+    if method == Method::GET && path == format!("{}/models", prefix.as_deref().unwrap_or("/v1")) {
+        let window = lock(&shared.config).context_window;
+        let model = lock(&shared.config).answered_model.clone().unwrap_or_else(|| "mock".into());
+        return json_response(
+            StatusCode::OK,
+            &json!({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mock", "max_model_len": window}]}),
+        );
+    }
     let stored = stored_route(&path, prefix.as_deref().unwrap_or("/v1"));
     let Some((protocol, url_model, gemini_stream)) =
         stored.as_ref().map(|_| (ProviderKind::OpenAiResponses, None, false)).or_else(|| route(&path, prefix.as_deref()))

@@ -1,0 +1,179 @@
+//! `evalgrid check`: one small request to each distinct model endpoint of a pipeline, never
+//! cached, so a user learns before a run (and before paying for one) that the server is
+//! reachable, the key accepted, which model answers, how long a prompt it takes, and whether
+//! tools and streaming work.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::calls::{endpoint, with_key};
+use crate::providers::{Answered, CallError, ChatRequest, Endpoint, Message, ProviderClient, ProviderKind, StreamMode, ToolSpec, answered_at};
+use crate::spec::ModelConfig;
+
+/// What one endpoint answered to the check's requests.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointCheck {
+    /// The model entry's id (`rule-compiler` for Eleusis' compiler).
+    pub model: String,
+    /// The wire protocol the calls use.
+    pub protocol: String,
+    /// The URL the calls go to.
+    pub url: String,
+    /// The server answered at all (any HTTP response).
+    pub reachable: bool,
+    /// The key was accepted (`None`: the server was not reached).
+    pub key_accepted: Option<bool>,
+    /// The model id the server answered with, as sent.
+    pub answered_model: Option<String>,
+    /// How that id compares with the one asked for (`same`, `snapshot`, `served_file`, `other`).
+    pub answered_as: Option<String>,
+    /// The context window in tokens, where the server says it (llama.cpp `/props`, vLLM
+    /// and llama.cpp `/models`).
+    pub context_window: Option<u64>,
+    /// A streamed request was answered.
+    pub streaming: Option<bool>,
+    /// A request offering a tool was accepted; `called` says whether the model called it.
+    pub tools: Option<String>,
+    /// What is wrong, in words; empty when the endpoint is usable as configured.
+    pub problems: Vec<String>,
+}
+
+impl EndpointCheck {
+    /// Whether a run would work against this endpoint as configured.
+    #[must_use]
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The tokens each check request may generate: enough for "OK", little to pay.
+const CHECK_TOKENS: u64 = 16;
+
+/// Checks `model`'s endpoint with a plain, a streamed and a tool-offering request (the
+/// latter two only when the plain one is answered).
+pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig) -> EndpointCheck {
+    let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
+    params.insert("max_tokens".into(), json!(CHECK_TOKENS));
+    let ask = ChatRequest { messages: vec![Message::user("Reply with the single word OK.")], params, ..ChatRequest::default() };
+    let mut check = EndpointCheck {
+        model: model.id.clone(),
+        protocol: String::new(),
+        url: String::new(),
+        reachable: false,
+        key_accepted: None,
+        answered_model: None,
+        answered_as: None,
+        context_window: None,
+        streaming: None,
+        tools: None,
+        problems: Vec::new(),
+    };
+    let target = match endpoint(model, &ask) {
+        Ok(target) => target,
+        Err(error) => {
+            check.problems.push(error.to_string());
+            return check;
+        }
+    };
+    check.protocol = target.kind.to_string();
+    check.url = crate::providers::request_url(&target);
+    let target = match with_key(target, model) {
+        Ok(target) => target,
+        Err(error) => {
+            check.problems.push(error.to_string());
+            return check;
+        }
+    };
+    let plain = Endpoint { stream: StreamMode::Off, ..target.clone() };
+    match client.call(&plain, &ask).await {
+        Ok(outcome) => {
+            check.reachable = true;
+            check.key_accepted = Some(true);
+            let answered = outcome.response.answered_model.clone();
+            let class = answered_at(&plain.base_url, &model.model, &answered);
+            if class == Answered::Other && !model.accept_other_model {
+                check.problems.push(format!(
+                    "the server answers as model `{answered}`, not `{}`: set `model: {answered}`, or `accept_other_model: true` on model `{}`",
+                    model.model, model.id
+                ));
+            }
+            check.answered_as = Some(answered_class(class).to_owned());
+            check.answered_model = (!answered.is_empty()).then_some(answered);
+        }
+        Err(error) => {
+            note_failure(&mut check, &error);
+            return check;
+        }
+    }
+    check.context_window = context_window(&plain).await;
+    let streamed = Endpoint { stream: StreamMode::On, ..target.clone() };
+    match client.call(&streamed, &ask).await {
+        Ok(_) => check.streaming = Some(true),
+        Err(error) => {
+            check.streaming = Some(false);
+            check.problems.push(format!("streaming: {error}"));
+        }
+    }
+    let tool = ToolSpec {
+        name: "get_time".into(),
+        description: "Returns the current time.".into(),
+        parameters: json!({"type": "object", "properties": {}, "required": []}),
+    };
+    let with_tool = ChatRequest { messages: vec![Message::user("What time is it? Use the tool.")], tools: Some(vec![tool]), ..ask };
+    check.tools = Some(match client.call(&plain, &with_tool).await {
+        Ok(outcome) if !outcome.response.tool_calls.is_empty() => "called".into(),
+        Ok(_) => "accepted, not called".into(),
+        Err(error) => format!("refused: {}", crate::text::one_line(&error.to_string())),
+    });
+    check
+}
+
+fn answered_class(class: Answered) -> &'static str {
+    match class {
+        Answered::Same => "same",
+        Answered::Snapshot => "snapshot",
+        Answered::ServedFile => "served_file",
+        Answered::Other => "other",
+    }
+}
+
+/// Fills in what a failed first request says about the endpoint.
+fn note_failure(check: &mut EndpointCheck, error: &CallError) {
+    match error {
+        CallError::Connect { .. } | CallError::Timeout | CallError::Config { .. } => {}
+        CallError::Auth { .. } => {
+            check.reachable = true;
+            check.key_accepted = Some(false);
+        }
+        _ => {
+            check.reachable = true;
+            check.key_accepted = Some(true);
+        }
+    }
+    check.problems.push(crate::text::one_line(&error.to_string()).into_owned());
+}
+
+/// The context window the server reports: llama.cpp's `GET /props` (per slot, the real limit),
+/// else `GET <base_url>/models` (vLLM's `max_model_len`, llama.cpp's `meta.n_ctx`) for the
+/// model asked for or the only one served. `None` where the server says neither.
+async fn context_window(endpoint: &Endpoint) -> Option<u64> {
+    if !matches!(endpoint.kind, ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic) {
+        return None;
+    }
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().ok()?;
+    let base = endpoint.base_url.trim_end_matches('/');
+    let get = |url: String| {
+        let http = http.clone();
+        async move { http.get(url).send().await.ok()?.error_for_status().ok()?.json::<Value>().await.ok() }
+    };
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    if let Some(n) = get(format!("{root}/props")).await.and_then(|props| props.pointer("/default_generation_settings/n_ctx")?.as_u64()) {
+        return Some(n);
+    }
+    let models = get(format!("{base}/models")).await?;
+    let data = models.get("data")?.as_array()?;
+    let entry = data.iter().find(|m| m.get("id").and_then(Value::as_str) == Some(endpoint.model.as_str())).or_else(|| (data.len() == 1).then(|| &data[0]))?;
+    entry.get("max_model_len").and_then(Value::as_u64).or_else(|| entry.pointer("/meta/n_ctx").and_then(Value::as_u64))
+}
