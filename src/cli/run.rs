@@ -8,7 +8,7 @@ use evalgrid::cache::Store;
 use evalgrid::envs::registry::Registry;
 use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::calls::Usage;
-use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, run_cells};
+use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
 use evalgrid::plan::plan;
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::report::{ReportOutcome, build};
@@ -32,7 +32,8 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     }
     let store = env.store()?;
     if args.dry_run {
-        return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors);
+        let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
+        return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
     }
     let mut pipeline = pipeline;
     if args.unsafe_no_sandbox {
@@ -223,20 +224,31 @@ pub(crate) fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::S
     }
 }
 
-fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan::Plan, json: bool, retry_errors: bool) -> Result<Exit, Failure> {
+fn dry_run(
+    env: &Env,
+    pipeline: &Pipeline,
+    store: &Store,
+    plan: &evalgrid::plan::Plan,
+    json: bool,
+    retry_errors: bool,
+    outcomes: &[String],
+) -> Result<Exit, Failure> {
     let mut counts = [0usize; 4];
-    let (mut calls_known, mut calls_unknown_cells) = (0usize, 0usize);
+    let (mut calls_known, mut calls_unknown_cells, mut would_run) = (0usize, 0usize, 0usize);
+    let only_retries = retry_errors || !outcomes.is_empty();
     for cell in &plan.cells {
         let state = classify(store, cell);
         counts[state as usize] += 1;
         let runs = match state {
-            CellState::Cached => false,
-            CellState::Failed => true,
-            _ => !retry_errors,
+            // `--retry-outcome`: the cells holding such answers run again (their other calls are hits).
+            CellState::Cached => has_outcome(store, cell, outcomes),
+            CellState::Failed => retry_errors || outcomes.is_empty(),
+            _ => !only_retries,
         };
         if !runs {
             continue;
         }
+        would_run += 1;
         let (model, task) = (&pipeline.models[cell.model], &pipeline.tasks[cell.task]);
         match env.registry.planned_calls(model, task, cell.seed) {
             Some(calls) => {
@@ -245,7 +257,6 @@ fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &evalgrid::plan:
             None => calls_unknown_cells += 1,
         }
     }
-    let would_run = if retry_errors { counts[3] } else { counts[1] + counts[2] + counts[3] };
     if json {
         output::json(&json!({
             "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_run": 0, "cells_failed": counts[3],

@@ -11,5 +11,5 @@ pub mod substep;
 
 pub use calls::{CallContext, CallSite, call_components, call_key, provider_kind};
 pub use runner::{BoxFuture, EpisodeContext, EpisodeRunner, StepError, on_cpu};
-pub use scheduler::{Cancel, CellState, RunCounts, RunOptions, RunSummary, classify, run_cells};
+pub use scheduler::{Cancel, CellState, RunCounts, RunOptions, RunSummary, classify, has_outcome, run_cells};
 pub use substep::{Done, Fresh, SubStep, SubStepError};

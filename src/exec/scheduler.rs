@@ -229,7 +229,8 @@ pub async fn run_cells(
 
 /// Whether the cached episode of `cell` holds an answer of one of these finish classes
 /// (its `call_outcomes` tally), so that `--retry-outcome` runs it again.
-fn has_outcome(store: &Store, cell: &Cell, classes: &[String]) -> bool {
+#[must_use]
+pub fn has_outcome(store: &Store, cell: &Cell, classes: &[String]) -> bool {
     #[derive(serde::Deserialize)]
     struct Tally {
         #[serde(default)]

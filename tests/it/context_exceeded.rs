@@ -52,6 +52,15 @@ fn an_overlong_prompt_is_scored_as_context_exceeded_and_can_be_asked_again() {
     assert!(stderr.contains("--retry-outcome context_exceeded"), "the run says how to ask again: {stderr}");
     // Nothing was retried: one HTTP attempt per call (the mock saw each overflow once).
     assert_eq!(v["calls"]["http_attempts"].as_u64(), Some(live), "{v}");
+    // Each benchmark scored it by its rules: the Eleusis round ended there, a BBQ phase was forfeited.
+    let show = |cell: &str| {
+        let out = ws.cmd().args(["--data-dir", data_dir().to_str().unwrap(), "show", "p.yaml", cell, "--json"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let eleusis = show("chat/eleusis/only_red_cards/0");
+    assert!(eleusis.contains("\"game_over_reason\":\"context_exceeded\""), "{eleusis}");
+    let bbq = show("claude/bbq/is_greater_than_58/0");
+    assert!(bbq.contains("the prompt exceeds the model's context window"), "{bbq}");
     let summary = outcomes_csv(&ws);
     assert!(summary.contains("context_exceeded"), "the outcomes table has the column: {summary}");
 
@@ -59,6 +68,11 @@ fn an_overlong_prompt_is_scored_as_context_exceeded_and_can_be_asked_again() {
     let before = mock.server().calls();
     let (code, v, _) = run(&ws, &[]);
     assert_eq!((code, mock.server().calls() - before), (0, 0), "{v}");
+
+    // A dry run says how many cells the retry would run: some, not all.
+    let (_, dry, _) = run(&ws, &["--dry-run", "--retry-outcome", "context_exceeded"]);
+    let to_run = dry["cells_to_run"].as_u64().unwrap();
+    assert!(to_run > 0 && to_run < dry["cells_total"].as_u64().unwrap(), "{dry}");
 
     // Asking again with the same small context: exactly the overflowing calls are sent, and
     // they overflow again (the same answers).
@@ -82,4 +96,6 @@ fn an_overlong_prompt_is_scored_as_context_exceeded_and_can_be_asked_again() {
     assert_eq!((code, mock.server().calls() - before), (0, 0));
     let (code, v, _) = run(&ws, &[]);
     assert_eq!((code, v["calls"]["live"].as_u64(), v["cells_run"].as_u64()), (0, Some(0), Some(0)), "{v}");
+    let (_, dry, _) = run(&ws, &["--dry-run", "--retry-outcome", "context_exceeded"]);
+    assert_eq!(dry["cells_to_run"].as_u64(), Some(0), "{dry}");
 }
