@@ -32,6 +32,7 @@ use super::substep::{Fresh, SubStep};
 use crate::cache::{PendingResponses, Store};
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
+use crate::providers::scripted::ScriptError;
 use crate::providers::{
     Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger,
     Secret, answered_at, request_fingerprint,
@@ -212,6 +213,8 @@ pub struct CallContext {
     retry_outcomes: Vec<String>,
     /// Per model id: whether it has answered, and why its calls stopped being sent.
     lanes: Mutex<HashMap<String, LaneState>>,
+    /// The `scripted` provider's replies files, each read once per run.
+    scripts: crate::providers::scripted::Scripts,
     /// Counters.
     pub usage: Usage,
 }
@@ -230,6 +233,7 @@ impl CallContext {
             disk_full: AtomicBool::new(false),
             retry_outcomes: Vec::new(),
             lanes: Mutex::default(),
+            scripts: crate::providers::scripted::Scripts::default(),
             usage: Usage::default(),
         }
     }
@@ -371,7 +375,7 @@ impl CallContext {
     pub async fn chat(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
         if model.provider == crate::spec::resolve::SCRIPTED_PROVIDER {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
-            return scripted_reply(model, request);
+            return self.scripted_reply(model, request);
         }
         // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
         let _ticket = self.gate(&model.id).acquire_owned().await.ok();
@@ -480,6 +484,20 @@ impl CallContext {
             self.usage.context_exceeded.fetch_add(1, Ordering::Relaxed);
         }
         Ok(done.value)
+    }
+
+    /// Answers a call from the model's replies file (deterministic, no HTTP), read once per run.
+    fn scripted_reply(&self, model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
+        let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::Episode("scripted model without `params.file`".into()))?;
+        let path = std::path::Path::new(path);
+        let failed = |error: ScriptError| match error {
+            // The I/O or JSON error stays the failed episode's source.
+            ScriptError::Read { path, source } => StepError::episode_in(format!("cannot read replies file `{}`", path.display()), source),
+            ScriptError::Parse { path, source } => StepError::episode_in(format!("replies file `{}`", path.display()), source),
+            other @ ScriptError::NoReply(_) => StepError::Episode(other.to_string()),
+        };
+        let script = self.scripts.get(path).map_err(failed)?;
+        script.reply(path, &model.model, request).map_err(failed)
     }
 
     /// Waits until this process holds the claim on call `key` (see [`Store::try_claim`]);
@@ -648,51 +666,6 @@ pub(crate) fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<En
     }
     let Some(var) = &model.api_key_env else { return Ok(endpoint) };
     Ok(endpoint.with_api_key(read(var, "api_key_env")?))
-}
-
-/// Replies file of the `scripted` provider: the first rule whose `contains`
-/// occurs in the last user message answers; otherwise `default`.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Script {
-    #[serde(default)]
-    replies: Vec<ScriptRule>,
-    #[serde(default)]
-    default: Option<String>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScriptRule {
-    contains: String,
-    reply: String,
-}
-
-/// Answers a call from the model's replies file (deterministic, no HTTP).
-fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
-    let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::Episode("scripted model without `params.file`".into()))?;
-    let text = std::fs::read_to_string(path).map_err(|e| StepError::episode_in(format!("cannot read replies file `{path}`"), e))?;
-    let script: Script = serde_json::from_str(&text).map_err(|e| StepError::episode_in(format!("replies file `{path}`"), e))?;
-    let last = request.messages.iter().rev().find(|m| m.role == crate::providers::Role::User).map_or("", |m| m.content.as_str());
-    let reply = script
-        .replies
-        .iter()
-        .find(|r| last.contains(&r.contains))
-        .map(|r| r.reply.clone())
-        .or(script.default)
-        .ok_or_else(|| StepError::Episode(format!("replies file `{path}` has no reply for this prompt and no `default`")))?;
-    Ok(ChatResponse {
-        text: reply,
-        reasoning: None,
-        tool_calls: Vec::new(),
-        usage: crate::providers::Usage::default(),
-        answered_model: model.model.clone(),
-        finish_reason: crate::providers::FinishReason::Stop,
-        latency_ms: 0,
-        refusal: None,
-        usage_reported: true,
-        items: Vec::new(),
-    })
 }
 
 #[cfg(test)]
@@ -970,6 +943,25 @@ mod tests {
         }
     }
 
+    /// Issue 22: the replies file is read once per run, at its first call; later calls answer
+    /// from it even when the file is gone.
+    #[tokio::test]
+    async fn a_replies_file_is_read_once_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("replies.json");
+        std::fs::write(&file, r#"{"replies": [{"contains": "two", "reply": "2"}], "default": "?"}"#).unwrap();
+        let model =
+            ModelConfig { params: [("file".to_owned(), json!(file))].into_iter().collect(), ..config("s", crate::spec::resolve::SCRIPTED_PROVIDER, "canned") };
+        let ctx = context(dir.path());
+        let (episode, site) = (StepKey::compute(&json!("e")), CallSite::default());
+        assert_eq!(ctx.chat(episode, &model, &ask("one plus one is two?"), &site).await.unwrap().text, "2");
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(ctx.chat(episode, &model, &ask("three"), &site).await.unwrap().text, "?");
+        assert_eq!(ctx.scripts.loaded(), 1);
+        // A new run reads it again (and finds it gone).
+        assert!(context(dir.path()).chat(episode, &model, &ask("three"), &site).await.is_err());
+    }
+
     /// A replies file that cannot be read or parsed fails the episode with the same text
     /// as before, and keeps the I/O or JSON error as the source.
     #[test]
@@ -981,7 +973,8 @@ mod tests {
             ..config("s", crate::spec::resolve::SCRIPTED_PROVIDER, "canned")
         };
         let missing = dir.path().join("missing.json");
-        let err = scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();
+        let ctx = context(dir.path());
+        let err = ctx.scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("episode failed: cannot read replies file `{}`: {}", missing.display(), std::fs::read("/no/such/file").unwrap_err())
@@ -989,7 +982,7 @@ mod tests {
         assert_eq!(err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound));
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "not json").unwrap();
-        let err = scripted_reply(&scripted(&bad), &ask("q")).unwrap_err();
+        let err = ctx.scripted_reply(&scripted(&bad), &ask("q")).unwrap_err();
         assert!(err.to_string().starts_with(&format!("episode failed: replies file `{}`: expected", bad.display())), "{err}");
         assert!(err.source().is_some_and(|s| s.is::<serde_json::Error>()), "{err:?}");
     }

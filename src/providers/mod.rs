@@ -29,6 +29,7 @@ mod pacer;
 pub mod protocol;
 pub mod responses;
 mod retry;
+pub mod scripted;
 pub mod stream;
 mod switch;
 mod types;
