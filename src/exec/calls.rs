@@ -269,7 +269,7 @@ impl CallContext {
     /// Sends (or replays) one chat call for `model` at `site`, as a sub-step
     /// of `episode` (recorded under it for `cache gc --keep`).
     pub async fn chat(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
-        if model.provider == crate::spec::resolve::SCRIPTED_PROVIDER {
+        if model.provider.is_scripted() {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
             return scripted_reply(model, request);
         }
@@ -473,24 +473,13 @@ pub fn call_components(endpoint: &Endpoint, request: &ChatRequest, site: &CallSi
     key_components(StepKind::Call, "providers", CALL_VERSION, fields)
 }
 
-/// Provider kind of a pipeline model, or `None` for built-in agents.
-#[must_use]
-pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
-    match provider {
-        "openai" => Some(ProviderKind::OpenAi),
-        "anthropic" => Some(ProviderKind::Anthropic),
-        "gemini" => Some(ProviderKind::Gemini),
-        _ => None,
-    }
-}
-
 /// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
 /// added only by [`with_key`], at call time. For `provider: openai` the entry's `api`
 /// picks Chat Completions or Responses for this request (`auto` looks at the model,
 /// server and request: [`crate::providers::responses::route`]), and `background` whether
 /// a Responses call is polled in background mode (not keyed).
 fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
-    let mut kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
+    let mut kind = model.provider.api_kind().ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
     let mut endpoint = Endpoint::new(kind, model.model.clone()).with_stream(model.stream);
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
@@ -574,17 +563,18 @@ mod tests {
     use super::*;
     use crate::providers::mock::{Fault, FaultPlan, MockConfig, MockServer};
     use crate::providers::{ClientConfig, Message};
+    use crate::spec::Provider;
     use std::time::Duration;
 
     fn model(server: &MockServer, answered: &str) -> ModelConfig {
-        ModelConfig { base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))), ..config("m", "openai", answered) }
+        ModelConfig { base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))), ..config("m", Provider::OpenAi, answered) }
     }
 
     /// A model entry with every setting at its default.
-    fn config(id: &str, provider: &str, model: &str) -> ModelConfig {
+    fn config(id: &str, provider: Provider, model: &str) -> ModelConfig {
         ModelConfig {
             id: id.into(),
-            provider: provider.into(),
+            provider,
             model: model.into(),
             base_url: None,
             api_key_env: None,
@@ -846,7 +836,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let scripted = |path: &std::path::Path| ModelConfig {
             params: [("file".to_owned(), json!(path))].into_iter().collect(),
-            ..config("s", crate::spec::resolve::SCRIPTED_PROVIDER, "canned")
+            ..config("s", Provider::Scripted, "canned")
         };
         let missing = dir.path().join("missing.json");
         let err = scripted_reply(&scripted(&missing), &ask("q")).unwrap_err();

@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod diagnostic;
 pub mod pipeline;
+pub mod provider;
 pub mod raw;
 pub mod resolve;
 pub mod yaml;
@@ -16,9 +17,10 @@ use std::path::{Path, PathBuf};
 pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{
-    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, ModelKind, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
     TransportConfig, glob_match,
 };
+pub use provider::Provider;
 
 /// Why a pipeline could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +80,8 @@ mod tests {
         fn metrics(&self, _: &str) -> Vec<String> {
             vec!["mean_x".to_owned()]
         }
-        fn providers(&self) -> Vec<&'static str> {
-            vec!["builtin", "openai"]
+        fn providers(&self) -> Vec<Provider> {
+            vec![Provider::Builtin, Provider::OpenAi]
         }
         fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
             let names = match select {
