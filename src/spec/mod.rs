@@ -152,6 +152,21 @@ mod tests {
         assert!(zero[0].contains("`transport.stream_idle_timeout_s` must be at least 1"), "{zero:?}");
     }
 
+    /// Issue 22 item 1: `provider:` is an enum, yet an unknown (or uncatalogued) name is still a
+    /// located error with a hint, and the key holds the same lowercase string as before.
+    #[test]
+    fn provider_is_parsed_once_and_keys_as_the_same_string() {
+        let p = with_model("{id: m, provider: openai, model: gpt-x}", "").unwrap();
+        assert_eq!(p.models[0].provider, Provider::OpenAi);
+        assert_eq!(p.models[0].key_value()["provider"], serde_json::json!("openai"));
+        let typo = messages(with_model("{id: m, provider: opnai, model: gpt-x}", "").unwrap_err());
+        assert_eq!(typo, ["3:23: unknown provider `opnai`"]);
+        let SpecError::Invalid(report) = with_model("{id: m, provider: opnai, model: gpt-x}", "").unwrap_err() else { panic!() };
+        assert_eq!(report.diagnostics[0].hint.as_deref(), Some("did you mean `openai`?"));
+        let absent = messages(with_model("{id: m, provider: gemini, model: g}", "").unwrap_err());
+        assert_eq!(absent, ["3:23: unknown provider `gemini`"]);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
