@@ -33,7 +33,7 @@ use crate::cache::{PendingResponses, Store};
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::{
-    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger, Secret,
+    Answered, AttemptClass, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger, Secret,
     answered_as, request_fingerprint,
 };
 use crate::spec::{HeaderSource, ModelConfig};
@@ -105,40 +105,18 @@ impl Usage {
     }
 }
 
-/// What a failed in-flight call leaves for identical calls that waited on it: they
-/// fail with the same error (an answer they read from the cache); a typed cause is not
-/// shared, its text is.
+/// What a failed in-flight call leaves for identical calls that waited on it: they fail
+/// with the same error, kept whole (its typed cause included) behind an `Arc`.
 #[derive(Debug, Clone)]
-enum SharedError {
-    Unsupported(String),
-    Episode(String),
-    Score(String),
-    Worker(String),
-    Call(CallError, u32),
-    DiskFull,
-}
+struct SharedError(Arc<StepError>);
 
 impl SharedError {
-    fn of(error: &StepError) -> Self {
-        match error {
-            StepError::Unsupported(m) => Self::Unsupported(m.clone()),
-            StepError::Episode(m) | StepError::EpisodeCaused { message: m, .. } => Self::Episode(m.clone()),
-            StepError::Score(m) | StepError::ScoreCaused { message: m, .. } => Self::Score(m.clone()),
-            StepError::Worker(m) | StepError::WorkerCaused { message: m, .. } => Self::Worker(m.clone()),
-            StepError::Call { error, attempts } => Self::Call(error.clone(), *attempts),
-            other @ StepError::Cache(_) => Self::Episode(other.to_string()),
-            StepError::DiskFull => Self::DiskFull,
-        }
-    }
-
+    /// The error a waiter gets: the shared one itself, except that a cache failure (the
+    /// first caller's own write) reads as the waiter's failed episode, as it always has.
     fn to_error(&self) -> StepError {
-        match self {
-            Self::Unsupported(m) => StepError::Unsupported(m.clone()),
-            Self::Episode(m) => StepError::Episode(m.clone()),
-            Self::Score(m) => StepError::Score(m.clone()),
-            Self::Worker(m) => StepError::Worker(m.clone()),
-            Self::Call(error, attempts) => StepError::Call { error: error.clone(), attempts: *attempts },
-            Self::DiskFull => StepError::DiskFull,
+        match &*self.0 {
+            StepError::Cache(_) => StepError::Episode { message: self.0.to_string(), source: Some(Box::new(Arc::clone(&self.0))) },
+            _ => StepError::Shared(Arc::clone(&self.0)),
         }
     }
 }
@@ -294,7 +272,7 @@ impl CallContext {
         let done = step
             .run(&self.store, || async {
                 if self.offline {
-                    return Err(StepError::Episode(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
+                    return Err(StepError::episode_msg(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
                 }
                 if self.disk_full.load(Ordering::SeqCst) {
                     return Err(StepError::DiskFull);
@@ -313,7 +291,7 @@ impl CallContext {
                     // Never scored silently, never cached.
                     Answered::Other => {
                         self.usage.other_model.fetch_add(1, Ordering::Relaxed);
-                        Err(StepError::Episode(format!(
+                        Err(StepError::episode_msg(format!(
                             "the server answered with model `{}` when `{}` was asked for; set `accept_other_model: true` on model `{}` to score its answers",
                             response.answered_model, model.model, model.id
                         )))
@@ -341,9 +319,11 @@ impl CallContext {
         drop(claim);
         // Waiters read a cached answer from the cache (recorded under their own
         // episodes); anything else they get from here.
-        if let Err(error) = &done {
-            *shared = Some(SharedError::of(error));
-        }
+        let done = done.map_err(|error| {
+            let error = Arc::new(error);
+            *shared = Some(SharedError(Arc::clone(&error)));
+            StepError::Shared(error)
+        });
         drop(shared);
         drop(joined);
         let mut done = done?;
@@ -381,9 +361,9 @@ impl CallContext {
         let endpoint = with_key(endpoint, model)?;
         let record = self.client.call_resumable(&endpoint, request, ledger.map(|ledger| ledger as &dyn ResponseLedger)).await;
         self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
-        let rate_limited = record.failed_attempts.iter().filter(|class| **class == "rate_limited").count();
+        let rate_limited = record.failed_attempts.iter().filter(|class| **class == AttemptClass::RateLimited).count();
         self.usage.rate_limited.fetch_add(rate_limited as u64, Ordering::Relaxed);
-        let stalls = record.failed_attempts.iter().filter(|class| **class == CallError::STREAM_STALLED).count();
+        let stalls = record.failed_attempts.iter().filter(|class| **class == AttemptClass::StreamStalled).count();
         if stalls > 0 {
             self.usage.stream_stalls.fetch_add(stalls as u64, Ordering::Relaxed);
             let outcome = match &record.result {
@@ -502,7 +482,7 @@ fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, Step
 fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
     let read = |var: &str, what: &str| match std::env::var(var) {
         Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
-        _ => Err(StepError::Episode(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),
+        _ => Err(StepError::episode_msg(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),
     };
     for (name, source) in &model.headers {
         if let HeaderSource::Env(var) = source {
@@ -533,7 +513,7 @@ struct ScriptRule {
 
 /// Answers a call from the model's replies file (deterministic, no HTTP).
 fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
-    let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::Episode("scripted model without `params.file`".into()))?;
+    let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::episode_msg("scripted model without `params.file`"))?;
     let text = std::fs::read_to_string(path).map_err(|e| StepError::episode_in(format!("cannot read replies file `{path}`"), e))?;
     let script: Script = serde_json::from_str(&text).map_err(|e| StepError::episode_in(format!("replies file `{path}`"), e))?;
     let last = request.messages.iter().rev().find(|m| m.role == crate::providers::Role::User).map_or("", |m| m.content.as_str());
@@ -543,7 +523,7 @@ fn scripted_reply(model: &ModelConfig, request: &ChatRequest) -> Result<ChatResp
         .find(|r| last.contains(&r.contains))
         .map(|r| r.reply.clone())
         .or(script.default)
-        .ok_or_else(|| StepError::Episode(format!("replies file `{path}` has no reply for this prompt and no `default`")))?;
+        .ok_or_else(|| StepError::episode_msg(format!("replies file `{path}` has no reply for this prompt and no `default`")))?;
     Ok(ChatResponse {
         text: reply,
         reasoning: None,
@@ -673,6 +653,32 @@ mod tests {
         let again = ctx.chat(episode, &model, &request, &site).await.unwrap();
         assert!(again.text.contains('q'));
         assert_eq!(server.calls(), 2, "the error was not cached");
+    }
+
+    /// A failed cache write is shared with the waiters whole (issue 22 item 5c): each of
+    /// them reads the same text as before and still reaches the I/O error as a source.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiters_keep_the_cause_of_a_shared_cache_error() {
+        let server = MockServer::start(MockConfig { latency: Duration::from_millis(300), ..MockConfig::default() }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "mock-1");
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        // A file where the entry's shard directory belongs: the answer cannot be written.
+        let shard = ctx.store().entry_path(call_key(&model, &request, &site).unwrap()).parent().unwrap().to_owned();
+        std::fs::create_dir_all(shard.parent().unwrap()).unwrap();
+        std::fs::write(&shard, "not a directory").unwrap();
+        let calls = futures::future::join_all((0..3).map(|_| ctx.chat(episode, &model, &request, &site))).await;
+        assert_eq!(server.calls(), 1);
+        let texts: Vec<String> = calls.iter().map(|result| result.as_ref().unwrap_err().to_string()).collect();
+        assert!(texts[0].starts_with("cache: "), "{texts:?}");
+        for (text, result) in texts.iter().zip(&calls) {
+            let error = result.as_ref().unwrap_err();
+            let io = std::iter::successors(std::error::Error::source(error), |cause| cause.source()).find_map(|cause| cause.downcast_ref::<std::io::Error>());
+            assert!(io.is_some(), "{text}: the I/O error is not in the source chain");
+        }
+        assert_eq!(&texts[1], &format!("episode failed: {}", texts[0]), "waiters read as before");
+        assert_eq!(texts[1], texts[2]);
     }
 
     /// Another model's answer fails the call (one request, shared by the waiters) and is

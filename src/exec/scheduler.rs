@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::calls::CallContext;
@@ -159,20 +158,20 @@ pub async fn run_cells(
         let calls = Arc::clone(&calls);
         progress.watch(move || calls.progress_line())
     });
-    let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
     let mut set = JoinSet::new();
     let mut queue = pending.into_iter();
     let mut launched = 0usize;
     let (mut aborted, mut dropped) = (false, 0usize);
     let total_pending = queue.len();
     loop {
+        // At most `jobs` cells run at once: the set holds every cell task not yet joined,
+        // so this bound is the only gate needed (a semaphore of `jobs` permits, taken per
+        // spawned task, could never wait here).
         while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
             let Some(cell) = queue.next() else { break };
-            let permit = Arc::clone(&semaphore).acquire_owned().await.expect("semaphore is never closed");
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
             set.spawn(async move {
-                let _permit = permit;
                 let id = cell.id.clone();
                 let result = run_cell(&pipeline, &cell, &store, runner.as_ref(), &calls).await;
                 (id, cell, result)

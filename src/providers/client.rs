@@ -24,6 +24,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
+use super::attempt::AttemptClass;
 use super::background::{self, PollConfig, ResponseLedger, Submitted};
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
@@ -137,7 +138,7 @@ pub struct CallRecord {
     /// HTTP attempts made.
     pub attempts: u32,
     /// Class of each failed attempt, in order.
-    pub failed_attempts: Vec<&'static str>,
+    pub failed_attempts: Vec<AttemptClass>,
     /// The JSON body sent, less a streamed call's switch (the keyed body).
     pub request_body: Value,
     /// Wall time of the whole call, retries and waits included.
@@ -490,7 +491,7 @@ impl ProviderClient {
                     return;
                 }
                 Err(error) => {
-                    record.failed_attempts.push(error.class());
+                    record.failed_attempts.push(AttemptClass::of(&error));
                     let delay = match &error {
                         // A background response exists: sending again would start (and bill) a second run.
                         _ if !resubmit => None,
@@ -686,7 +687,8 @@ pub(super) mod tests {
             let record = quick_client().call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi")).await;
             assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
             assert_eq!(record.attempts, 8, "{kind}");
-            assert_eq!(record.failed_attempts, ["server", "server", "overloaded", "overloaded", "protocol", "connect", "rate_limited"], "{kind}");
+            use AttemptClass::{Connect, Overloaded, Protocol, RateLimited, Server};
+            assert_eq!(record.failed_attempts, [Server, Server, Overloaded, Overloaded, Protocol, Connect, RateLimited], "{kind}");
             assert_eq!(server.calls(), 8);
         }
     }
@@ -731,7 +733,7 @@ pub(super) mod tests {
         let record = client_with(policy, ConcurrencyMode::default()).call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x")).await;
         assert!(record.result.is_ok(), "{:?}", record.result);
         assert_eq!((record.attempts, server.calls()), (12, 12));
-        assert_eq!(record.failed_attempts.iter().filter(|class| **class == "rate_limited").count(), 10);
+        assert_eq!(record.failed_attempts.iter().filter(|class| **class == AttemptClass::RateLimited).count(), 10);
     }
 
     /// A provider that only ever says "slow down": the call gives up when its time budget

@@ -14,6 +14,7 @@
 //! and reading API keys (callers pass them in [`Endpoint`]).
 
 pub mod anthropic;
+mod attempt;
 mod background;
 mod bench;
 mod client;
@@ -33,6 +34,7 @@ mod switch;
 mod types;
 mod wire;
 
+pub use attempt::AttemptClass;
 pub use background::{Background, PollConfig, ResponseLedger};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{
