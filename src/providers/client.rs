@@ -623,53 +623,11 @@ pub(super) async fn read_capped(mut response: reqwest::Response, limit: u64, idl
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
-    use super::super::types::{Message, Secret, ToolCall};
+    use super::super::testing::{KEY, KINDS, ask, client_with, mock_endpoint, quick_client, quick_config};
+    use super::super::types::ToolCall;
     use super::*;
-
-    pub(crate) const KEY: &str = "sk-test-SECRET-1";
-
-    /// Fast retries and short timeouts so fault tests finish in milliseconds.
-    pub(crate) fn quick_config() -> ClientConfig {
-        ClientConfig {
-            connect_timeout: Duration::from_secs(2),
-            request_timeout: Duration::from_millis(400),
-            read_timeout: None,
-            concurrency: ConcurrencyMode::default(),
-            pacing: PacerConfig::default(),
-            retry: RetryPolicy {
-                max_attempts: 8,
-                base_delay: Duration::from_millis(5),
-                max_delay: Duration::from_millis(40),
-                total_timeout: Duration::from_secs(10),
-                retry_rate_limits: true,
-            },
-            use_system_proxy: false,
-            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            polling: PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) },
-            stream_idle_timeout: Duration::from_secs(1),
-            stream_total_timeout: Duration::from_secs(10),
-        }
-    }
-
-    pub(crate) fn quick_client() -> ProviderClient {
-        ProviderClient::new(quick_config()).unwrap()
-    }
-
-    pub(crate) fn mock_endpoint(server: &MockServer, kind: ProviderKind, model: &str) -> Endpoint {
-        Endpoint::new(kind, model).with_base_url(server.base_url()).with_api_key(Secret::new(KEY))
-    }
-
-    pub(crate) fn ask(text: &str) -> ChatRequest {
-        ChatRequest { messages: vec![Message::user(text)], ..ChatRequest::default() }
-    }
-
-    pub(crate) const KINDS: [ProviderKind; 4] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini, ProviderKind::OpenAiResponses];
-
-    pub(crate) fn client_with(retry: RetryPolicy, concurrency: ConcurrencyMode) -> ProviderClient {
-        ProviderClient::new(ClientConfig { concurrency, retry, ..quick_config() }).unwrap()
-    }
 
     #[tokio::test]
     async fn transient_faults_are_retried_until_success() {

@@ -31,6 +31,8 @@ pub mod responses;
 mod retry;
 pub mod stream;
 mod switch;
+#[cfg(test)]
+pub(crate) mod testing;
 mod types;
 mod wire;
 

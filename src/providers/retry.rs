@@ -104,7 +104,7 @@ fn jitter(cap: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{ask, mock_endpoint, quick_client};
+    use super::super::testing::{ask, mock_endpoint, quick_client};
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
     use super::super::types::ProviderKind;
     use super::*;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::client::tests::{KINDS, ask, mock_endpoint, quick_config};
+use super::super::testing::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::attempt::AttemptClass;
 use super::super::client::{ClientConfig, ProviderClient, request_fingerprint};
 use super::super::mock::{Fault, FaultPlan, HostileStream, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, SWITCHED_MODEL, Script};

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::client::tests::{KEY, KINDS, ask, mock_endpoint, quick_client};
+use super::testing::{KEY, KINDS, ask, mock_endpoint, quick_client};
 use super::client::{request_fingerprint, request_url};
 use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
 use super::types::{ChatRequest, Endpoint, HeaderValueOf, Message, ProviderKind, Secret, canonical_json};

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::client::tests::{mock_endpoint, quick_client};
+use super::testing::{mock_endpoint, quick_client};
 use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
 use super::types::{ChatRequest, FinishReason, Message, ProviderKind, ToolCall, ToolSpec};
 
