@@ -138,17 +138,7 @@ pub async fn run_cells(
     cancel: Cancel,
 ) -> Result<RunSummary, CacheError> {
     let mut summary = RunSummary { cells_total: plan.cells.len(), ..RunSummary::default() };
-    let mut pending = Vec::new();
-    for cell in &plan.cells {
-        match classify(&store, cell) {
-            CellState::Cached if store.get(cell.score_key)?.is_some() && store.get(cell.episode_key)?.is_some() => {
-                summary.cells_cached += 1;
-            }
-            CellState::Failed => pending.push(cell.clone()),
-            _ if options.retry_errors_only => summary.cells_skipped += 1,
-            _ => pending.push(cell.clone()),
-        }
-    }
+    let pending = pending_cells(plan, &store, options, &mut summary)?;
     let progress = Progress::new(plan.cells.len() as u64, summary.cells_cached as u64);
     if !options.progress {
         progress.finish();
@@ -194,22 +184,7 @@ pub async fn run_cells(
         }
         let (id, cell, result) =
             joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
-        match result {
-            Ok(true) => summary.cells_run += 1,
-            // Another process finished it while we waited for its lock.
-            Ok(false) => summary.cells_cached += 1,
-            Err(CellError::Step(kind, err)) => {
-                let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
-                let text = err.to_string();
-                store.record_failure(&Failure { key, cell: id.clone(), kind, error: text.clone() })?;
-                progress.println(&format!("error: cell `{id}`: {text}"));
-                summary.cells_failed += 1;
-                summary.failures.push((id, text));
-            }
-            Err(CellError::Cache(e)) => return Err(e),
-        }
-        progress.inc();
-        progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+        settle(&store, &progress, &mut summary, id, &cell, result)?;
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
         }
@@ -219,6 +194,45 @@ pub async fn run_cells(
     summary.cells_skipped += total_pending - launched + dropped;
     summary.interrupted = cancel.is_cancelled() && (launched < total_pending || dropped > 0);
     Ok(summary)
+}
+
+/// The cells of `plan` to run, in plan order; cells cached whole are counted in `summary`
+/// instead, and with `retry_errors_only` so are the cells that never failed (skipped).
+fn pending_cells(plan: &Plan, store: &Store, options: &RunOptions, summary: &mut RunSummary) -> Result<Vec<Cell>, CacheError> {
+    let mut pending = Vec::new();
+    for cell in &plan.cells {
+        match classify(store, cell) {
+            CellState::Cached if store.get(cell.score_key)?.is_some() && store.get(cell.episode_key)?.is_some() => {
+                summary.cells_cached += 1;
+            }
+            CellState::Failed => pending.push(cell.clone()),
+            _ if options.retry_errors_only => summary.cells_skipped += 1,
+            _ => pending.push(cell.clone()),
+        }
+    }
+    Ok(pending)
+}
+
+/// Counts one finished cell in `summary` and the progress bar; a failed step is recorded
+/// in the cache (never as an answer) and printed. A cache error ends the run.
+fn settle(store: &Store, progress: &Progress, summary: &mut RunSummary, id: String, cell: &Cell, result: Result<bool, CellError>) -> Result<(), CacheError> {
+    match result {
+        Ok(true) => summary.cells_run += 1,
+        // Another process finished it while we waited for its lock.
+        Ok(false) => summary.cells_cached += 1,
+        Err(CellError::Step(kind, err)) => {
+            let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
+            let text = err.to_string();
+            store.record_failure(&Failure { key, cell: id.clone(), kind, error: text.clone() })?;
+            progress.println(&format!("error: cell `{id}`: {text}"));
+            summary.cells_failed += 1;
+            summary.failures.push((id, text));
+        }
+        Err(CellError::Cache(e)) => return Err(e),
+    }
+    progress.inc();
+    progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+    Ok(())
 }
 
 enum CellError {

@@ -409,10 +409,10 @@ async fn cancel(http: &reqwest::Client, job: &Job<'_>, id: &str, why: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::client::{request_fingerprint, request_url};
     use super::super::limiter::ConcurrencyMode;
     use super::super::mock::{Fault, FaultPlan, LoggedRequest, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
+    use super::super::testing::{ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::types::{Endpoint, HeaderValueOf, ProviderKind, canonical_json};
     use super::*;
     use serde_json::json;

@@ -13,10 +13,10 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::super::types::{FinishReason, ProviderKind, Usage};
-use super::wire::wire;
 use super::script::{Fault, HostileStream, MockReply, MockRequest, RetryHeader, echo};
 use super::signatures::{ANTHROPIC_SIGNATURE, GEMINI_SIGNATURE};
 use super::stream::{Ending, Pace, frames, hostile_stream, paced, sse_response};
+use super::wire::wire;
 
 /// Text of a string, or of the `pointer` field of each element of an array of parts.
 pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {

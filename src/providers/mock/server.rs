@@ -396,8 +396,8 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
 #[cfg(test)]
 mod tests {
     use super::super::super::client::request_fingerprint;
-    use super::super::super::testing::{KEY, ask, mock_endpoint, quick_client};
     use super::super::super::error::CallError;
+    use super::super::super::testing::{KEY, ask, mock_endpoint, quick_client};
     use super::super::super::types::{Endpoint, canonical_json};
     use super::*;
 

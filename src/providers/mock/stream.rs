@@ -367,10 +367,7 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
                 }
             };
             let wire = wire(protocol);
-            edited(frames, |json| switch(wire.model_field(json)))
-            .into_iter()
-            .map(Bytes::from)
-            .collect()
+            edited(frames, |json| switch(wire.model_field(json))).into_iter().map(Bytes::from).collect()
         }
         HostileStream::EndlessLine { bytes } => {
             const CHUNK: u64 = 64 * 1024;

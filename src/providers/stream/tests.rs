@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::testing::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::attempt::AttemptClass;
 use super::super::client::{ClientConfig, ProviderClient, request_fingerprint};
 use super::super::mock::{Fault, FaultPlan, HostileStream, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, SWITCHED_MODEL, Script};
 use super::super::openai;
 use super::super::retry::RetryPolicy;
+use super::super::testing::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::types::{Answered, ChatResponse, Endpoint, FinishReason, ProviderKind, ToolCall, answered_as, canonical_json};
 use super::*;
 
