@@ -151,6 +151,22 @@ mod tests {
         assert!(offenders.is_empty(), "provider kinds matched outside providers/protocol.rs:\n{}", offenders.join("\n"));
     }
 
+    /// The example of `docs/adding-a-protocol.md`, compiled: a dialect is one `impl`.
+    mod dialect_example {
+        include!("../../docs/examples/protocol_dialect.rs");
+
+        #[test]
+        fn the_documented_dialect_compiles_and_keys_by_api_key() {
+            let key = Secret::new("sk-x");
+            let headers = KeyedGateway.headers(Some(&key)).unwrap();
+            assert_eq!(headers.get("api-key").and_then(|v| v.to_str().ok()), Some("sk-x"));
+            assert!(headers.get("authorization").is_none());
+            assert_eq!(KeyedGateway.url("https://g.example/openai/v1", "m"), ChatCompletions.url("https://g.example/openai/v1", "m"));
+            let protocol: &dyn Protocol = &KeyedGateway;
+            assert_eq!(protocol.output_cap_fields(), ["/max_completion_tokens", "/max_tokens"]);
+        }
+    }
+
     /// Every kind names a protocol whose URL and default origin are its own.
     #[test]
     fn each_kind_has_its_protocol() {
