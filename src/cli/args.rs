@@ -289,10 +289,33 @@ pub(crate) enum CacheCommand {
     },
 }
 
+/// The workloads of `evalgrid bench`, each measured against its goal or a baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Workload {
+    /// No-op `status` on a synthetic grid whose every cell is cached (`--cells`).
+    Status,
+    /// `report` on the same synthetic grid.
+    Report,
+    /// Eleusis rule checks: each native rule against itself, 208,000 comparisons.
+    Equivalence,
+    /// Cost of the sandbox: a sandboxed Python judge check and a `pass` submission.
+    Sandbox,
+    /// The quickstart pipeline from an empty cache, then cached.
+    Quickstart,
+    /// Calls through the provider client against the mock server (throughput).
+    Providers,
+    /// Scoring all BBEH items with the official scorer.
+    BbehScore,
+    /// The full BBEH grid against the mock server (`--seeds`, `--concurrency`).
+    BbehRun,
+    /// BBEH items through nginx `limit_req` in front of the mock (`--rate`, `--items`).
+    RateLimit,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Workload: `status`, `report`, `equivalence`, `quickstart`, `providers`, `bbeh-score`, `bbeh-run` or `rate-limit`.
-    pub(crate) workload: String,
+    /// Which fixed workload to measure.
+    pub(crate) workload: Workload,
     /// Cells in the synthetic grid (for `status`).
     #[arg(long, default_value_t = 100_000)]
     pub(crate) cells: usize,

@@ -19,23 +19,20 @@ use evalgrid::providers::mock::{MockConfig, MockServer};
 use evalgrid::providers::{RateLimitedProxy, bench_throughput, install_crypto_provider};
 use serde_json::json;
 
-use super::args::BenchArgs;
+use super::args::{BenchArgs, Workload};
 use super::{Env, Failure, load_plan, output};
 
 pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<Exit, Failure> {
-    match args.workload.as_str() {
-        "status" => status(env, args.cells, false),
-        "report" => status(env, args.cells, true),
-        "equivalence" => equivalence(),
-        "sandbox" => sandbox(),
-        "quickstart" => quickstart(),
-        "providers" => providers(args.cells.min(20_000)),
-        "bbeh-score" => bbeh_score(env),
-        "bbeh-run" => bbeh_run(env, args.seeds, args.concurrency),
-        "rate-limit" => rate_limit(env, args.rate, args.items),
-        other => Err(Failure::invalid(anyhow::anyhow!(
-            "unknown workload `{other}` (expected status, report, equivalence, sandbox, quickstart, providers, bbeh-score, bbeh-run or rate-limit)"
-        ))),
+    match args.workload {
+        Workload::Status => status(env, args.cells, false),
+        Workload::Report => status(env, args.cells, true),
+        Workload::Equivalence => equivalence(),
+        Workload::Sandbox => sandbox(),
+        Workload::Quickstart => quickstart(),
+        Workload::Providers => providers(args.cells.min(20_000)),
+        Workload::BbehScore => bbeh_score(env),
+        Workload::BbehRun => bbeh_run(env, args.seeds, args.concurrency),
+        Workload::RateLimit => rate_limit(env, args.rate, args.items),
     }
 }
 

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use evalgrid::exec::check::{EndpointCheck, check_endpoint};
-use evalgrid::exec::provider_kind;
 use evalgrid::providers::{ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::spec::ModelConfig;
 use serde_json::json;
@@ -67,7 +66,7 @@ fn endpoints(pipeline: &evalgrid::spec::Pipeline) -> Vec<ModelConfig> {
         .filter(|t| t.params.contains_key("compiler"))
         .filter_map(|t| evalgrid::envs::eleusis::play::llm_episode::compiler_model(&t.params).ok());
     for model in pipeline.models.iter().cloned().chain(compilers) {
-        if provider_kind(&model.provider).is_none() {
+        if model.provider.api_kind().is_none() {
             continue;
         }
         let same = |m: &ModelConfig| {

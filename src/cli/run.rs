@@ -9,7 +9,7 @@ use evalgrid::envs::registry::Registry;
 use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::calls::Usage;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
-use evalgrid::plan::plan;
+use evalgrid::plan::{Plan, plan};
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::report::{ReportOutcome, build};
 use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
@@ -20,76 +20,22 @@ use super::{Env, Failure, load_pipeline, load_plan, output};
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let (pipeline, mut plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
-    if args.shard.is_some() || args.class.is_some() {
-        // A part of the grid: the report is built once all parts are done (`evalgrid report`).
-        if let Some(class) = args.class {
-            plan.cells.retain(|c| Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]) == class);
-        }
-        if let Some(shard) = args.shard {
-            plan.cells = shard.part(&plan.cells);
-        }
-        plan.filtered = true;
-    }
+    narrow_to_part(&pipeline, &mut plan, args);
     let store = env.store()?;
     if args.dry_run {
         let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
     }
-    let mut pipeline = pipeline;
-    if args.unsafe_no_sandbox {
-        // Same meaning as `sandbox: none`; the report built by this run says so.
-        pipeline.sandbox = SandboxMode::None;
-    }
-    let unsandboxed_ok = pipeline.sandbox == SandboxMode::None;
-    evalgrid::sandbox::allow_unsandboxed(unsandboxed_ok);
-    for m in &pipeline.models {
-        let mut seen = Vec::new();
-        for t in &pipeline.tasks {
-            if seen.contains(&t.benchmark) {
-                continue;
-            }
-            seen.push(t.benchmark.clone());
-            let added = Registry::injected_params(&t.benchmark, m);
-            if !added.is_empty() {
-                output::note(&format!("note: {} sends model `{}` {} it did not set (see the report's provenance)", t.benchmark, m.id, added.join(", ")));
-            }
-        }
-    }
-    let needs_sandbox = plan.cells.iter().any(|c| Registry::runs_model_code(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]));
-    if needs_sandbox {
-        check_sandbox()?;
-    }
+    let pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let on_cell = args.shard.map(|shard| shard_progress(&store, &pipeline, shard, args.class));
     if let Some(publish) = &on_cell {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
     }
     let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-    let options =
-        RunOptions { jobs, retry_errors_only: args.retry_errors, retry_outcomes: retry_outcomes.clone(), progress: !args.json, on_cell: on_cell.clone() };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    install_crypto_provider();
-    let client = ProviderClient::new(client_config(&pipeline.transport, args.shard)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(retry_outcomes));
-    let cancel = Cancel::default();
+    let options = RunOptions { jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: !args.json, on_cell: on_cell.clone() };
     let pipeline = Arc::new(pipeline);
-    let summary = runtime.block_on(async {
-        let on_signal = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_signal.cancel();
-                output::note("interrupted: stopping; answered calls are cached, run the same command again to resume (Ctrl-C again to quit at once)");
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    // The second Ctrl-C: no clean-up at all. Everything cached is already
-                    // in place (entries are renamed into place whole; only a machine crash
-                    // before the group commit's next batch could lose the newest, as misses).
-                    std::process::exit(i32::from(Exit::Interrupted.code()));
-                }
-            }
-        });
-        run_cells(Arc::clone(&pipeline), &plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), &options, cancel.clone()).await
-    })?;
-    runtime.shutdown_background();
+    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args)?;
     let report = if summary.interrupted {
         Ok(None)
     } else if plan.filtered {
@@ -125,6 +71,96 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         return Err(Failure::from(e));
     }
     Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
+}
+
+/// Keeps only this run's part of the grid (`--class`, `--shard`); the report is then built
+/// once all parts are done (`evalgrid report`).
+fn narrow_to_part(pipeline: &Pipeline, plan: &mut Plan, args: &RunArgs) {
+    if args.shard.is_none() && args.class.is_none() {
+        return;
+    }
+    if let Some(class) = args.class {
+        plan.cells.retain(|c| Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]) == class);
+    }
+    if let Some(shard) = args.shard {
+        plan.cells = shard.part(&plan.cells);
+    }
+    plan.filtered = true;
+}
+
+/// The pipeline as this run executes it: `--unsafe-no-sandbox` applied, the sandbox
+/// allowed or checked for the cells that run model code, and the parameters benchmarks add
+/// to models noted.
+fn prepare(mut pipeline: Pipeline, plan: &Plan, unsafe_no_sandbox: bool) -> Result<Pipeline, Failure> {
+    if unsafe_no_sandbox {
+        // Same meaning as `sandbox: none`; the report built by this run says so.
+        pipeline.sandbox = SandboxMode::None;
+    }
+    evalgrid::sandbox::allow_unsandboxed(pipeline.sandbox == SandboxMode::None);
+    note_injected_params(&pipeline);
+    let needs_sandbox = plan.cells.iter().any(|c| Registry::runs_model_code(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]));
+    if needs_sandbox {
+        check_sandbox()?;
+    }
+    Ok(pipeline)
+}
+
+/// Notes, once per benchmark and model, the parameters a benchmark sends a model that the
+/// pipeline did not set.
+fn note_injected_params(pipeline: &Pipeline) {
+    for m in &pipeline.models {
+        let mut seen = Vec::new();
+        for t in &pipeline.tasks {
+            if seen.contains(&t.benchmark) {
+                continue;
+            }
+            seen.push(t.benchmark.clone());
+            let added = Registry::injected_params(&t.benchmark, m);
+            if !added.is_empty() {
+                output::note(&format!("note: {} sends model `{}` {} it did not set (see the report's provenance)", t.benchmark, m.id, added.join(", ")));
+            }
+        }
+    }
+}
+
+/// Runs the plan's cells on a fresh runtime with one HTTP client, stopping cleanly on the
+/// first Ctrl-C; returns the summary and the call context (for its usage counters).
+fn execute(
+    env: &Env,
+    store: &Store,
+    pipeline: &Arc<Pipeline>,
+    plan: &Plan,
+    options: &RunOptions,
+    args: &RunArgs,
+) -> Result<(RunSummary, Arc<CallContext>), Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    install_crypto_provider();
+    let client = ProviderClient::new(client_config(&pipeline.transport, args.shard)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone()));
+    let cancel = Cancel::default();
+    let summary = runtime.block_on(async {
+        stop_on_ctrl_c(cancel.clone());
+        run_cells(Arc::clone(pipeline), plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), options, cancel.clone()).await
+    })?;
+    runtime.shutdown_background();
+    Ok((summary, calls))
+}
+
+/// The first Ctrl-C cancels the run (cells in flight are dropped, answers already cached
+/// stay); the second exits at once.
+fn stop_on_ctrl_c(cancel: Cancel) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            output::note("interrupted: stopping; answered calls are cached, run the same command again to resume (Ctrl-C again to quit at once)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                // The second Ctrl-C: no clean-up at all. Everything cached is already
+                // in place (entries are renamed into place whole; only a machine crash
+                // before the group commit's next batch could lose the newest, as misses).
+                std::process::exit(i32::from(Exit::Interrupted.code()));
+            }
+        }
+    });
 }
 
 /// The run id shards of the same pipeline share: its name and the hash of its file.

@@ -22,7 +22,7 @@ fn pipeline() -> Pipeline {
     let mut p = crate::plan::grid::fixture_pipeline();
     p.seeds = vec![0];
     let m = &mut p.models[0];
-    m.provider = "openai".into();
+    m.provider = crate::spec::Provider::OpenAi;
     m.model = "gpt-x".into();
     m.base_url = Some("http://127.0.0.1:9".into());
     m.params.insert("temperature".into(), json!(0.5));

@@ -10,8 +10,7 @@ use super::benchmark::Benchmark;
 use super::metric::MetricDef;
 use crate::exec::{BoxFuture, CallSite, EpisodeContext, EpisodeRunner, StepError};
 use crate::providers::ChatRequest;
-use crate::spec::resolve::BUILTIN_PROVIDER;
-use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
+use crate::spec::{Catalog, CatalogIssue, IssueSite, ModelConfig, Params, Provider, Selection, TaskInstance};
 
 /// Every benchmark, in listing order: the one place they are named.
 pub static ALL: &[&dyn Benchmark] = &[
@@ -35,7 +34,7 @@ pub fn names() -> Vec<&'static str> {
 }
 
 /// Model providers a pipeline may name.
-pub const PROVIDERS: &[&str] = &[BUILTIN_PROVIDER, "openai", "anthropic", "gemini", crate::spec::resolve::SCRIPTED_PROVIDER];
+pub const PROVIDERS: &[Provider] = &Provider::ALL;
 
 /// Every benchmark evalgrid can run, with where installed datasets live.
 #[derive(Clone, Debug)]
@@ -70,7 +69,7 @@ impl Registry {
         use crate::plan::ResourceClass;
         if get(benchmark).is_some_and(|b| b.uses_gpu()) {
             ResourceClass::Gpu
-        } else if model.kind() == crate::spec::ModelKind::Api {
+        } else if model.provider.over_http() {
             ResourceClass::Api
         } else {
             ResourceClass::Cpu
@@ -99,7 +98,7 @@ impl Catalog for Registry {
         Self::metric_defs(benchmark).into_iter().map(|m| m.name).collect()
     }
 
-    fn providers(&self) -> Vec<&'static str> {
+    fn providers(&self) -> Vec<Provider> {
         PROVIDERS.to_vec()
     }
 
@@ -214,7 +213,7 @@ mod tests {
     fn injected_parameters_are_reported_per_benchmark_and_model() {
         let model = |name: &str, params: &[(&str, serde_json::Value)]| ModelConfig {
             id: "m".into(),
-            provider: "openai".into(),
+            provider: Provider::OpenAi,
             model: name.into(),
             base_url: None,
             api_key_env: None,

@@ -34,8 +34,8 @@ use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
 use crate::providers::scripted::ScriptError;
 use crate::providers::{
-    Answered, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, HeaderValueOf, ProviderClient, ProviderKind, ResponseLedger,
-    Secret, answered_at, request_fingerprint,
+    Answered, AttemptClass, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, HeaderValueOf, ProviderClient, ProviderKind,
+    ResponseLedger, Secret, answered_at, request_fingerprint,
 };
 use crate::spec::{HeaderSource, ModelConfig};
 
@@ -110,40 +110,18 @@ impl Usage {
     }
 }
 
-/// What a failed in-flight call leaves for identical calls that waited on it: they
-/// fail with the same error (an answer they read from the cache); a typed cause is not
-/// shared, its text is.
+/// What a failed in-flight call leaves for identical calls that waited on it: they fail
+/// with the same error, kept whole (its typed cause included) behind an `Arc`.
 #[derive(Debug, Clone)]
-enum SharedError {
-    Unsupported(String),
-    Episode(String),
-    Score(String),
-    Worker(String),
-    Call(CallError, u32),
-    DiskFull,
-}
+struct SharedError(Arc<StepError>);
 
 impl SharedError {
-    fn of(error: &StepError) -> Self {
-        match error {
-            StepError::Unsupported(m) => Self::Unsupported(m.clone()),
-            StepError::Episode(m) | StepError::EpisodeCaused { message: m, .. } => Self::Episode(m.clone()),
-            StepError::Score(m) | StepError::ScoreCaused { message: m, .. } => Self::Score(m.clone()),
-            StepError::Worker(m) | StepError::WorkerCaused { message: m, .. } => Self::Worker(m.clone()),
-            StepError::Call { error, attempts } => Self::Call(error.clone(), *attempts),
-            other @ StepError::Cache(_) => Self::Episode(other.to_string()),
-            StepError::DiskFull => Self::DiskFull,
-        }
-    }
-
+    /// The error a waiter gets: the shared one itself, except that a cache failure (the
+    /// first caller's own write) reads as the waiter's failed episode, as it always has.
     fn to_error(&self) -> StepError {
-        match self {
-            Self::Unsupported(m) => StepError::Unsupported(m.clone()),
-            Self::Episode(m) => StepError::Episode(m.clone()),
-            Self::Score(m) => StepError::Score(m.clone()),
-            Self::Worker(m) => StepError::Worker(m.clone()),
-            Self::Call(error, attempts) => StepError::Call { error: error.clone(), attempts: *attempts },
-            Self::DiskFull => StepError::DiskFull,
+        match &*self.0 {
+            StepError::Cache(_) => StepError::Episode { message: self.0.to_string(), source: Some(Box::new(Arc::clone(&self.0))) },
+            _ => StepError::Shared(Arc::clone(&self.0)),
         }
     }
 }
@@ -373,7 +351,7 @@ impl CallContext {
     /// Sends (or replays) one chat call for `model` at `site`, as a sub-step
     /// of `episode` (recorded under it for `cache gc --keep`).
     pub async fn chat(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
-        if model.provider == crate::spec::resolve::SCRIPTED_PROVIDER {
+        if model.provider.is_scripted() {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
             return self.scripted_reply(model, request);
         }
@@ -404,13 +382,13 @@ impl CallContext {
         let done = step
             .run(&self.store, || async {
                 if self.offline {
-                    return Err(StepError::Episode(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
+                    return Err(StepError::episode_msg(format!("--offline: call {} to `{}` is not in the cache", step.key().short(), model.model)));
                 }
                 if self.disk_full.load(Ordering::SeqCst) {
                     return Err(StepError::DiskFull);
                 }
                 if let Some(reason) = self.stopped(&model.id) {
-                    return Err(StepError::Episode(format!("not sent: model `{}` stopped at a failure every call of it would hit: {reason}", model.id)));
+                    return Err(StepError::episode_msg(format!("not sent: model `{}` stopped at a failure every call of it would hit: {reason}", model.id)));
                 }
                 let response = match self.send(endpoint, model, request, ledger.as_ref()).await {
                     Ok(response) => response,
@@ -441,7 +419,7 @@ impl CallContext {
                             response.answered_model, model.model, model.id
                         );
                         self.stop(&model.id, &lane_endpoint, &reason);
-                        Err(StepError::Episode(reason))
+                        Err(StepError::episode_msg(reason))
                     }
                 }
             })
@@ -466,9 +444,11 @@ impl CallContext {
         drop(claim);
         // Waiters read a cached answer from the cache (recorded under their own
         // episodes); anything else they get from here.
-        if let Err(error) = &done {
-            *shared = Some(SharedError::of(error));
-        }
+        let done = done.map_err(|error| {
+            let error = Arc::new(error);
+            *shared = Some(SharedError(Arc::clone(&error)));
+            StepError::Shared(error)
+        });
         drop(shared);
         drop(joined);
         let mut done = done?;
@@ -488,13 +468,13 @@ impl CallContext {
 
     /// Answers a call from the model's replies file (deterministic, no HTTP), read once per run.
     fn scripted_reply(&self, model: &ModelConfig, request: &ChatRequest) -> Result<ChatResponse, StepError> {
-        let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::Episode("scripted model without `params.file`".into()))?;
+        let path = model.params.get("file").and_then(Value::as_str).ok_or_else(|| StepError::episode_msg("scripted model without `params.file`"))?;
         let path = std::path::Path::new(path);
         let failed = |error: ScriptError| match error {
             // The I/O or JSON error stays the failed episode's source.
             ScriptError::Read { path, source } => StepError::episode_in(format!("cannot read replies file `{}`", path.display()), source),
             ScriptError::Parse { path, source } => StepError::episode_in(format!("replies file `{}`", path.display()), source),
-            other @ ScriptError::NoReply(_) => StepError::Episode(other.to_string()),
+            other @ ScriptError::NoReply(_) => StepError::episode_msg(other.to_string()),
         };
         let script = self.scripts.get(path).map_err(failed)?;
         script.reply(path, &model.model, request).map_err(failed)
@@ -525,9 +505,9 @@ impl CallContext {
         let endpoint = with_key(endpoint, model)?;
         let record = self.client.call_resumable(&endpoint, request, ledger.map(|ledger| ledger as &dyn ResponseLedger)).await;
         self.usage.attempts.fetch_add(u64::from(record.attempts), Ordering::Relaxed);
-        let rate_limited = record.failed_attempts.iter().filter(|class| **class == "rate_limited").count();
+        let rate_limited = record.failed_attempts.iter().filter(|class| **class == AttemptClass::RateLimited).count();
         self.usage.rate_limited.fetch_add(rate_limited as u64, Ordering::Relaxed);
-        let stalls = record.failed_attempts.iter().filter(|class| **class == CallError::STREAM_STALLED).count();
+        let stalls = record.failed_attempts.iter().filter(|class| **class == AttemptClass::StreamStalled).count();
         if stalls > 0 {
             self.usage.stream_stalls.fetch_add(stalls as u64, Ordering::Relaxed);
             let outcome = match &record.result {
@@ -617,24 +597,13 @@ pub fn call_components(endpoint: &Endpoint, request: &ChatRequest, site: &CallSi
     key_components(StepKind::Call, "providers", CALL_VERSION, fields)
 }
 
-/// Provider kind of a pipeline model, or `None` for built-in agents.
-#[must_use]
-pub fn provider_kind(provider: &str) -> Option<ProviderKind> {
-    match provider {
-        "openai" => Some(ProviderKind::OpenAi),
-        "anthropic" => Some(ProviderKind::Anthropic),
-        "gemini" => Some(ProviderKind::Gemini),
-        _ => None,
-    }
-}
-
 /// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
 /// added only by [`with_key`], at call time. For `provider: openai` the entry's `api`
 /// picks Chat Completions or Responses for this request (`auto` looks at the model,
 /// server and request: [`crate::providers::responses::route`]), and `background` whether
 /// a Responses call is polled in background mode (not keyed).
 pub(crate) fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
-    let mut kind = provider_kind(&model.provider).ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
+    let mut kind = model.provider.api_kind().ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
     let mut endpoint = Endpoint::new(kind, model.model.clone()).with_stream(model.stream);
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
@@ -657,7 +626,7 @@ pub(crate) fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<End
 pub(crate) fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
     let read = |var: &str, what: &str| match std::env::var(var) {
         Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
-        _ => Err(StepError::Episode(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),
+        _ => Err(StepError::episode_msg(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),
     };
     for (name, source) in &model.headers {
         if let HeaderSource::Env(var) = source {
@@ -674,17 +643,18 @@ mod tests {
     use crate::providers::answered_as;
     use crate::providers::mock::{Fault, FaultPlan, MockConfig, MockServer};
     use crate::providers::{ClientConfig, Message};
+    use crate::spec::Provider;
     use std::time::Duration;
 
     fn model(server: &MockServer, answered: &str) -> ModelConfig {
-        ModelConfig { base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))), ..config("m", "openai", answered) }
+        ModelConfig { base_url: Some(format!("{}/v1", server.base_url().trim_end_matches('/'))), ..config("m", Provider::OpenAi, answered) }
     }
 
     /// A model entry with every setting at its default.
-    fn config(id: &str, provider: &str, model: &str) -> ModelConfig {
+    fn config(id: &str, provider: Provider, model: &str) -> ModelConfig {
         ModelConfig {
             id: id.into(),
-            provider: provider.into(),
+            provider,
             model: model.into(),
             base_url: None,
             api_key_env: None,
@@ -783,6 +753,32 @@ mod tests {
         let again = ctx.chat(episode, &model, &request, &site).await.unwrap();
         assert!(again.text.contains('q'));
         assert_eq!(server.calls(), 2, "the error was not cached");
+    }
+
+    /// A failed cache write is shared with the waiters whole (issue 22 item 5c): each of
+    /// them reads the same text as before and still reaches the I/O error as a source.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiters_keep_the_cause_of_a_shared_cache_error() {
+        let server = MockServer::start(MockConfig { latency: Duration::from_millis(300), ..MockConfig::default() }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let model = model(&server, "mock-1");
+        let (episode, site, request) = (StepKey::compute(&json!("e")), CallSite::default(), ask("q"));
+        // A file where the entry's shard directory belongs: the answer cannot be written.
+        let shard = ctx.store().entry_path(call_key(&model, &request, &site).unwrap()).parent().unwrap().to_owned();
+        std::fs::create_dir_all(shard.parent().unwrap()).unwrap();
+        std::fs::write(&shard, "not a directory").unwrap();
+        let calls = futures::future::join_all((0..3).map(|_| ctx.chat(episode, &model, &request, &site))).await;
+        assert_eq!(server.calls(), 1);
+        let texts: Vec<String> = calls.iter().map(|result| result.as_ref().unwrap_err().to_string()).collect();
+        assert!(texts[0].starts_with("cache: "), "{texts:?}");
+        for (text, result) in texts.iter().zip(&calls) {
+            let error = result.as_ref().unwrap_err();
+            let io = std::iter::successors(std::error::Error::source(error), |cause| cause.source()).find_map(|cause| cause.downcast_ref::<std::io::Error>());
+            assert!(io.is_some(), "{text}: the I/O error is not in the source chain");
+        }
+        assert_eq!(&texts[1], &format!("episode failed: {}", texts[0]), "waiters read as before");
+        assert_eq!(texts[1], texts[2]);
     }
 
     /// Another model's answer fails the call (one request, shared by the waiters) and is
@@ -950,8 +946,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("replies.json");
         std::fs::write(&file, r#"{"replies": [{"contains": "two", "reply": "2"}], "default": "?"}"#).unwrap();
-        let model =
-            ModelConfig { params: [("file".to_owned(), json!(file))].into_iter().collect(), ..config("s", crate::spec::resolve::SCRIPTED_PROVIDER, "canned") };
+        let model = ModelConfig { params: [("file".to_owned(), json!(file))].into_iter().collect(), ..config("s", Provider::Scripted, "canned") };
         let ctx = context(dir.path());
         let (episode, site) = (StepKey::compute(&json!("e")), CallSite::default());
         assert_eq!(ctx.chat(episode, &model, &ask("one plus one is two?"), &site).await.unwrap().text, "2");
@@ -970,7 +965,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let scripted = |path: &std::path::Path| ModelConfig {
             params: [("file".to_owned(), json!(path))].into_iter().collect(),
-            ..config("s", crate::spec::resolve::SCRIPTED_PROVIDER, "canned")
+            ..config("s", Provider::Scripted, "canned")
         };
         let missing = dir.path().join("missing.json");
         let ctx = context(dir.path());

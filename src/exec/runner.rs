@@ -115,7 +115,7 @@ pub async fn on_cpu<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static
     });
     match rx.await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(_)) => Err(StepError::Worker("a CPU task panicked".into())),
-        Err(_) => Err(StepError::Worker("a CPU task was dropped".into())),
+        Ok(Err(_)) => Err(StepError::worker_msg("a CPU task panicked")),
+        Err(_) => Err(StepError::worker_msg("a CPU task was dropped")),
     }
 }

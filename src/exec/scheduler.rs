@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::calls::CallContext;
@@ -142,19 +141,7 @@ pub async fn run_cells(
     cancel: Cancel,
 ) -> Result<RunSummary, CacheError> {
     let mut summary = RunSummary { cells_total: plan.cells.len(), ..RunSummary::default() };
-    let mut pending = Vec::new();
-    let only_retries = options.retry_errors_only || !options.retry_outcomes.is_empty();
-    for cell in &plan.cells {
-        match classify(&store, cell) {
-            CellState::Cached if has_outcome(&store, cell, &options.retry_outcomes) => pending.push((cell.clone(), true)),
-            CellState::Cached if store.get(cell.score_key)?.is_some() && store.get(cell.episode_key)?.is_some() => {
-                summary.cells_cached += 1;
-            }
-            CellState::Failed if options.retry_errors_only || options.retry_outcomes.is_empty() => pending.push((cell.clone(), false)),
-            _ if only_retries => summary.cells_skipped += 1,
-            _ => pending.push((cell.clone(), false)),
-        }
-    }
+    let pending = pending_cells(plan, &store, options, &mut summary)?;
     let progress = Progress::new(plan.cells.len() as u64, summary.cells_cached as u64);
     if !options.progress {
         progress.finish();
@@ -164,20 +151,20 @@ pub async fn run_cells(
         let calls = Arc::clone(&calls);
         progress.watch(move || calls.progress_line())
     });
-    let semaphore = Arc::new(Semaphore::new(options.jobs.max(1)));
     let mut set = JoinSet::new();
     let mut queue = pending.into_iter();
     let mut launched = 0usize;
     let (mut aborted, mut dropped) = (false, 0usize);
     let total_pending = queue.len();
     loop {
+        // At most `jobs` cells run at once: the set holds every cell task not yet joined,
+        // so this bound is the only gate needed (a semaphore of `jobs` permits, taken per
+        // spawned task, could never wait here).
         while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
             let Some((cell, refresh)) = queue.next() else { break };
-            let permit = Arc::clone(&semaphore).acquire_owned().await.expect("semaphore is never closed");
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
             set.spawn(async move {
-                let _permit = permit;
                 let id = cell.id.clone();
                 let result = run_cell(&pipeline, &cell, &store, runner.as_ref(), &calls, refresh).await;
                 (id, cell, result)
@@ -200,22 +187,7 @@ pub async fn run_cells(
         }
         let (id, cell, result) =
             joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
-        match result {
-            Ok(true) => summary.cells_run += 1,
-            // Another process finished it while we waited for its lock.
-            Ok(false) => summary.cells_cached += 1,
-            Err(CellError::Step(kind, err)) => {
-                let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
-                let text = err.to_string();
-                store.record_failure(&Failure { key, cell: id.clone(), kind, error: text.clone() })?;
-                progress.println(&format!("error: cell `{id}`: {text}"));
-                summary.cells_failed += 1;
-                summary.failures.push((id, text));
-            }
-            Err(CellError::Cache(e)) => return Err(e),
-        }
-        progress.inc();
-        progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+        settle(&store, &progress, &mut summary, id, &cell, result)?;
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
         }
@@ -241,6 +213,48 @@ pub fn has_outcome(store: &Store, cell: &Cell, classes: &[String]) -> bool {
     }
     let Ok(Some(Tally { call_outcomes: Some(Value::Object(models)) })) = store.get_output::<Tally>(cell.episode_key) else { return false };
     models.values().any(|counts| classes.iter().any(|class| counts.get(class).and_then(Value::as_u64).is_some_and(|n| n > 0)))
+}
+
+/// The cells of `plan` to run, in plan order, each with whether its cached steps are computed
+/// again (`--retry-outcome`); cells cached whole are counted in `summary` instead, and with
+/// `retry_errors_only` or `retry_outcomes` so are the cells those do not name (skipped).
+fn pending_cells(plan: &Plan, store: &Store, options: &RunOptions, summary: &mut RunSummary) -> Result<Vec<(Cell, bool)>, CacheError> {
+    let mut pending = Vec::new();
+    let only_retries = options.retry_errors_only || !options.retry_outcomes.is_empty();
+    for cell in &plan.cells {
+        match classify(store, cell) {
+            CellState::Cached if has_outcome(store, cell, &options.retry_outcomes) => pending.push((cell.clone(), true)),
+            CellState::Cached if store.get(cell.score_key)?.is_some() && store.get(cell.episode_key)?.is_some() => {
+                summary.cells_cached += 1;
+            }
+            CellState::Failed if options.retry_errors_only || options.retry_outcomes.is_empty() => pending.push((cell.clone(), false)),
+            _ if only_retries => summary.cells_skipped += 1,
+            _ => pending.push((cell.clone(), false)),
+        }
+    }
+    Ok(pending)
+}
+
+/// Counts one finished cell in `summary` and the progress bar; a failed step is recorded
+/// in the cache (never as an answer) and printed. A cache error ends the run.
+fn settle(store: &Store, progress: &Progress, summary: &mut RunSummary, id: String, cell: &Cell, result: Result<bool, CellError>) -> Result<(), CacheError> {
+    match result {
+        Ok(true) => summary.cells_run += 1,
+        // Another process finished it while we waited for its lock.
+        Ok(false) => summary.cells_cached += 1,
+        Err(CellError::Step(kind, err)) => {
+            let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
+            let text = err.to_string();
+            store.record_failure(&Failure { key, cell: id.clone(), kind, error: text.clone() })?;
+            progress.println(&format!("error: cell `{id}`: {text}"));
+            summary.cells_failed += 1;
+            summary.failures.push((id, text));
+        }
+        Err(CellError::Cache(e)) => return Err(e),
+    }
+    progress.inc();
+    progress.update(summary.cells_run as u64, summary.cells_cached as u64, summary.cells_failed as u64);
+    Ok(())
 }
 
 enum CellError {

@@ -8,53 +8,39 @@ use std::fmt::Display;
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why an episode or score step failed. Never cached as an answer; a failure record keeps
-/// its text (`Display`), which is why the variants with a source show exactly what the
-/// message-only ones would.
+/// its text (`Display`), which reads the same whether or not a typed cause is kept.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     /// The benchmark cannot run this model/task combination.
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// The episode failed while running (provider error, bad output, ...).
-    #[error("episode failed: {0}")]
-    Episode(String),
-    /// The episode failed because of a typed error (the sandbox, a dataset or replies file,
-    /// a game rule, a record that does not encode), kept as the source. Made by
-    /// [`StepError::episode`] and [`StepError::episode_in`].
+    /// The episode failed while running (provider error, bad output, a sandbox, dataset or
+    /// replies file, a game rule, a record that does not encode).
     #[error("episode failed: {message}")]
-    EpisodeCaused {
-        /// The error's text, with its context if any.
+    Episode {
+        /// What went wrong, with its context if any.
         message: String,
-        /// The error.
+        /// The typed error behind it, if there is one (downcast it through `source()`).
         #[source]
-        source: Cause,
+        source: Option<Cause>,
     },
-    /// The episode record could not be scored.
-    #[error("scoring failed: {0}")]
-    Score(String),
-    /// The record could not be scored because of a typed error (a record of the wrong
-    /// shape, a dataset file), kept as the source. Made by [`StepError::score`] and
-    /// [`StepError::score_in`].
+    /// The episode record could not be scored (a record of the wrong shape, a dataset file).
     #[error("scoring failed: {message}")]
-    ScoreCaused {
-        /// The error's text, with its context if any.
+    Score {
+        /// What went wrong, with its context if any.
         message: String,
-        /// The error.
+        /// The typed error behind it, if there is one.
         #[source]
-        source: Cause,
+        source: Option<Cause>,
     },
-    /// A CPU task panicked or was cancelled.
-    #[error("worker failed: {0}")]
-    Worker(String),
-    /// A CPU task failed with a typed error (its join error), kept as the source. Made by
-    /// [`StepError::worker`].
+    /// A CPU task panicked, was cancelled or failed.
     #[error("worker failed: {message}")]
-    WorkerCaused {
-        /// The error's text.
+    Worker {
+        /// What went wrong.
         message: String,
-        /// The error.
+        /// The typed error behind it (its join error), if there is one.
         #[source]
-        source: Cause,
+        source: Option<Cause>,
     },
     /// A model call failed for a transport reason after its retries (the cause kept whole,
     /// so callers can tell a rate limit from a bad request).
@@ -73,34 +59,63 @@ pub enum StepError {
     /// its answer could not be kept, so it would be paid for nothing.
     #[error("not sent: the cache disk is full (free space, then run again)")]
     DiskFull,
+    /// The error of an identical call in flight that this one waited on, shared whole: it
+    /// reads as that error, and its source is that error's cause.
+    #[error(transparent)]
+    Shared(std::sync::Arc<StepError>),
 }
 
 impl StepError {
+    /// The episode failed for the reason `message` says: shown as `episode failed: <message>`.
+    pub fn episode_msg(message: impl Into<String>) -> Self {
+        Self::Episode { message: message.into(), source: None }
+    }
+
     /// The episode failed because of `error`: shown as `episode failed: <error>`.
     pub fn episode(error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::EpisodeCaused { message: error.to_string(), source: Box::new(error) }
+        Self::Episode { message: error.to_string(), source: Some(Box::new(error)) }
     }
 
     /// The episode failed because of `error` while doing `context`: shown as
     /// `episode failed: <context>: <error>`.
     pub fn episode_in(context: impl Display, error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::EpisodeCaused { message: format!("{context}: {error}"), source: Box::new(error) }
+        Self::Episode { message: format!("{context}: {error}"), source: Some(Box::new(error)) }
+    }
+
+    /// The record could not be scored for the reason `message` says.
+    pub fn score_msg(message: impl Into<String>) -> Self {
+        Self::Score { message: message.into(), source: None }
     }
 
     /// The record could not be scored because of `error`: shown as `scoring failed: <error>`.
     pub fn score(error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::ScoreCaused { message: error.to_string(), source: Box::new(error) }
+        Self::Score { message: error.to_string(), source: Some(Box::new(error)) }
     }
 
     /// The record could not be scored because of `error` (e.g. `context` = "not a BBEH
     /// episode record"): shown as `scoring failed: <context>: <error>`.
     pub fn score_in(context: impl Display, error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::ScoreCaused { message: format!("{context}: {error}"), source: Box::new(error) }
+        Self::Score { message: format!("{context}: {error}"), source: Some(Box::new(error)) }
+    }
+
+    /// A CPU task failed for the reason `message` says (a poisoned lock, a dropped task).
+    pub fn worker_msg(message: impl Into<String>) -> Self {
+        Self::Worker { message: message.into(), source: None }
+    }
+
+    /// The error itself, seen through any sharing between identical in-flight calls, to
+    /// match on its variant.
+    #[must_use]
+    pub fn unshared(&self) -> &Self {
+        match self {
+            Self::Shared(error) => error.unshared(),
+            other => other,
+        }
     }
 
     /// A CPU task failed with `error`: shown as `worker failed: <error>`.
     pub fn worker(error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::WorkerCaused { message: error.to_string(), source: Box::new(error) }
+        Self::Worker { message: error.to_string(), source: Some(Box::new(error)) }
     }
 }
 

@@ -254,7 +254,7 @@ mod tests {
         let e = StepKey::compute(&json!("e"));
         let first = step(e, 1).run(&store, || async { Ok(Fresh::cacheable("a".to_owned())) }).await.unwrap();
         assert!(!first.hit);
-        let again = step(e, 1).run::<String, _, _>(&store, || async { Err(StepError::Episode("must not run".into())) }).await.unwrap();
+        let again = step(e, 1).run::<String, _, _>(&store, || async { Err(StepError::episode_msg("must not run")) }).await.unwrap();
         assert!(again.hit && again.value == "a");
         assert_eq!(store.substeps(e).unwrap(), vec![step(e, 1).key()]);
     }

@@ -151,7 +151,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
             background: crate::providers::Background::Auto,
             stream: crate::providers::StreamMode::Auto,
             id: "m".into(),
-            provider: "builtin".into(),
+            provider: crate::spec::Provider::Builtin,
             model: "random".into(),
             base_url: None,
             api_key_env: Some("IGNORED_KEY_VAR".into()),
@@ -225,7 +225,7 @@ mod tests {
         let base = plan(&pipeline(), None).cells[0].episode_key;
         type Edit = Box<dyn Fn(&mut Pipeline)>;
         let edits: Vec<Edit> = vec![
-            Box::new(|p| p.models[0].provider = "openai".into()),
+            Box::new(|p| p.models[0].provider = crate::spec::Provider::OpenAi),
             Box::new(|p| p.models[0].model = "oracle".into()),
             Box::new(|p| p.models[0].base_url = Some("http://127.0.0.1:1".into())),
             Box::new(|p| {

@@ -307,8 +307,8 @@ impl super::protocol::Protocol for Messages {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockServer};
+    use super::super::testing::{mock_endpoint, quick_client};
     use super::super::tests::signature::fixture;
     use super::super::types::ProviderKind;
     use super::*;

@@ -409,10 +409,10 @@ async fn cancel(http: &reqwest::Client, job: &Job<'_>, id: &str, why: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::client::{request_fingerprint, request_url};
     use super::super::limiter::ConcurrencyMode;
     use super::super::mock::{Fault, FaultPlan, LoggedRequest, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
+    use super::super::testing::{ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::types::{Endpoint, HeaderValueOf, ProviderKind, canonical_json};
     use super::*;
     use serde_json::json;
@@ -461,7 +461,7 @@ mod tests {
         assert_eq!(record.result.map(|response| response.text), Ok("second run".to_owned()));
         let log = server.request_log();
         assert_eq!((posts(&log), polls(&log).len(), record.attempts), (2, 2, 2), "one poll per run, the failed run sent again");
-        assert_eq!(record.failed_attempts, ["server"]);
+        assert_eq!(record.failed_attempts, [crate::providers::AttemptClass::Server]);
     }
 
     #[tokio::test]
@@ -518,7 +518,7 @@ mod tests {
         // A failed POST created nothing: it is retried like any call (call 1 fails).
         server.set_faults(FaultPlan { sequence: vec![None, Some(Fault::ServerError)], ..FaultPlan::default() });
         let record = quick_client().call_recorded(&background_endpoint(&server), &ask("y")).await;
-        assert_eq!((record.attempts, record.failed_attempts.as_slice()), (2, ["server"].as_slice()));
+        assert_eq!((record.attempts, record.failed_attempts.as_slice()), (2, [crate::providers::AttemptClass::Server].as_slice()));
         assert_eq!(record.result.map(|response| response.text), Ok("echo: y".to_owned()));
         let log = server.request_log();
         assert_eq!((posts(&log), polls(&log).len()), (3, 3));

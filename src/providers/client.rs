@@ -24,6 +24,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
+use super::attempt::AttemptClass;
 use super::background::{self, PollConfig, ResponseLedger, Submitted};
 use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
@@ -137,7 +138,7 @@ pub struct CallRecord {
     /// HTTP attempts made.
     pub attempts: u32,
     /// Class of each failed attempt, in order.
-    pub failed_attempts: Vec<&'static str>,
+    pub failed_attempts: Vec<AttemptClass>,
     /// The JSON body sent, less a streamed call's switch (the keyed body).
     pub request_body: Value,
     /// Wall time of the whole call, retries and waits included.
@@ -509,7 +510,7 @@ impl ProviderClient {
                     return;
                 }
                 Err(error) => {
-                    record.failed_attempts.push(error.class());
+                    record.failed_attempts.push(AttemptClass::of(&error));
                     let delay = match &error {
                         // A background response exists: sending again would start (and bill) a second run.
                         _ if !resubmit => None,
@@ -641,53 +642,11 @@ pub(super) async fn read_capped(mut response: reqwest::Response, limit: u64, idl
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, Script};
-    use super::super::types::{Message, Secret, ToolCall};
+    use super::super::testing::{KEY, KINDS, ask, client_with, mock_endpoint, quick_client, quick_config};
+    use super::super::types::ToolCall;
     use super::*;
-
-    pub(crate) const KEY: &str = "sk-test-SECRET-1";
-
-    /// Fast retries and short timeouts so fault tests finish in milliseconds.
-    pub(crate) fn quick_config() -> ClientConfig {
-        ClientConfig {
-            connect_timeout: Duration::from_secs(2),
-            request_timeout: Duration::from_millis(400),
-            read_timeout: None,
-            concurrency: ConcurrencyMode::default(),
-            pacing: PacerConfig::default(),
-            retry: RetryPolicy {
-                max_attempts: 8,
-                base_delay: Duration::from_millis(5),
-                max_delay: Duration::from_millis(40),
-                total_timeout: Duration::from_secs(10),
-                retry_rate_limits: true,
-            },
-            use_system_proxy: false,
-            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            polling: PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) },
-            stream_idle_timeout: Duration::from_secs(1),
-            stream_total_timeout: Duration::from_secs(10),
-        }
-    }
-
-    pub(crate) fn quick_client() -> ProviderClient {
-        ProviderClient::new(quick_config()).unwrap()
-    }
-
-    pub(crate) fn mock_endpoint(server: &MockServer, kind: ProviderKind, model: &str) -> Endpoint {
-        Endpoint::new(kind, model).with_base_url(server.base_url()).with_api_key(Secret::new(KEY))
-    }
-
-    pub(crate) fn ask(text: &str) -> ChatRequest {
-        ChatRequest { messages: vec![Message::user(text)], ..ChatRequest::default() }
-    }
-
-    pub(crate) const KINDS: [ProviderKind; 4] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini, ProviderKind::OpenAiResponses];
-
-    pub(crate) fn client_with(retry: RetryPolicy, concurrency: ConcurrencyMode) -> ProviderClient {
-        ProviderClient::new(ClientConfig { concurrency, retry, ..quick_config() }).unwrap()
-    }
 
     #[tokio::test]
     async fn transient_faults_are_retried_until_success() {
@@ -705,7 +664,8 @@ pub(super) mod tests {
             let record = quick_client().call_recorded(&mock_endpoint(&server, kind, "m"), &ask("hi")).await;
             assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
             assert_eq!(record.attempts, 8, "{kind}");
-            assert_eq!(record.failed_attempts, ["server", "server", "overloaded", "overloaded", "protocol", "connect", "rate_limited"], "{kind}");
+            use AttemptClass::{Connect, Overloaded, Protocol, RateLimited, Server};
+            assert_eq!(record.failed_attempts, [Server, Server, Overloaded, Overloaded, Protocol, Connect, RateLimited], "{kind}");
             assert_eq!(server.calls(), 8);
         }
     }
@@ -750,7 +710,7 @@ pub(super) mod tests {
         let record = client_with(policy, ConcurrencyMode::default()).call_recorded(&mock_endpoint(&server, ProviderKind::OpenAi, "m"), &ask("x")).await;
         assert!(record.result.is_ok(), "{:?}", record.result);
         assert_eq!((record.attempts, server.calls()), (12, 12));
-        assert_eq!(record.failed_attempts.iter().filter(|class| **class == "rate_limited").count(), 10);
+        assert_eq!(record.failed_attempts.iter().filter(|class| **class == AttemptClass::RateLimited).count(), 10);
     }
 
     /// A provider that only ever says "slow down": the call gives up when its time budget

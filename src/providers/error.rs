@@ -307,10 +307,10 @@ fn retry_delay_from_body(json: &Value) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{KEY, KINDS, ask, client_with, mock_endpoint};
     use super::super::limiter::ConcurrencyMode;
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
     use super::super::retry::RetryPolicy;
+    use super::super::testing::{KEY, KINDS, ask, client_with, mock_endpoint};
     use super::*;
     use serde_json::json;
     use std::time::Duration;

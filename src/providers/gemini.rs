@@ -304,8 +304,8 @@ impl super::protocol::Protocol for GenerateContent {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockServer};
+    use super::super::testing::{mock_endpoint, quick_client};
     use super::super::tests::signature::fixture;
     use super::super::types::ProviderKind;
     use super::*;

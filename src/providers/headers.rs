@@ -94,69 +94,43 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(MAX_HONOURED_WAIT.as_secs_f64())))
 }
 
-/// Parses an RFC 3339 instant (`2026-01-01T00:00:30Z`, fractions and offsets allowed).
+/// Parses an RFC 3339 instant (`2026-01-01T00:00:30Z`, fractions and offsets allowed);
+/// instants before 1970 are `None`, as a reset in the past is simply now.
 #[must_use]
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let text = text.trim();
-    let (date, time) = text.split_once(['T', 't', ' '])?;
-    let mut date_parts = date.splitn(3, '-');
-    let year: i64 = date_parts.next()?.parse().ok()?;
-    let month: u32 = date_parts.next()?.parse().ok()?;
-    let day: u32 = date_parts.next()?.parse().ok()?;
-    let (clock, offset_seconds) = if let Some(clock) = time.strip_suffix(['Z', 'z']) {
-        (clock, 0_i64)
-    } else {
-        let at = time.rfind(['+', '-'])?;
-        let (clock, offset) = time.split_at(at);
-        let sign = if offset.starts_with('-') { -1 } else { 1 };
-        let (hours, minutes) = offset[1..].split_once(':')?;
-        (clock, sign * (hours.parse::<i64>().ok()? * 3600 + minutes.parse::<i64>().ok()? * 60))
-    };
-    let mut clock_parts = clock.splitn(3, ':');
-    let hour: u64 = clock_parts.next()?.parse().ok()?;
-    let minute: u64 = clock_parts.next()?.parse().ok()?;
-    let second: f64 = clock_parts.next()?.parse().ok()?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || !(0.0..61.0).contains(&second) {
-        return None;
-    }
-    let whole = days_from_civil(year, month, day).checked_mul(86_400)? + i64::try_from(hour * 3600 + minute * 60).ok()? - offset_seconds;
-    let whole = u64::try_from(whole).ok()?;
-    UNIX_EPOCH.checked_add(Duration::from_secs(whole) + Duration::from_secs_f64(second))
+    let when = SystemTime::from(chrono::DateTime::parse_from_rfc3339(text.trim()).ok()?);
+    (when >= UNIX_EPOCH).then_some(when)
 }
 
 /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only HTTP-date form
-/// servers may send (RFC 9110 §5.6.7).
+/// servers may send (RFC 9110 §5.6.7); the obsolete RFC 850 and asctime forms, which
+/// `httpdate` would also read, are refused as before.
 pub fn parse_http_date(text: &str) -> Option<SystemTime> {
-    let rest = text.split_once(", ")?.1;
-    let parts: Vec<&str> = rest.split(' ').collect();
-    let [day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let day: u32 = day.parse().ok()?;
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].iter().position(|name| name == month)?;
-    let year: i64 = year.parse().ok()?;
-    let clock: Vec<u64> = time.split(':').map(str::parse).collect::<Result<_, _>>().ok()?;
-    let [hour, minute, second] = clock.as_slice() else {
-        return None;
-    };
-    if !(1..=31).contains(&day) || *hour > 23 || *minute > 59 || *second > 60 {
-        return None;
-    }
-    let month = u32::try_from(month).ok()? + 1;
-    let days = days_from_civil(year, month, day);
-    let seconds = days.checked_mul(86_400)? + i64::try_from(hour * 3600 + minute * 60 + second).ok()?;
-    let seconds = u64::try_from(seconds).ok()?;
-    UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+    let imf_fixdate = text.len() == 29 && text.get(3..5) == Some(", ") && text.ends_with(" GMT");
+    imf_fixdate.then(|| httpdate::parse_http_date(text).ok()).flatten()
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let shifted_month = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * shifted_month + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::{parse_http_date, parse_rfc3339};
+
+    /// The forms the hand-written parsers read are read the same through `chrono` and
+    /// `httpdate`, and the ones they refused are still refused.
+    #[test]
+    fn dates_read_as_before() {
+        let secs = |when: Option<std::time::SystemTime>| when.map(|when| when.duration_since(UNIX_EPOCH).unwrap());
+        for text in ["1994-11-06T08:49:37Z", "1994-11-06t08:49:37z", "1994-11-06 08:49:37Z", " 1994-11-06T10:49:37+02:00 ", "1994-11-06T03:49:37-05:00"] {
+            assert_eq!(secs(parse_rfc3339(text)), Some(Duration::from_secs(784_111_777)), "{text}");
+        }
+        assert_eq!(secs(parse_rfc3339("1994-11-06T08:49:37.5Z")), Some(Duration::from_millis(784_111_777_500)));
+        for bad in ["1969-12-31T23:59:59Z", "1994-11-06T08:49:37", "1994-11-06T24:00:00Z", "1994-11-06", ""] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+        assert_eq!(secs(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT")), Some(Duration::from_secs(784_111_777)));
+        for bad in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 25:49:37 GMT"] {
+            assert_eq!(parse_http_date(bad), None, "{bad}");
+        }
+    }
 }

@@ -261,8 +261,8 @@ impl Drop for Permit<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{ask, client_with, mock_endpoint, quick_config};
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
+    use super::super::testing::{ask, client_with, mock_endpoint, quick_config};
     use super::super::types::ProviderKind;
     use super::*;
     use std::sync::Arc;

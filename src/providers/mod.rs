@@ -14,6 +14,7 @@
 //! and reading API keys (callers pass them in [`Endpoint`]).
 
 pub mod anthropic;
+mod attempt;
 mod background;
 mod bench;
 mod client;
@@ -32,9 +33,12 @@ mod retry;
 pub mod scripted;
 pub mod stream;
 mod switch;
+#[cfg(test)]
+pub(crate) mod testing;
 mod types;
 mod wire;
 
+pub use attempt::AttemptClass;
 pub use background::{Background, PollConfig, ResponseLedger};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{

@@ -301,8 +301,8 @@ impl super::protocol::Protocol for ChatCompletions {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockServer};
+    use super::super::testing::{mock_endpoint, quick_client};
     use super::super::types::{Message, ProviderKind, ToolSpec};
     use super::*;
 

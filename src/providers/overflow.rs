@@ -166,11 +166,11 @@ mod tests {
 
 #[cfg(test)]
 mod over_http {
-    use super::super::client::tests::{KINDS, ask, client_with, mock_endpoint};
     use super::super::limiter::ConcurrencyMode;
     use super::super::mock::{MockConfig, MockServer};
     use super::super::retry::RetryPolicy;
     use super::super::stream::StreamMode;
+    use super::super::testing::{KINDS, ask, client_with, mock_endpoint};
     use super::super::types::FinishReason;
 
     /// Every protocol, streamed or not: the mock's refusal of a long prompt (each API's

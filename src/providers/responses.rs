@@ -293,9 +293,9 @@ impl super::protocol::Protocol for Responses {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{mock_endpoint, quick_client};
     use super::super::client::{request_body, request_fingerprint, request_url};
     use super::super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
+    use super::super::testing::{mock_endpoint, quick_client};
     use super::super::types::{Message, ToolSpec, canonical_json};
     use super::*;
 

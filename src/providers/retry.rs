@@ -104,8 +104,8 @@ fn jitter(cap: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{ask, mock_endpoint, quick_client};
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer, RetryHeader};
+    use super::super::testing::{ask, mock_endpoint, quick_client};
     use super::super::types::ProviderKind;
     use super::*;
     use reqwest::header::HeaderMap;

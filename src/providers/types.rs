@@ -523,9 +523,9 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{KEY, KINDS, ask, mock_endpoint, quick_client};
     use super::super::error::CallError;
     use super::super::mock::{Fault, FaultPlan, MockConfig, MockServer};
+    use super::super::testing::{KEY, KINDS, ask, mock_endpoint, quick_client};
     use super::*;
     use serde_json::json;
 

@@ -98,8 +98,8 @@ pub(super) fn refused(mut response: ChatResponse, message: &str) -> ChatResponse
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::tests::{KINDS, ask, mock_endpoint, quick_client};
     use super::super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
+    use super::super::testing::{KINDS, ask, mock_endpoint, quick_client};
     use super::super::types::ProviderKind;
     use super::*;
 

@@ -29,7 +29,7 @@ use thiserror::Error;
 use self::gpu::Slot;
 use self::isolate::{BwrapLayout, DropTo, LaunchPlan, SANDBOX_CODE, SANDBOX_WORK};
 use self::output::{CapturedOutput, OutputCapture};
-use self::process::{Killer, ReapTarget, effective_uid, run_probe, run_watched, tasks_of_uid, which};
+use self::process::{Killer, ReapTarget, Watched, effective_uid, run_probe, run_watched, tasks_of_uid, which};
 use self::provenance::{PythonInfo, probe_python};
 
 /// Which backend to use.
@@ -482,14 +482,61 @@ impl Sandbox {
 
     /// Runs one submission; `Err` only for infrastructure failures.
     pub fn run(&self, spec: &RunSpec<'_>) -> Result<RunResult, SandboxError> {
+        let bwrap = matches!(self.backend, Backend::Bwrap(_));
+        let dirs = self.run_dirs(spec, bwrap)?;
+        let uid = dirs.uid;
+        let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let token = format!("{}-{}-{n}", std::process::id(), dirs.tmp.path().file_name().and_then(|s| s.to_str()).unwrap_or("run"));
+        let marker_key = "EVALGRID_SANDBOX_TOKEN";
+        let marker = format!("{marker_key}={token}");
+        let (script, cwd, env) = self.submission_env(spec, &dirs, bwrap, (marker_key, &token));
+        let plan = LaunchPlan {
+            setsid: !bwrap,
+            rlimits: self.rlimits(spec.time_limit, spec.slot.is_gpu()),
+            no_new_privs: true,
+            clear_bounding_set: !bwrap,
+            drop: uid.map(|u| DropTo { uid: u, gid: u }),
+            argv: vec![self.python.executable.clone(), "-u".into(), "-B".into(), script],
+            env,
+            // Under bubblewrap /workspace is a size-capped tmpfs that dies with the run.
+            collect: bwrap.then(|| isolate::Collect { path: spec.predictions_file.to_string(), cap: self.cfg.max_predictions_bytes }),
+        };
+        let workspace_dirs = workspace_dirs(spec.predictions_file);
+        let jail = Jail {
+            code_dir: &dirs.code,
+            work_dir: (!bwrap).then_some(dirs.work.as_path()),
+            data_dir: Some(&dirs.data),
+            workspace_dirs: &workspace_dirs,
+            workspace_bytes: self.cfg.limits.workspace_bytes,
+            gpu: spec.slot.is_gpu(),
+            host_cwd: &cwd,
+            marker: (marker_key, &token),
+        };
+        let cmd = self.jail_command(&jail, &plan);
+
+        let grace = Duration::from_millis(self.cfg.kill_grace_ms);
+        let killer = &self.killer;
+        let cleanup = |pid: u32, alive: bool| {
+            let target = ReapTarget { group: Some(pid), tree_root: alive.then_some(pid), uid, marker: Some(marker.clone()) };
+            target.reap(killer, grace)
+        };
+        let o = &self.cfg.output;
+        let capture = OutputCapture::new(o.log_head_bytes.max(4 * o.view_head_chars), o.log_tail_bytes.max(4 * o.view_tail_chars));
+        let collect_cap = bwrap.then(|| usize::try_from(self.cfg.max_predictions_bytes).unwrap_or(usize::MAX).saturating_add(64 << 10));
+        let watched = run_watched(cmd, spec.time_limit, capture, collect_cap, &cleanup).map_err(io_err("running submission"))?;
+        Ok(self.result(spec, watched, bwrap, &dirs.work))
+    }
+
+    /// A fresh run directory: the submission (read-only), a copy of the data, and `work/`,
+    /// `home/`, `tmp/` owned by the sandbox uid when it drops to one.
+    fn run_dirs(&self, spec: &RunSpec<'_>, bwrap: bool) -> Result<RunDirs, SandboxError> {
         use std::os::unix::fs::PermissionsExt;
         let tmp = scratch::folder("run", self.cfg.scratch_dir.as_deref()).map_err(io_err("creating run directory"))?;
-        let root = tmp.path();
+        let root = tmp.path().to_owned();
         let set_mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
-        set_mode(root, 0o711).map_err(io_err("chmod run directory"))?;
+        set_mode(&root, 0o711).map_err(io_err("chmod run directory"))?;
         let code_dir = root.join("code");
         let work = root.join("work");
-        let bwrap = matches!(self.backend, Backend::Bwrap(_));
         let data_copy = if bwrap { root.join("data") } else { work.join("data") };
         let (home, tmpdir) = (root.join("home"), root.join("tmp"));
         for d in [&code_dir, &work, &work.join("results"), &home, &tmpdir] {
@@ -510,19 +557,20 @@ impl Sandbox {
             // 0711: bwrap (root without capabilities) must chdir in before the uid drop.
             set_mode(&work, 0o711).map_err(io_err("chmod work dir"))?;
         }
-        let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let token = format!("{}-{}-{n}", std::process::id(), root.file_name().and_then(|s| s.to_str()).unwrap_or("run"));
-        let marker_key = "EVALGRID_SANDBOX_TOKEN";
-        let marker = format!("{marker_key}={token}");
+        Ok(RunDirs { tmp, code: code_dir, work, data: data_copy, home, tmp_dir: tmpdir, uid })
+    }
 
+    /// The script path, working directory and whole environment of the submission (nothing
+    /// inherited): paths as the process sees them, inside bubblewrap or not.
+    fn submission_env(&self, spec: &RunSpec<'_>, dirs: &RunDirs, bwrap: bool, marker: (&str, &str)) -> (String, PathBuf, BTreeMap<String, String>) {
         let (script, cwd, home_in, tmp_in) = if bwrap {
             (format!("{SANDBOX_CODE}/submission.py"), PathBuf::from(SANDBOX_WORK), "/tmp".to_string(), "/tmp".to_string())
         } else {
-            let s = code_dir.join("submission.py").to_string_lossy().into_owned();
-            (s, work.clone(), home.to_string_lossy().into_owned(), tmpdir.to_string_lossy().into_owned())
+            let s = dirs.code.join("submission.py").to_string_lossy().into_owned();
+            (s, dirs.work.clone(), dirs.home.to_string_lossy().into_owned(), dirs.tmp_dir.to_string_lossy().into_owned())
         };
-        let py = self.python.executable.clone();
-        let bin_dir = Path::new(&py).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let py = &self.python.executable;
+        let bin_dir = Path::new(py).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         env.insert("PATH".into(), format!("{bin_dir}:/usr/local/bin:/usr/bin:/bin"));
         env.insert("HOME".into(), home_in);
@@ -535,52 +583,16 @@ impl Sandbox {
         if let Some(us) = &self.python.user_site {
             env.insert("PYTHONPATH".into(), us.clone());
         }
-        env.insert(marker_key.into(), token.clone());
+        env.insert(marker.0.into(), marker.1.to_owned());
         for (k, v) in spec.slot.env() {
             env.insert(k, v);
         }
-        let plan = LaunchPlan {
-            setsid: !bwrap,
-            rlimits: self.rlimits(spec.time_limit, spec.slot.is_gpu()),
-            no_new_privs: true,
-            clear_bounding_set: !bwrap,
-            drop: uid.map(|u| DropTo { uid: u, gid: u }),
-            argv: vec![py.clone(), "-u".into(), "-B".into(), script],
-            env,
-            // Under bubblewrap /workspace is a size-capped tmpfs that dies with the run.
-            collect: bwrap.then(|| isolate::Collect { path: spec.predictions_file.to_string(), cap: self.cfg.max_predictions_bytes }),
-        };
-        // Under bubblewrap the work dir is a tmpfs with `results/` and the predictions' folder.
-        let mut workspace_dirs = vec!["results".to_string()];
-        let mut parent = Path::new(spec.predictions_file).parent();
-        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
-            workspace_dirs.push(p.to_string_lossy().into_owned());
-            parent = p.parent();
-        }
-        workspace_dirs.sort();
-        workspace_dirs.dedup();
-        let jail = Jail {
-            code_dir: &code_dir,
-            work_dir: (!bwrap).then_some(work.as_path()),
-            data_dir: Some(&data_copy),
-            workspace_dirs: &workspace_dirs,
-            workspace_bytes: self.cfg.limits.workspace_bytes,
-            gpu: spec.slot.is_gpu(),
-            host_cwd: &cwd,
-            marker: (marker_key, &token),
-        };
-        let cmd = self.jail_command(&jail, &plan);
+        (script, cwd, env)
+    }
 
-        let grace = Duration::from_millis(self.cfg.kill_grace_ms);
-        let killer = &self.killer;
-        let cleanup = |pid: u32, alive: bool| {
-            let target = ReapTarget { group: Some(pid), tree_root: alive.then_some(pid), uid, marker: Some(marker.clone()) };
-            target.reap(killer, grace)
-        };
-        let o = &self.cfg.output;
-        let capture = OutputCapture::new(o.log_head_bytes.max(4 * o.view_head_chars), o.log_tail_bytes.max(4 * o.view_tail_chars));
-        let collect_cap = bwrap.then(|| usize::try_from(self.cfg.max_predictions_bytes).unwrap_or(usize::MAX).saturating_add(64 << 10));
-        let mut watched = run_watched(cmd, spec.time_limit, capture, collect_cap, &cleanup).map_err(io_err("running submission"))?;
+    /// What the run amounts to: its predictions (collected from the tmpfs or read from
+    /// `work/`), exit, log view and whether a limit killed it.
+    fn result(&self, spec: &RunSpec<'_>, mut watched: Watched, bwrap: bool, work: &Path) -> RunResult {
         let predictions = match watched.collected.take() {
             Some(bytes) => {
                 let (stray, found) = isolate::parse_collected(&bytes);
@@ -590,13 +602,13 @@ impl Sandbox {
                 }
                 found
             }
-            None => isolate::read_predictions(&work, spec.predictions_file, self.cfg.max_predictions_bytes),
+            None => isolate::read_predictions(work, spec.predictions_file, self.cfg.max_predictions_bytes),
         };
-
         let mut exit = ExitInfo { code: watched.status.code(), signal: watched.status.signal() };
         if let (true, Some(c @ 129..=192)) = (bwrap, exit.code) {
             exit.signal = Some(c - 128);
         }
+        let o = &self.cfg.output;
         let (output_view, output_truncated) = watched.output.view(o.view_head_chars, o.view_tail_chars);
         // Only the end of the log (where a traceback is) feeds the limit heuristic.
         let log_end: Vec<u8> = {
@@ -607,7 +619,7 @@ impl Sandbox {
         };
         let tail_text = String::from_utf8_lossy(&log_end).into_owned();
         let killed_by_limit = isolate::infer_limit(&exit, watched.timed_out, &tail_text);
-        Ok(RunResult {
+        RunResult {
             exit,
             timed_out: watched.timed_out,
             killed_by_limit,
@@ -620,6 +632,38 @@ impl Sandbox {
             isolation: self.report.isolation,
             slot: spec.slot.label(),
             survivors: watched.survivors,
-        })
+        }
     }
+}
+
+/// The folders of one run; the temporary root is removed when this is dropped.
+struct RunDirs {
+    /// The run's root (removed on drop).
+    tmp: tempfile::TempDir,
+    /// The submission's folder.
+    code: PathBuf,
+    /// The submission's working directory.
+    work: PathBuf,
+    /// The copy of the task's data.
+    data: PathBuf,
+    /// `HOME` outside bubblewrap.
+    home: PathBuf,
+    /// `TMPDIR` outside bubblewrap.
+    tmp_dir: PathBuf,
+    /// The uid the submission runs as, when it drops to one.
+    uid: Option<u32>,
+}
+
+/// The folders bubblewrap's tmpfs work dir needs: `results/` and each folder above the
+/// predictions file, sorted.
+fn workspace_dirs(predictions_file: &str) -> Vec<String> {
+    let mut dirs = vec!["results".to_string()];
+    let mut parent = Path::new(predictions_file).parent();
+    while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+        dirs.push(p.to_string_lossy().into_owned());
+        parent = p.parent();
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }

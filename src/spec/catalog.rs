@@ -46,7 +46,7 @@ pub trait Catalog {
     fn metrics(&self, benchmark: &str) -> Vec<String>;
 
     /// Model providers that can appear in `models:`.
-    fn providers(&self) -> Vec<&'static str>;
+    fn providers(&self) -> Vec<super::Provider>;
 
     /// Resolves a selection of one benchmark into task instances with
     /// parameters validated and defaults applied.

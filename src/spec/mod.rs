@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod diagnostic;
 pub mod pipeline;
+pub mod provider;
 pub mod raw;
 pub mod resolve;
 pub mod yaml;
@@ -16,9 +17,10 @@ use std::path::{Path, PathBuf};
 pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{
-    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, ModelKind, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, SandboxMode, TaskInstance,
     TransportConfig, glob_match,
 };
+pub use provider::Provider;
 
 /// Why a pipeline could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +80,8 @@ mod tests {
         fn metrics(&self, _: &str) -> Vec<String> {
             vec!["mean_x".to_owned()]
         }
-        fn providers(&self) -> Vec<&'static str> {
-            vec!["builtin", "openai"]
+        fn providers(&self) -> Vec<Provider> {
+            vec![Provider::Builtin, Provider::OpenAi]
         }
         fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
             let names = match select {
@@ -148,6 +150,21 @@ mod tests {
         assert!(param[0].contains("`params.stream` is not a generation parameter"), "{param:?}");
         let zero = messages(with_model(&model(""), "transport: {stream_idle_timeout_s: 0}\n").unwrap_err());
         assert!(zero[0].contains("`transport.stream_idle_timeout_s` must be at least 1"), "{zero:?}");
+    }
+
+    /// Issue 22 item 1: `provider:` is an enum, yet an unknown (or uncatalogued) name is still a
+    /// located error with a hint, and the key holds the same lowercase string as before.
+    #[test]
+    fn provider_is_parsed_once_and_keys_as_the_same_string() {
+        let p = with_model("{id: m, provider: openai, model: gpt-x}", "").unwrap();
+        assert_eq!(p.models[0].provider, Provider::OpenAi);
+        assert_eq!(p.models[0].key_value()["provider"], serde_json::json!("openai"));
+        let typo = messages(with_model("{id: m, provider: opnai, model: gpt-x}", "").unwrap_err());
+        assert_eq!(typo, ["3:23: unknown provider `opnai`"]);
+        let SpecError::Invalid(report) = with_model("{id: m, provider: opnai, model: gpt-x}", "").unwrap_err() else { panic!() };
+        assert_eq!(report.diagnostics[0].hint.as_deref(), Some("did you mean `openai`?"));
+        let absent = messages(with_model("{id: m, provider: gemini, model: g}", "").unwrap_err());
+        assert_eq!(absent, ["3:23: unknown provider `gemini`"]);
     }
 
     proptest! {

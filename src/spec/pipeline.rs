@@ -156,8 +156,8 @@ impl Price {
 pub struct ModelConfig {
     /// User label; appears in tables and cell ids, not in keys.
     pub id: String,
-    /// `builtin`, `openai`, `anthropic`, `gemini`, ...
-    pub provider: String,
+    /// Who answers: `builtin`, `scripted`, `openai`, `anthropic` or `gemini`.
+    pub provider: super::Provider,
     /// Exact model name sent to the provider (or built-in agent name).
     pub model: String,
     /// Server base URL; part of the key because it can change answers.
@@ -205,32 +205,11 @@ pub enum HeaderSource {
 /// key written into a pipeline file is refused instead of reaching a cache key.
 pub const CREDENTIAL_HEADERS: &[&str] = &["authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key", "cookie"];
 
-/// What answers for a model entry, resolved from `provider` in one place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelKind {
-    /// A built-in agent of the benchmark (`provider: builtin`): no model calls.
-    Builtin,
-    /// Replies from a file (`provider: scripted`): calls answered without HTTP.
-    Scripted,
-    /// A model called over HTTP (`openai`, `anthropic`, `gemini`).
-    Api,
-}
-
 impl ModelConfig {
-    /// What kind of player this entry is.
-    #[must_use]
-    pub fn kind(&self) -> ModelKind {
-        match self.provider.as_str() {
-            super::resolve::BUILTIN_PROVIDER => ModelKind::Builtin,
-            super::resolve::SCRIPTED_PROVIDER => ModelKind::Scripted,
-            _ => ModelKind::Api,
-        }
-    }
-
     /// Whether a built-in agent plays (so no model is called).
     #[must_use]
     pub fn is_builtin(&self) -> bool {
-        self.kind() == ModelKind::Builtin
+        self.provider.is_builtin()
     }
 
     /// The part of the model that goes into step keys: everything that can

@@ -9,18 +9,13 @@ use super::diagnostic::{Diagnostic, Position, suggestion};
 use super::pipeline::{
     CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, TaskInstance, TransportConfig,
 };
+use super::provider::Provider;
 use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
 use super::yaml::position_of;
 use crate::providers::{Background, OpenAiApi, StreamMode};
 
 /// Largest seed range accepted, to stop a typo from planning billions of cells.
 const MAX_SEEDS: u64 = 1_000_000;
-
-/// Providers whose models are built into evalgrid and need no network.
-pub const BUILTIN_PROVIDER: &str = "builtin";
-
-/// A provider that answers from a replies file, for tests without HTTP.
-pub const SCRIPTED_PROVIDER: &str = "scripted";
 
 /// Partially built pipeline plus the problems met so far.
 struct Resolver<'c> {
@@ -279,13 +274,14 @@ impl Resolver<'_> {
             if let Some(first) = ids.insert(id.clone(), position_of(&m.id)) {
                 self.push(position_of(&m.id), format!("duplicate model id `{id}`"), Some(format!("first defined at line {}; ids must be unique", first.line)));
             }
-            let provider = &m.provider.value;
-            if !providers.contains(&provider.as_str()) {
-                self.push(position_of(&m.provider), format!("unknown provider `{provider}`"), suggestion(provider, &providers));
+            let name = &m.provider.value;
+            let Some(provider) = Provider::parse(name).filter(|p| providers.contains(p)) else {
+                let names: Vec<&str> = providers.iter().map(|p| p.as_str()).collect();
+                self.push(position_of(&m.provider), format!("unknown provider `{name}`"), suggestion(name, &names));
                 continue;
-            }
+            };
             let raw_params = unspan(&m.params);
-            let params = if provider == BUILTIN_PROVIDER {
+            let params = if provider.is_builtin() {
                 if m.base_url.is_some() {
                     self.push(position_of(&m.provider), "built-in models take no `base_url`", None);
                 }
@@ -302,7 +298,7 @@ impl Resolver<'_> {
                         continue;
                     }
                 }
-            } else if provider == SCRIPTED_PROVIDER {
+            } else if provider.is_scripted() {
                 match self.scripted_params(m, raw_params) {
                     Some(p) => p,
                     None => continue,
@@ -316,7 +312,7 @@ impl Resolver<'_> {
             let stream = self.stream(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
-                provider: provider.clone(),
+                provider,
                 model: m.model.value.clone(),
                 base_url: m.base_url.as_ref().map(|b| b.value.trim_end_matches('/').to_owned()),
                 api_key_env: m.api_key_env.as_ref().map(|k| k.value.clone()),
@@ -338,8 +334,8 @@ impl Resolver<'_> {
 
     /// `stream:` of a model entry (`auto`, `true`, `false`), for models called over HTTP;
     /// `params.stream` is refused, since it would enter the cache key and the body parser.
-    fn stream(&mut self, m: &RawModel, provider: &str) -> StreamMode {
-        let over_http = provider != BUILTIN_PROVIDER && provider != SCRIPTED_PROVIDER;
+    fn stream(&mut self, m: &RawModel, provider: Provider) -> StreamMode {
+        let over_http = provider.over_http();
         for name in ["stream", "stream_options"] {
             if let Some(raw) = m.params.get(name).filter(|_| over_http) {
                 self.push(
@@ -369,10 +365,10 @@ impl Resolver<'_> {
     }
 
     /// `api:` of a model entry: `chat`, `responses` or `auto`, on `provider: openai` only.
-    fn api(&mut self, m: &RawModel, provider: &str) -> OpenAiApi {
+    fn api(&mut self, m: &RawModel, provider: Provider) -> OpenAiApi {
         let Some(raw) = &m.api else { return OpenAiApi::Auto };
         let at = position_of(raw);
-        if provider != "openai" {
+        if provider != Provider::OpenAi {
             self.push(at, format!("`api` applies to `provider: openai` only, not `{provider}`"), None);
             return OpenAiApi::Auto;
         }
@@ -384,10 +380,10 @@ impl Resolver<'_> {
 
     /// `background:` of a model entry: `auto`, `true` or `false`, on `provider: openai` only
     /// and not with `api: chat` (background mode is a Responses API feature).
-    fn background(&mut self, m: &RawModel, provider: &str, api: OpenAiApi) -> Background {
+    fn background(&mut self, m: &RawModel, provider: Provider, api: OpenAiApi) -> Background {
         let Some(raw) = &m.background else { return Background::Auto };
         let at = position_of(raw);
-        if provider != "openai" {
+        if provider != Provider::OpenAi {
             self.push(at, format!("`background` applies to `provider: openai` only, not `{provider}`"), None);
             return Background::Auto;
         }

@@ -281,7 +281,7 @@ pub fn score(data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Va
     for a in &answers {
         tokens_in += a.input_tokens;
         tokens_out += a.output_tokens;
-        let item = items.iter().find(|i| i.index == a.index).ok_or_else(|| StepError::Score(format!("item {} is not in task `{}`", a.index, task.task)))?;
+        let item = items.iter().find(|i| i.index == a.index).ok_or_else(|| StepError::score_msg(format!("item {} is not in task `{}`", a.index, task.task)))?;
         let detail = score_item(&a.response, &item.target);
         correct += u64::from(detail.correct);
         failures += u64::from(!detail.extraction_found_prefix);

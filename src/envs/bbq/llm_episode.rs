@@ -100,7 +100,7 @@ pub struct LlmLog {
 /// GPT-5-family OpenAI models that set none (§4.10, as in the write-up).
 pub fn generation_params(model: &ModelConfig) -> Map<String, Value> {
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
-    if model.provider == "openai" && model.model.starts_with("gpt-5") && !params.contains_key("reasoning_effort") {
+    if model.provider == crate::spec::Provider::OpenAi && model.model.starts_with("gpt-5") && !params.contains_key("reasoning_effort") {
         params.insert("reasoning_effort".into(), json!("medium"));
     }
     params

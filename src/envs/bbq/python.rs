@@ -239,7 +239,7 @@ static SHARED: Mutex<Vec<Arc<PythonSandbox>>> = Mutex::new(Vec::new());
 
 /// The process-wide sandbox for `limits`, probed on first use.
 pub fn shared(limits: &PythonLimits) -> Result<Arc<PythonSandbox>, StepError> {
-    let poisoned = || StepError::Worker("python sandbox registry poisoned".into());
+    let poisoned = || StepError::worker_msg("python sandbox registry poisoned");
     if let Some(sb) = SHARED.lock().map_err(|_| poisoned())?.iter().find(|s| &s.limits == limits) {
         return Ok(Arc::clone(sb));
     }

@@ -273,7 +273,7 @@ async fn model_episode(
     let mut iteration = 0u32;
     let runner = Arc::new(Mutex::new(0u32));
     loop {
-        if episode.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?.is_done() {
+        if episode.lock().map_err(|_| StepError::worker_msg("episode lock poisoned"))?.is_done() {
             break;
         }
         iteration += 1;
@@ -283,10 +283,10 @@ async fn model_episode(
         let (ep, man, text) = (Arc::clone(&episode), Arc::clone(&manifest), response.text.clone());
         let (store, key, counter) = (ctx.calls.store().clone(), ctx.episode_key, Arc::clone(&runner));
         let feedback = tokio::task::spawn_blocking(move || -> Result<Option<String>, StepError> {
-            let mut count = counter.lock().map_err(|_| StepError::Worker("runner lock poisoned".into()))?;
+            let mut count = counter.lock().map_err(|_| StepError::worker_msg("runner lock poisoned"))?;
             let mut runner =
                 CachedRunner { inner: SandboxRunner { sandbox: &rt.sandbox, pool: &rt.pool, task: &man }, store, episode: key, submission: *count };
-            let mut guard = ep.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?;
+            let mut guard = ep.lock().map_err(|_| StepError::worker_msg("episode lock poisoned"))?;
             let step = guard.step(&text, &mut runner as &mut dyn CodeRunner).map(|s| s.feedback).map_err(StepError::episode);
             *count = runner.submission;
             step
@@ -297,7 +297,7 @@ async fn model_episode(
         messages.push(Message::assistant(response.text));
         messages.push(Message::user(feedback));
     }
-    let record = episode.lock().map_err(|_| StepError::Worker("episode lock poisoned".into()))?.record();
+    let record = episode.lock().map_err(|_| StepError::worker_msg("episode lock poisoned"))?.record();
     Ok(record)
 }
 

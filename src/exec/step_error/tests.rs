@@ -11,14 +11,14 @@ fn not_found() -> std::io::Error {
 #[test]
 fn a_kept_cause_reads_as_the_message_it_replaced_and_is_the_source() {
     let cases = [
-        (StepError::episode(not_found()), StepError::Episode(not_found().to_string())),
+        (StepError::episode(not_found()), StepError::episode_msg(not_found().to_string())),
         (
             StepError::episode_in("cannot read replies file `r.json`", not_found()),
-            StepError::Episode(format!("cannot read replies file `r.json`: {}", not_found())),
+            StepError::episode_msg(format!("cannot read replies file `r.json`: {}", not_found())),
         ),
-        (StepError::score(not_found()), StepError::Score(not_found().to_string())),
-        (StepError::score_in("not a BBEH episode record", not_found()), StepError::Score(format!("not a BBEH episode record: {}", not_found()))),
-        (StepError::worker(not_found()), StepError::Worker(not_found().to_string())),
+        (StepError::score(not_found()), StepError::score_msg(not_found().to_string())),
+        (StepError::score_in("not a BBEH episode record", not_found()), StepError::score_msg(format!("not a BBEH episode record: {}", not_found()))),
+        (StepError::worker(not_found()), StepError::worker_msg(not_found().to_string())),
     ];
     for (caused, message_only) in cases {
         assert_eq!(caused.to_string(), message_only.to_string());

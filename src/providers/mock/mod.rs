@@ -14,6 +14,7 @@ mod script;
 mod server;
 mod signatures;
 mod stream;
+mod wire;
 
 pub use script::{Fault, FaultPlan, HostileStream, MockOutcome, MockReply, MockRequest, ReplyFn, RetryHeader, Script, echo, prompt_hash};
 pub use server::{LoggedRequest, MockConfig, MockServer};

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use super::super::types::{FinishReason, ProviderKind, Usage};
 use super::script::{Fault, HostileStream, MockReply, MockRequest, RetryHeader, echo};
 use super::signatures::{ANTHROPIC_SIGNATURE, GEMINI_SIGNATURE};
-use super::stream::{Ending, Pace, frames, hostile_stream, overload_frame, paced, sse_response};
+use super::stream::{Ending, Pace, frames, hostile_stream, paced, sse_response};
+use super::wire::wire;
 
 /// Text of a string, or of the `pointer` field of each element of an array of parts.
 pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {
@@ -50,11 +51,7 @@ fn words(text: &str) -> u64 {
 fn input_words(request: &MockRequest) -> u64 {
     let body = &request.body;
     let mut texts: Vec<&str> = Vec::new();
-    let (turns_key, content_key) = match request.protocol {
-        ProviderKind::Gemini => ("contents", "parts"),
-        ProviderKind::OpenAiResponses => ("input", "content"),
-        _ => ("messages", "content"),
-    };
+    let (turns_key, content_key) = wire(request.protocol).turns();
     for turn in body.get(turns_key).and_then(Value::as_array).into_iter().flatten() {
         texts.extend(strings(turn.get(content_key), "/text"));
     }
@@ -79,64 +76,15 @@ pub(super) fn recorded_response(status: u16, body: String) -> Response {
     response
 }
 
-fn error_body(protocol: ProviderKind, status: u16, message: &str) -> Value {
-    match protocol {
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
-            let (kind, code) = match status {
-                429 => ("requests", json!("rate_limit_exceeded")),
-                401 => ("invalid_request_error", json!("invalid_api_key")),
-                500..=599 => ("server_error", Value::Null),
-                _ => ("invalid_request_error", Value::Null),
-            };
-            json!({"error": {"message": message, "type": kind, "code": code, "param": null}})
-        }
-        ProviderKind::Anthropic => {
-            let kind = match status {
-                429 => "rate_limit_error",
-                529 => "overloaded_error",
-                401 => "authentication_error",
-                403 => "permission_error",
-                404 => "not_found_error",
-                500..=599 => "api_error",
-                _ => "invalid_request_error",
-            };
-            json!({"type": "error", "error": {"type": kind, "message": message}})
-        }
-        ProviderKind::Gemini => {
-            let kind = match status {
-                429 => "RESOURCE_EXHAUSTED",
-                401 => "UNAUTHENTICATED",
-                403 => "PERMISSION_DENIED",
-                404 => "NOT_FOUND",
-                503 => "UNAVAILABLE",
-                500..=599 => "INTERNAL",
-                _ => "INVALID_ARGUMENT",
-            };
-            json!({"error": {"code": status, "message": message, "status": kind}})
-        }
-    }
-}
-
 /// The refusal of a prompt of `tokens` tokens by a model with a `window`-token context, in
-/// the shape each API documents (OpenAI's `context_length_exceeded` code, Anthropic's
-/// "prompt is too long", Gemini's "input token count"), always HTTP 400.
+/// the shape each API documents, always HTTP 400.
 pub(super) fn overflow_response(protocol: ProviderKind, tokens: u64, window: u64) -> Response {
-    let body = match protocol {
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => json!({"error": {
-            "message": format!("This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
-        ProviderKind::Anthropic => {
-            json!({"type": "error", "error": {"type": "invalid_request_error", "message": format!("prompt is too long: {tokens} tokens > {window} maximum")}})
-        }
-        ProviderKind::Gemini => json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
-            "message": format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({window}).")}}),
-    };
-    json_response(StatusCode::BAD_REQUEST, &body)
+    json_response(StatusCode::BAD_REQUEST, &wire(protocol).overflow_body(tokens, window))
 }
 
 pub(super) fn error_response(protocol: ProviderKind, status: u16, message: &str, retry: RetryHeader) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = json_response(code, &error_body(protocol, status, message));
+    let mut response = json_response(code, &wire(protocol).error_body(status, message));
     let headers = response.headers_mut();
     match retry {
         RetryHeader::None => {}
@@ -162,20 +110,11 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
         Fault::RateLimited(retry) => error_response(protocol, 429, "Rate limit reached, slow down", retry),
         Fault::ServerError => error_response(protocol, 500, "internal server error", RetryHeader::None),
         Fault::Unavailable(retry) => error_response(protocol, 503, "service unavailable", retry),
-        Fault::Overloaded => match protocol {
-            ProviderKind::Anthropic => error_response(protocol, 529, "Overloaded", RetryHeader::None),
-            _ => error_response(protocol, 503, "The model is overloaded. Please try again later.", RetryHeader::None),
-        },
-        Fault::OverloadedIn200 => {
-            let body = match protocol {
-                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
-                    json!({"error": {"message": "overloaded", "type": "overloaded_error"}})
-                }
-                ProviderKind::Anthropic => error_body(protocol, 529, "Overloaded"),
-                ProviderKind::Gemini => error_body(protocol, 503, "The model is overloaded."),
-            };
-            json_response(StatusCode::OK, &body)
+        Fault::Overloaded => {
+            let (status, message) = wire(protocol).overloaded();
+            error_response(protocol, status, message, RetryHeader::None)
         }
+        Fault::OverloadedIn200 => json_response(StatusCode::OK, &wire(protocol).overloaded_in_200()),
         Fault::Status { status, message } => error_response(protocol, status, &message, RetryHeader::None),
         Fault::Slow(delay) | Fault::StallMidStream { silence: delay, .. } => {
             tokio::time::sleep(delay).await;
@@ -219,7 +158,7 @@ async fn streamed_fault(fault: &Fault, request: &MockRequest, answered_model: Op
         Fault::OverloadedIn200 => {
             let mut events = events();
             events.truncate(2);
-            events.push(overload_frame(request.protocol));
+            events.push(wire(request.protocol).overload_frame());
             sse_response(events, Ending::Whole, pace)
         }
         Fault::TruncatedJson => sse_response(events(), Ending::Cut, pace),
@@ -299,116 +238,124 @@ pub(super) fn success_body(request: &MockRequest, reply: &MockReply, answered_mo
         cached: 0,
         cost: None,
     });
+    wire(request.protocol).success_body(request, reply, model, usage)
+}
+
+/// A Chat Completions response: one choice whose message holds the text (or refusal),
+/// inline reasoning and tool calls.
+pub(super) fn chat_body(request: &MockRequest, reply: &MockReply, model: &str, usage: Usage) -> Value {
     let finish = &reply.finish_reason;
-    match request.protocol {
-        ProviderKind::OpenAi => {
-            let tool_calls: Vec<Value> = reply
-                .tool_calls
-                .iter()
-                .map(|call| {
-                    json!({
-                        "id": call.id, "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments.to_string()},
-                    })
-                })
-                .collect();
-            let declined = *finish == FinishReason::Refusal;
-            let mut message = json!({"role": "assistant", "content": if declined { Value::Null } else { json!(reply.text) },
-                "refusal": if declined { json!(if reply.text.is_empty() { "I can't help with that." } else { reply.text.as_str() }) } else { Value::Null }});
-            if let Some(reasoning) = &reply.reasoning {
-                message["reasoning_content"] = json!(reasoning);
-            }
-            if !tool_calls.is_empty() {
-                message["tool_calls"] = Value::Array(tool_calls);
-            }
-            let finish = match finish {
-                FinishReason::Other(other) => other.clone(),
-                FinishReason::Refusal => "stop".to_owned(),
-                FinishReason::Malformed => "tool_calls".to_owned(),
-                known => known.to_string(),
-            };
+    let tool_calls: Vec<Value> = reply
+        .tool_calls
+        .iter()
+        .map(|call| {
             json!({
-                "id": format!("chatcmpl-mock-{}", request.route_index), "object": "chat.completion",
-                "created": 0, "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": usage.input, "completion_tokens": usage.output,
-                    "total_tokens": usage.input + usage.output,
-                    "prompt_tokens_details": {"cached_tokens": usage.cached},
-                    "completion_tokens_details": {"reasoning_tokens": usage.reasoning}},
+                "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments.to_string()},
             })
-        }
-        ProviderKind::Anthropic => {
-            let mut content = Vec::new();
-            if let Some(reasoning) = &reply.reasoning {
-                content.push(json!({"type": "thinking", "thinking": reasoning, "signature": format!("{ANTHROPIC_SIGNATURE}{}", request.route_index)}));
-            }
-            if !reply.text.is_empty() {
-                content.push(json!({"type": "text", "text": reply.text}));
-            }
-            for call in &reply.tool_calls {
-                content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}));
-            }
-            let stop = match finish {
-                FinishReason::Stop => "end_turn".to_owned(),
-                FinishReason::Length => "max_tokens".to_owned(),
-                FinishReason::ToolCalls | FinishReason::Malformed => "tool_use".to_owned(),
-                FinishReason::ContentFilter | FinishReason::Refusal => "refusal".to_owned(),
-                // Never a 200 on a real server: see `overflow_response`.
-                FinishReason::ContextExceeded => "context_exceeded".to_owned(),
-                FinishReason::Other(other) => other.clone(),
-            };
-            json!({
-                "id": format!("msg_mock_{}", request.route_index), "type": "message", "role": "assistant",
-                "model": model, "content": content, "stop_reason": stop, "stop_sequence": null,
-                "usage": {"input_tokens": usage.input.saturating_sub(usage.cached),
-                    "cache_read_input_tokens": usage.cached, "cache_creation_input_tokens": 0,
-                    "output_tokens": usage.output},
-            })
-        }
-        ProviderKind::OpenAiResponses => responses_body(request, reply, model, usage),
-        ProviderKind::Gemini => {
-            let mut parts = Vec::new();
-            if let Some(reasoning) = &reply.reasoning {
-                parts.push(json!({"text": reasoning, "thought": true}));
-            }
-            if !reply.text.is_empty() {
-                parts.push(json!({"text": reply.text}));
-            }
-            for call in &reply.tool_calls {
-                parts.push(json!({"functionCall": {"name": call.name, "args": call.arguments}}));
-            }
-            // Gemini 3 (and thinking 2.5) sign the first function call, else the last part.
-            if request.wants_reasoning || request.model.contains("gemini-3") {
-                let signed = parts.iter().position(|part| part.get("functionCall").is_some()).or_else(|| parts.len().checked_sub(1));
-                if let Some(part) = signed.and_then(|at| parts.get_mut(at)) {
-                    part["thoughtSignature"] = json!(format!("{GEMINI_SIGNATURE}{}", request.route_index));
-                }
-            }
-            let finish = match finish {
-                FinishReason::Stop | FinishReason::ToolCalls => "STOP".to_owned(),
-                FinishReason::Length => "MAX_TOKENS".to_owned(),
-                FinishReason::ContentFilter | FinishReason::Refusal => "SAFETY".to_owned(),
-                FinishReason::Malformed => "MALFORMED_FUNCTION_CALL".to_owned(),
-                FinishReason::ContextExceeded => "CONTEXT_EXCEEDED".to_owned(),
-                FinishReason::Other(other) => other.to_uppercase(),
-            };
-            json!({
-                "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
-                "usageMetadata": {"promptTokenCount": usage.input,
-                    "candidatesTokenCount": usage.output.saturating_sub(usage.reasoning),
-                    "thoughtsTokenCount": usage.reasoning, "cachedContentTokenCount": usage.cached,
-                    "totalTokenCount": usage.input + usage.output},
-                "modelVersion": model, "responseId": format!("mock-{}", request.route_index),
-            })
+        })
+        .collect();
+    let declined = *finish == FinishReason::Refusal;
+    let mut message = json!({"role": "assistant", "content": if declined { Value::Null } else { json!(reply.text) },
+        "refusal": if declined { json!(if reply.text.is_empty() { "I can't help with that." } else { reply.text.as_str() }) } else { Value::Null }});
+    if let Some(reasoning) = &reply.reasoning {
+        message["reasoning_content"] = json!(reasoning);
+    }
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = Value::Array(tool_calls);
+    }
+    let finish = match finish {
+        FinishReason::Other(other) => other.clone(),
+        FinishReason::Refusal => "stop".to_owned(),
+        FinishReason::Malformed => "tool_calls".to_owned(),
+        known => known.to_string(),
+    };
+    json!({
+        "id": format!("chatcmpl-mock-{}", request.route_index), "object": "chat.completion",
+        "created": 0, "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": usage.input, "completion_tokens": usage.output,
+            "total_tokens": usage.input + usage.output,
+            "prompt_tokens_details": {"cached_tokens": usage.cached},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning}},
+    })
+}
+
+/// An Anthropic Messages response: signed thinking, text and `tool_use` blocks.
+pub(super) fn anthropic_body(request: &MockRequest, reply: &MockReply, model: &str, usage: Usage) -> Value {
+    let finish = &reply.finish_reason;
+    let mut content = Vec::new();
+    if let Some(reasoning) = &reply.reasoning {
+        content.push(json!({"type": "thinking", "thinking": reasoning, "signature": format!("{ANTHROPIC_SIGNATURE}{}", request.route_index)}));
+    }
+    if !reply.text.is_empty() {
+        content.push(json!({"type": "text", "text": reply.text}));
+    }
+    for call in &reply.tool_calls {
+        content.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}));
+    }
+    let stop = match finish {
+        FinishReason::Stop => "end_turn".to_owned(),
+        FinishReason::Length => "max_tokens".to_owned(),
+        FinishReason::ToolCalls | FinishReason::Malformed => "tool_use".to_owned(),
+        FinishReason::ContentFilter | FinishReason::Refusal => "refusal".to_owned(),
+        // Never a 200 on a real server: see `overflow_response`.
+        FinishReason::ContextExceeded => "context_exceeded".to_owned(),
+        FinishReason::Other(other) => other.clone(),
+    };
+    json!({
+        "id": format!("msg_mock_{}", request.route_index), "type": "message", "role": "assistant",
+        "model": model, "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": usage.input.saturating_sub(usage.cached),
+            "cache_read_input_tokens": usage.cached, "cache_creation_input_tokens": 0,
+            "output_tokens": usage.output},
+    })
+}
+
+/// A Gemini `generateContent` response: thought, text and `functionCall` parts, signed as
+/// Gemini 3 (and thinking 2.5) sign them.
+pub(super) fn gemini_body(request: &MockRequest, reply: &MockReply, model: &str, usage: Usage) -> Value {
+    let finish = &reply.finish_reason;
+    let mut parts = Vec::new();
+    if let Some(reasoning) = &reply.reasoning {
+        parts.push(json!({"text": reasoning, "thought": true}));
+    }
+    if !reply.text.is_empty() {
+        parts.push(json!({"text": reply.text}));
+    }
+    for call in &reply.tool_calls {
+        parts.push(json!({"functionCall": {"name": call.name, "args": call.arguments}}));
+    }
+    // Gemini 3 (and thinking 2.5) sign the first function call, else the last part.
+    if request.wants_reasoning || request.model.contains("gemini-3") {
+        let signed = parts.iter().position(|part| part.get("functionCall").is_some()).or_else(|| parts.len().checked_sub(1));
+        if let Some(part) = signed.and_then(|at| parts.get_mut(at)) {
+            part["thoughtSignature"] = json!(format!("{GEMINI_SIGNATURE}{}", request.route_index));
         }
     }
+    let finish = match finish {
+        FinishReason::Stop | FinishReason::ToolCalls => "STOP".to_owned(),
+        FinishReason::Length => "MAX_TOKENS".to_owned(),
+        FinishReason::ContentFilter | FinishReason::Refusal => "SAFETY".to_owned(),
+        FinishReason::Malformed => "MALFORMED_FUNCTION_CALL".to_owned(),
+        FinishReason::ContextExceeded => "CONTEXT_EXCEEDED".to_owned(),
+        FinishReason::Other(other) => other.to_uppercase(),
+    };
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+        "usageMetadata": {"promptTokenCount": usage.input,
+            "candidatesTokenCount": usage.output.saturating_sub(usage.reasoning),
+            "thoughtsTokenCount": usage.reasoning, "cachedContentTokenCount": usage.cached,
+            "totalTokenCount": usage.input + usage.output},
+        "modelVersion": model, "responseId": format!("mock-{}", request.route_index),
+    })
 }
 
 /// A Responses API response object: a reasoning item (summary plus an opaque
 /// `encrypted_content`) when there is reasoning, the answer as a `message` with one
 /// `output_text` (or `refusal`) part, one `function_call` item per call, and
 /// `status`/`incomplete_details` for truncated and filtered answers.
-fn responses_body(request: &MockRequest, reply: &MockReply, model: &str, usage: Usage) -> Value {
+pub(super) fn responses_body(request: &MockRequest, reply: &MockReply, model: &str, usage: Usage) -> Value {
     let index = request.route_index;
     let mut output = Vec::new();
     if let Some(reasoning) = &reply.reasoning {

@@ -29,8 +29,8 @@ use super::super::types::ProviderKind;
 use super::background::{Jobs, stored_route};
 use super::render::{answer_response, error_response, fault_response, json_response, overflow_response, recorded_response, strings, success_body};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
-use super::signatures::missing_signature;
 use super::stream::{Ending, Pace, recorded_frames, sse_response};
+use super::wire::wire;
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -282,7 +282,8 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
             at: shared.started.elapsed(),
         });
     }
-    let given = presented_key(protocol, &headers);
+    let wire = wire(protocol);
+    let given = wire.presented_key(&headers);
     if let Some(required) = required_key
         && given != required
     {
@@ -295,24 +296,18 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     {
         return overflow_response(protocol, tokens, window);
     }
-    if let Some(message) = require_signatures.then(|| missing_signature(protocol, &body)).flatten() {
+    if let Some(message) = require_signatures.then(|| wire.missing_signature(&body)).flatten() {
         return error_response(protocol, 400, &message, RetryHeader::None);
     }
     if let Some((id, cancel)) = stored {
         return stored_response(&shared, index, &id, cancel, answered_model.as_deref()).await;
     }
-    // As llama.cpp's server does: an input item without `type` is read as a message only
-    // when it is the short form of user (or system) input.
-    if protocol == ProviderKind::OpenAiResponses
-        && body.get("input").and_then(Value::as_array).is_some_and(|items| {
-            items.iter().any(|item| item.get("type").is_none() && !matches!(item.get("role").and_then(Value::as_str), Some("user" | "system" | "developer")))
-        })
-    {
-        return error_response(protocol, 400, "Cannot determine type of 'item'", RetryHeader::None);
+    if let Some(message) = wire.refusal(&body) {
+        return error_response(protocol, 400, message, RetryHeader::None);
     }
-    let background = protocol == ProviderKind::OpenAiResponses && body.get("background") == Some(&Value::Bool(true));
+    let background = wire.background(&body);
     let described = describe(protocol, url_model, body);
-    let stream = gemini_stream || (protocol != ProviderKind::Gemini && described.body.get("stream") == Some(&json!(true)));
+    let stream = gemini_stream || wire.asks_stream(&described.body);
     let request = MockRequest { api_key: given, stream, ..described };
     let plan = plan(&shared, index, request);
     if !latency.is_zero() {
@@ -408,23 +403,10 @@ fn route(path: &str, prefix: Option<&str>) -> Option<(ProviderKind, Option<Strin
     }
 }
 
-fn presented_key(protocol: ProviderKind, headers: &HeaderMap) -> String {
-    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or_default();
-    match protocol {
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => header("authorization").strip_prefix("Bearer ").unwrap_or_default().to_owned(),
-        ProviderKind::Anthropic => header("x-api-key").to_owned(),
-        ProviderKind::Gemini => header("x-goog-api-key").to_owned(),
-    }
-}
-
 /// Extracts model, turns and the reasoning request from a body in any protocol.
 fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> MockRequest {
     let empty = Vec::new();
-    let (turns_key, content_key) = match protocol {
-        ProviderKind::Gemini => ("contents", "parts"),
-        ProviderKind::OpenAiResponses => ("input", "content"),
-        ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "content"),
-    };
+    let (turns_key, content_key) = wire(protocol).turns();
     let turns = body.get(turns_key).and_then(Value::as_array).unwrap_or(&empty);
     let last_user = turns
         .iter()
@@ -432,12 +414,7 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
         .find(|turn| turn.get("role").and_then(Value::as_str) == Some("user"))
         .map(|turn| strings(turn.get(content_key), "/text").concat())
         .unwrap_or_default();
-    let wants_reasoning = match protocol {
-        ProviderKind::OpenAi => body.get("reasoning_effort").is_some(),
-        ProviderKind::OpenAiResponses => body.get("reasoning").is_some(),
-        ProviderKind::Anthropic => body.get("thinking").is_some(),
-        ProviderKind::Gemini => body.pointer("/generationConfig/thinkingConfig/includeThoughts") == Some(&json!(true)),
-    };
+    let wants_reasoning = wire(protocol).wants_reasoning(&body);
     let model = url_model.unwrap_or_else(|| body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned());
     MockRequest { protocol, model, last_user, wants_reasoning, body, route_index: 0, api_key: String::new(), stream: false }
 }
@@ -445,8 +422,8 @@ fn describe(protocol: ProviderKind, url_model: Option<String>, body: Value) -> M
 #[cfg(test)]
 mod tests {
     use super::super::super::client::request_fingerprint;
-    use super::super::super::client::tests::{KEY, ask, mock_endpoint, quick_client};
     use super::super::super::error::CallError;
+    use super::super::super::testing::{KEY, ask, mock_endpoint, quick_client};
     use super::super::super::types::{Endpoint, canonical_json};
     use super::*;
 

@@ -6,28 +6,18 @@
 
 use serde_json::Value;
 
-use super::super::types::ProviderKind;
-
 /// Prefix of the Anthropic thinking signatures the mock issues (the route index follows).
 pub(super) const ANTHROPIC_SIGNATURE: &str = "mock-signature-";
 
 /// Prefix of the Gemini thought signatures the mock issues (the route index follows).
 pub(super) const GEMINI_SIGNATURE: &str = "mock-thought-signature-";
 
-/// Why the API would reject `body` for a missing or altered signature, if it would.
-pub(super) fn missing_signature(protocol: ProviderKind, body: &Value) -> Option<String> {
-    match protocol {
-        ProviderKind::Anthropic => anthropic(body),
-        ProviderKind::Gemini => gemini(body),
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => None,
-    }
-}
-
 fn kind(value: &Value) -> &str {
     value.get("type").and_then(Value::as_str).unwrap_or_default()
 }
 
-fn anthropic(body: &Value) -> Option<String> {
+/// Why Anthropic would reject `body` (thinking on) for a tool round without its signed thinking.
+pub(super) fn anthropic(body: &Value) -> Option<String> {
     let thinking = body.get("thinking").is_some_and(|thinking| kind(thinking) != "disabled");
     if !thinking {
         return None;
@@ -61,7 +51,8 @@ fn anthropic(body: &Value) -> Option<String> {
     None
 }
 
-fn gemini(body: &Value) -> Option<String> {
+/// Why Gemini would reject `body` for a function call without its thought signature.
+pub(super) fn gemini(body: &Value) -> Option<String> {
     let contents = body.get("contents").and_then(Value::as_array)?;
     for content in contents.iter().filter(|content| content.get("role").and_then(Value::as_str) == Some("model")) {
         let parts = content.get("parts").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();

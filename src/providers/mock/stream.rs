@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::super::types::ProviderKind;
 use super::script::MockRequest;
+use super::wire::wire;
 
 /// How a streamed reply is paced.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,7 +40,7 @@ pub(super) enum Ending {
 }
 
 /// One SSE frame: an optional `event:` line, one `data:` line, a blank line.
-fn frame(event: Option<&str>, data: &Value) -> String {
+pub(super) fn frame(event: Option<&str>, data: &Value) -> String {
     match event {
         Some(event) => format!("event: {event}\ndata: {data}\n\n"),
         None => format!("data: {data}\n\n"),
@@ -71,15 +72,11 @@ fn halves(text: &str) -> Vec<String> {
 /// The events of `body` (the protocol's non-streaming success body) as its protocol
 /// streams them.
 pub(super) fn frames(request: &MockRequest, body: &Value) -> Vec<String> {
-    match request.protocol {
-        ProviderKind::OpenAi => chat_frames(request, body),
-        ProviderKind::OpenAiResponses => responses_frames(body),
-        ProviderKind::Anthropic => anthropic_frames(body),
-        ProviderKind::Gemini => gemini_frames(body),
-    }
+    wire(request.protocol).frames(request, body)
 }
 
-fn chat_frames(request: &MockRequest, body: &Value) -> Vec<String> {
+/// Chat Completions chunks, ending in `[DONE]` (usage in a last chunk when asked).
+pub(super) fn chat_frames(request: &MockRequest, body: &Value) -> Vec<String> {
     let include_usage = request.body.pointer("/stream_options/include_usage") == Some(&json!(true));
     let chunk = |choices: Value, usage: Value| {
         let mut chunk = json!({"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"],
@@ -114,7 +111,8 @@ fn chat_frames(request: &MockRequest, body: &Value) -> Vec<String> {
     out
 }
 
-fn anthropic_frames(body: &Value) -> Vec<String> {
+/// Anthropic `message_*` and `content_block_*` events.
+pub(super) fn anthropic_frames(body: &Value) -> Vec<String> {
     let event = |data: Value| frame(data["type"].as_str(), &data);
     let mut start = body.clone();
     start["content"] = json!([]);
@@ -147,7 +145,8 @@ fn anthropic_frames(body: &Value) -> Vec<String> {
     out
 }
 
-fn gemini_frames(body: &Value) -> Vec<String> {
+/// Gemini `GenerateContentResponse` chunks, the last with the finish reason and usage.
+pub(super) fn gemini_frames(body: &Value) -> Vec<String> {
     let candidate = &body["candidates"][0];
     let chunk = |parts: Value| {
         json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
@@ -176,7 +175,8 @@ fn gemini_frames(body: &Value) -> Vec<String> {
     chunks.iter().map(|chunk| frame(None, chunk)).collect()
 }
 
-fn responses_frames(body: &Value) -> Vec<String> {
+/// Responses API `response.*` events, numbered, ending in the terminal one.
+pub(super) fn responses_frames(body: &Value) -> Vec<String> {
     let mut sequence = 0_u64;
     let mut out = Vec::new();
     let mut event = |mut data: Value| {
@@ -246,18 +246,6 @@ fn responses_frames(body: &Value) -> Vec<String> {
     };
     event(json!({"type": terminal, "response": body}));
     out
-}
-
-/// The protocol's mid-stream overload error event.
-pub(super) fn overload_frame(protocol: ProviderKind) -> String {
-    match protocol {
-        ProviderKind::OpenAi => frame(None, &json!({"error": {"message": "overloaded", "type": "overloaded_error", "code": null, "param": null}})),
-        ProviderKind::OpenAiResponses => {
-            frame(Some("error"), &json!({"type": "error", "code": "server_is_overloaded", "message": "overloaded", "param": null, "sequence_number": 2}))
-        }
-        ProviderKind::Anthropic => frame(Some("error"), &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
-        ProviderKind::Gemini => frame(None, &json!({"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}})),
-    }
 }
 
 /// Splits a recorded event stream into its events (each with its blank line), so pacing
@@ -332,7 +320,7 @@ pub enum HostileStream {
 pub const SWITCHED_MODEL: &str = "switched-model";
 
 /// `frames` with each event's JSON data edited by `edit`; `[DONE]` and the other non-JSON frames pass as they are.
-fn edited(frames: Vec<String>, mut edit: impl FnMut(&mut Value)) -> Vec<String> {
+pub(super) fn edited(frames: Vec<String>, mut edit: impl FnMut(&mut Value)) -> Vec<String> {
     frames
         .into_iter()
         .map(|frame| {
@@ -367,32 +355,7 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
                 })
                 .collect()
         }
-        HostileStream::NoFinish => {
-            let mut frames = edited(frames, |json| match protocol {
-                ProviderKind::OpenAi => {
-                    for choice in json.get_mut("choices").and_then(Value::as_array_mut).into_iter().flatten() {
-                        choice["finish_reason"] = Value::Null;
-                    }
-                }
-                ProviderKind::Anthropic => {
-                    if json_type(json) == "message_delta"
-                        && let Some(delta) = json.get_mut("delta")
-                    {
-                        delta["stop_reason"] = Value::Null;
-                    }
-                }
-                ProviderKind::Gemini => {
-                    if let Some(candidate) = json.pointer_mut("/candidates/0").and_then(Value::as_object_mut) {
-                        candidate.remove("finishReason");
-                    }
-                }
-                ProviderKind::OpenAiResponses => {}
-            });
-            if protocol == ProviderKind::OpenAiResponses {
-                frames.pop();
-            }
-            frames.into_iter().map(Bytes::from).collect()
-        }
+        HostileStream::NoFinish => wire(protocol).unfinished(frames).into_iter().map(Bytes::from).collect(),
         HostileStream::ModelSwitch => {
             let mut named = 0;
             let mut switch = |model: Option<&mut Value>| {
@@ -403,15 +366,8 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
                     }
                 }
             };
-            edited(frames, |json| match protocol {
-                ProviderKind::OpenAi => switch(json.get_mut("model")),
-                ProviderKind::Gemini => switch(json.get_mut("modelVersion")),
-                ProviderKind::OpenAiResponses => switch(json.pointer_mut("/response/model")),
-                ProviderKind::Anthropic => {}
-            })
-            .into_iter()
-            .map(Bytes::from)
-            .collect()
+            let wire = wire(protocol);
+            edited(frames, |json| switch(wire.model_field(json))).into_iter().map(Bytes::from).collect()
         }
         HostileStream::EndlessLine { bytes } => {
             const CHUNK: u64 = 64 * 1024;
@@ -424,6 +380,7 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
     paced(items.into_iter().map(Ok), pace)
 }
 
-fn json_type(json: &Value) -> &str {
+/// The `type` field of an event (empty when none).
+pub(super) fn json_type(json: &Value) -> &str {
     json.get("type").and_then(Value::as_str).unwrap_or_default()
 }

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::client::tests::{KINDS, ask, mock_endpoint, quick_config};
+use super::super::attempt::AttemptClass;
 use super::super::client::{ClientConfig, ProviderClient, request_fingerprint};
 use super::super::mock::{Fault, FaultPlan, HostileStream, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, SWITCHED_MODEL, Script};
 use super::super::openai;
 use super::super::retry::RetryPolicy;
+use super::super::testing::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::types::{Answered, ChatResponse, Endpoint, FinishReason, ProviderKind, ToolCall, answered_as, canonical_json};
 use super::*;
 
@@ -219,7 +220,7 @@ async fn a_stalled_stream_is_retried_once() {
         let (kind, record, calls) = joined.unwrap();
         assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
         assert_eq!((record.attempts, calls), (2, 2), "{kind}");
-        assert_eq!(record.failed_attempts, [CallError::STREAM_STALLED], "{kind}");
+        assert_eq!(record.failed_attempts, [AttemptClass::StreamStalled], "{kind}");
         assert!(record.elapsed < Duration::from_secs(4), "{kind}: abandoned at the idle timeout, not at the end of the silence");
     }
 }
@@ -259,7 +260,8 @@ async fn streamed_faults_are_retried_until_success() {
         let server = MockServer::start(MockConfig { faults: FaultPlan::sequence(faults.clone()), ..MockConfig::default() }).await.unwrap();
         let record = client(quick_config()).call_recorded(&streamed(&server, kind), &ask("hi")).await;
         assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
-        assert_eq!(record.failed_attempts, ["overloaded", "protocol", "connect", "server", "rate_limited"], "{kind}");
+        use AttemptClass::{Connect, Overloaded, Protocol, RateLimited, Server};
+        assert_eq!(record.failed_attempts, [Overloaded, Protocol, Connect, Server, RateLimited], "{kind}");
     }
 }
 
@@ -472,7 +474,7 @@ async fn invalid_utf8_in_a_stream_is_malformed_as_unstreamed() {
     for kind in KINDS {
         for stream in [true, false] {
             let (record, calls) = first_reply(kind, Fault::HostileStream(HostileStream::InvalidUtf8), stream, quick_config()).await;
-            assert_eq!(record.failed_attempts, ["protocol"], "{kind} streamed: {stream}");
+            assert_eq!(record.failed_attempts, [AttemptClass::Protocol], "{kind} streamed: {stream}");
             assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind} streamed: {stream}");
             assert_eq!(calls, 2, "{kind}");
         }
@@ -495,7 +497,7 @@ async fn invalid_utf8_in_a_stream_is_malformed_as_unstreamed() {
 async fn a_stream_without_a_finish_reason_is_cut_on_every_protocol() {
     for kind in KINDS {
         let (record, _) = first_reply(kind, Fault::HostileStream(HostileStream::NoFinish), true, quick_config()).await;
-        assert_eq!(record.failed_attempts, ["protocol"], "{kind}");
+        assert_eq!(record.failed_attempts, [AttemptClass::Protocol], "{kind}");
         assert_eq!(record.result.as_ref().map(|response| response.text.as_str()), Ok("echo: hi"), "{kind}");
     }
     let chunk = "data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n";

@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use super::client::tests::{KEY, KINDS, ask, mock_endpoint, quick_client};
 use super::client::{request_fingerprint, request_url};
 use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
+use super::testing::{KEY, KINDS, ask, mock_endpoint, quick_client};
 use super::types::{ChatRequest, Endpoint, HeaderValueOf, Message, ProviderKind, Secret, canonical_json};
 
 /// Fingerprints (the call's part of every cache key) and URLs computed by the code before

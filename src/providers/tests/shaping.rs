@@ -5,9 +5,9 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::json;
 
-use super::client::tests::{ask, mock_endpoint, quick_client};
 use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
 use super::openai::{Shaping, parse_shaped, split_reasoning};
+use super::testing::{ask, mock_endpoint, quick_client};
 use super::types::{ChatRequest, ChatResponse, FinishReason, ProviderKind, Usage};
 
 fn answer(text: &str) -> ChatResponse {

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::client::tests::{mock_endpoint, quick_client};
 use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
+use super::testing::{mock_endpoint, quick_client};
 use super::types::{ChatRequest, FinishReason, Message, ProviderKind, ToolCall, ToolSpec};
 
 /// The bytes of a recorded response under `tests/fixtures/providers/`.

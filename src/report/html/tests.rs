@@ -102,12 +102,7 @@ fn only_relative_links_survive() {
 }
 
 #[test]
-fn base64_and_csp_hashes_match_the_page() {
-    assert_eq!(base64(b""), "");
-    assert_eq!(base64(b"f"), "Zg==");
-    assert_eq!(base64(b"fo"), "Zm8=");
-    assert_eq!(base64(b"foo"), "Zm9v");
-    assert_eq!(base64(b"foob"), "Zm9vYg==");
+fn csp_hashes_match_the_page() {
     assert_eq!(csp_hash(""), "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
     let t = tables();
     let page = render_html(&report(&t, vec![cell(0, CellState::Ok, Transcript::None)]));

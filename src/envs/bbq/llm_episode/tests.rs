@@ -88,7 +88,7 @@ struct NoPython;
 
 impl PythonRunner for NoPython {
     fn run<'a>(&'a self, _code: &'a str) -> BoxFuture<'a, Result<PythonRun, StepError>> {
-        Box::pin(async { Err(StepError::Episode("python not expected".into())) })
+        Box::pin(async { Err(StepError::episode_msg("python not expected")) })
     }
 }
 

@@ -62,9 +62,11 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         StepError::Unsupported("an API player needs a rule compiler: set `params.compiler: {provider, model, ...}` on the Eleusis task".into())
     })?;
     let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
+    let name = text("provider").unwrap_or_else(|| "openai".into());
+    let provider = crate::spec::Provider::parse(&name).ok_or_else(|| StepError::Unsupported(format!("provider `{name}` makes no API calls")))?;
     Ok(ModelConfig {
         id: "rule-compiler".into(),
-        provider: text("provider").unwrap_or_else(|| "openai".into()),
+        provider,
         model: text("model").ok_or_else(|| StepError::Unsupported("`compiler.model` is required".into()))?,
         base_url: text("base_url"),
         api_key_env: text("api_key_env"),
