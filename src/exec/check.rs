@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::calls::{endpoint, with_key};
-use crate::providers::{Answered, CallError, ChatRequest, Endpoint, Message, ProviderClient, ProviderKind, StreamMode, ToolSpec, answered_at};
+use crate::providers::{Answered, CallError, ChatRequest, Endpoint, Message, ProviderClient, StreamMode, ToolSpec, answered_at};
 use crate::spec::ModelConfig;
 
 /// What one endpoint answered to the check's requests.
@@ -159,9 +159,6 @@ fn note_failure(check: &mut EndpointCheck, error: &CallError) {
 /// else `GET <base_url>/models` (vLLM's `max_model_len`, llama.cpp's `meta.n_ctx`) for the
 /// model asked for or the only one served. `None` where the server says neither.
 async fn context_window(endpoint: &Endpoint) -> Option<u64> {
-    if !matches!(endpoint.kind, ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic) {
-        return None;
-    }
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().ok()?;
     let base = endpoint.base_url.trim_end_matches('/');
     let get = |url: String| {
