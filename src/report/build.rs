@@ -126,6 +126,26 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     }
 }
 
+/// Every pair of models per suite and per-unit metric over the scored cells of `plan`,
+/// as `comparisons.csv` holds them, computed from the cached scores without writing
+/// anything (for `status --power`).
+pub fn comparisons(pipeline: &Pipeline, plan: &Plan, store: &Store) -> Result<Vec<Comparison>, ReportError> {
+    let read: Vec<Option<Value>> = plan.cells.par_iter().map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
+    let scored: Vec<(&Cell, Value)> = plan.cells.iter().zip(read).filter_map(|(c, v)| v.map(|v| (c, v))).collect();
+    Ok(suite_units(pipeline, &suites_of(pipeline), &scored).iter().flat_map(compare).collect())
+}
+
+/// The pipeline's suites with their benchmarks, each once, in pipeline order.
+fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
+    let mut suites: Vec<(&str, &str)> = Vec::new();
+    for t in &pipeline.tasks {
+        if !suites.iter().any(|(s, _)| *s == t.suite) {
+            suites.push((&t.suite, &t.benchmark));
+        }
+    }
+    suites
+}
+
 /// One attempt of [`build`]; `fresh` evicts the cached metrics and report entries first.
 fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, fresh: bool) -> Result<ReportOutcome, ReportError> {
     // Reading and verifying entries is the bulk of the work on big grids;
@@ -169,7 +189,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
             };
             rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
             rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
-            rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, pipeline.report.decimals).into_bytes());
+            rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, &metrics.comparisons, pipeline.report.decimals).into_bytes());
             rendered.insert("comparisons.csv".to_owned(), comparisons_csv(&metrics.comparisons).into_bytes());
             let input = PageInput {
                 tables: &metrics.tables,
@@ -178,6 +198,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
                 scored: &scored,
                 usage,
                 answered_by: &metrics.answered_by,
+                comparisons: &metrics.comparisons,
             };
             let pages = page_files(pipeline, plan, &input, store)?;
             rendered.extend(pages.files);
@@ -281,12 +302,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         })
         .collect();
     // One table per suite, in pipeline order; a suite belongs to one benchmark.
-    let mut suites: Vec<(&str, &str)> = Vec::new();
-    for t in &pipeline.tasks {
-        if !suites.iter().any(|(s, _)| *s == t.suite) {
-            suites.push((&t.suite, &t.benchmark));
-        }
-    }
+    let suites = suites_of(pipeline);
     let units = suite_units(pipeline, &suites, scored);
     let mut tables = Vec::new();
     let mut all_columns: Vec<MetricColumn> = Vec::new();
@@ -314,8 +330,13 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         }
     }
     let all: Vec<&CellRow> = rows.iter().collect();
-    let parquet = cells_parquet(&all, &all_columns)?;
-    let (items_csv, items_parquet) = items_files(&units)?;
+    // Encoding the Parquet and CSV files is CPU work; reading the episodes' call tallies
+    // is mostly waiting on the cache: side by side, neither waits for the other.
+    let (files, outcomes) = rayon::join(
+        || -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) },
+        || outcome_sections(scored, store),
+    );
+    let (parquet, (items_csv, items_parquet)) = files?;
     let tokens = pipeline
         .models
         .iter()
@@ -327,7 +348,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    let (outcomes, answered_by, call_tokens) = outcome_sections(scored, store)?;
+    let (outcomes, answered_by, call_tokens) = outcomes?;
     let mut section_owners = vec![String::new(); outcomes.len()];
     let mut sections = outcomes;
     for (owner, section) in benchmark_sections(pipeline, plan, scored, store)? {
