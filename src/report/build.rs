@@ -385,21 +385,30 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     }
     let read: Vec<Option<Value>> =
         scored.par_iter().map(|(c, _)| store.get_output::<Tally>(c.episode_key).map(|t| t.and_then(|t| t.call_outcomes))).collect::<Result<_, _>>()?;
-    let mut totals: Vec<(String, BTreeMap<String, u64>)> = Vec::new();
+    let mut totals: Vec<(String, BTreeMap<String, u64>, Vec<u64>)> = Vec::new();
     let mut answered_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // The outcome classes counted, `context_exceeded` (a prompt longer than the model's
+    // context) included whether or not the tally lists it yet.
+    let mut fields: Vec<&str> = OUTCOME_FIELDS.to_vec();
+    for extra in [CONTEXT_EXCEEDED, "input_tokens", "cached_tokens", "output_tokens"] {
+        if !fields.contains(&extra) {
+            fields.push(extra);
+        }
+    }
     for tally in read.into_iter().flatten() {
         let Some(models) = tally.as_object() else { continue };
         for (model, counts) in models {
-            let i = match totals.iter().position(|(m, _)| m == model) {
+            let i = match totals.iter().position(|(m, ..)| m == model) {
                 Some(i) => i,
                 None => {
-                    totals.push((model.clone(), BTreeMap::new()));
+                    totals.push((model.clone(), BTreeMap::new(), Vec::new()));
                     totals.len() - 1
                 }
             };
-            for field in OUTCOME_FIELDS.iter().chain(&["input_tokens", "cached_tokens", "output_tokens"]) {
+            for field in &fields {
                 *totals[i].1.entry((*field).to_owned()).or_default() += counts.get(*field).and_then(Value::as_u64).unwrap_or(0);
             }
+            totals[i].2.extend(counts.get("latency_ms").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_u64));
             let ids = answered_by.entry(model.clone()).or_default();
             for id in counts.get("answered_by").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
                 if !ids.iter().any(|known| known == id) {
@@ -412,23 +421,55 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     if totals.is_empty() {
         return Ok((Vec::new(), answered_by, Vec::new()));
     }
-    let call_tokens = totals.iter().map(|(m, c)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
-    let columns = vec!["answers".into(), "truncated".into(), "filtered".into(), "refused".into(), "malformed".into(), "no_usage".into()];
-    #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
+    let call_tokens = totals.iter().map(|(m, c, _)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
+    let columns = [
+        "answers",
+        "truncated %",
+        "filtered %",
+        "refused %",
+        "context_exceeded %",
+        "malformed %",
+        "no_usage",
+        "median latency (s)",
+        "output tokens/s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    #[expect(clippy::cast_precision_loss, reason = "call counts and milliseconds are far below 2^52")]
     let rows = totals
         .into_iter()
-        .map(|(model, c)| {
+        .map(|(model, c, mut times)| {
             let n = c["answers"] as f64;
             let share = |f: &str| (n > 0.0).then(|| c[f] as f64 / n);
-            (model, vec![Some(n), share("length"), share("content_filter"), share("refusal"), share("malformed"), Some(c["no_usage"] as f64)])
+            // Answers recorded before episodes kept their times have none: no figure, not 0.
+            times.sort_unstable();
+            let median = (!times.is_empty()).then(|| {
+                let mid = times.len() / 2;
+                let ms = if times.len() % 2 == 1 { times[mid] as f64 } else { (times[mid - 1] + times[mid]) as f64 / 2.0 };
+                ms / 1000.0
+            });
+            let seconds = times.iter().sum::<u64>() as f64 / 1000.0;
+            let rate = (seconds > 0.0 && times.len() as f64 == n).then(|| c["output_tokens"] as f64 / seconds);
+            let values =
+                vec![Some(n), share("length"), share("content_filter"), share("refusal"), share(CONTEXT_EXCEEDED), share("malformed"), Some(c["no_usage"] as f64), median, rate];
+            (model, values)
         })
         .collect();
     Ok((
-        vec![Section { title: "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".into(), columns, rows }],
+        vec![Section {
+            title: "model outcomes (% of answers; no_usage = answers without reported usage, counted as 0 tokens; output tokens/s = output tokens over the answers' summed wall time)"
+                .into(),
+            columns,
+            rows,
+        }],
         answered_by,
         call_tokens,
     ))
 }
+
+/// The finish class of an answer refused because the prompt did not fit the model's
+/// context (issue 23), read from the tally like `length` (truncated).
+const CONTEXT_EXCEEDED: &str = "context_exceeded";
 
 /// Each benchmark's extra tables over its scored cells (e.g. Eleusis' spec §5 metrics),
 /// with the benchmark that made each, in pipeline order.

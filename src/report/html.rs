@@ -345,12 +345,13 @@ fn section_table(out: &mut String, s: &Section, decimals: u32) {
         out.push_str("</th>");
     }
     out.push_str("</tr></thead>\n<tbody>\n");
+    let formats = super::render::column_formats(s);
     for (label, values) in &s.rows {
         out.push_str("<tr><td>");
         push_escaped(out, label);
         out.push_str("</td>");
-        for v in values {
-            let _ = write!(out, "<td class=\"num\">{}</td>", value_text(*v, decimals));
+        for (v, f) in values.iter().zip(&formats) {
+            let _ = write!(out, "<td class=\"num\">{}</td>", f.text(*v, decimals));
         }
         out.push_str("</tr>\n");
     }

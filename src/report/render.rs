@@ -65,16 +65,63 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[S
         table(&mut out, t, &t.by_task, true, config.decimals);
         out.push('\n');
     }
-    let d = config.decimals as usize;
     for s in sections {
         let _ = writeln!(out, "## {}\n\n| | {} |\n|---|{}", escape_md(&s.title), s.columns.join(" | "), "---:|".repeat(s.columns.len()));
+        let formats = column_formats(s);
         for (label, values) in &s.rows {
-            let cells: Vec<String> = values.iter().map(|v| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}"))).collect();
+            let cells: Vec<String> = values.iter().zip(&formats).map(|(v, f)| f.text(*v, config.decimals)).collect();
             let _ = writeln!(out, "| {} | {} |", escape_md(label), cells.join(" | "));
         }
         out.push('\n');
     }
     out
+}
+
+/// How a column of an extra table prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnFormat {
+    /// A share (header ending in `%`), printed as a percentage: `12.5 %`.
+    Percent,
+    /// A count: every value a whole number, printed without decimals (`47`, not `47.000`).
+    Integer,
+    /// Anything else, with the report's decimals.
+    Decimal,
+}
+
+/// Headers that name counts, printed as integers even when every value is 0 or 1.
+const COUNT_COLUMNS: [&str; 5] = ["answers", "no_usage", "n", "turns", "cells"];
+
+impl ColumnFormat {
+    /// `v` as this column shows it (`–` for no value).
+    #[must_use]
+    pub fn text(self, v: Option<f64>, decimals: u32) -> String {
+        let Some(x) = v.filter(|x| x.is_finite()) else { return "–".to_owned() };
+        match self {
+            Self::Percent => format!("{:.1} %", 100.0 * x),
+            Self::Integer => format!("{x:.0}"),
+            Self::Decimal => format!("{x:.d$}", d = decimals as usize),
+        }
+    }
+}
+
+/// Each column's format: shares by their `%` header; counts when every value is whole and
+/// the header names a count or some value is above 1 (so a column of 0/1 rates keeps its
+/// decimals).
+#[must_use]
+pub fn column_formats(s: &Section) -> Vec<ColumnFormat> {
+    (0..s.columns.len())
+        .map(|i| {
+            let name = s.columns[i].as_str();
+            let values = || s.rows.iter().filter_map(|(_, v)| v.get(i).copied().flatten()).filter(|x| x.is_finite());
+            if name.ends_with('%') {
+                ColumnFormat::Percent
+            } else if values().all(|x| x.fract() == 0.0) && (COUNT_COLUMNS.contains(&name) || values().any(|x| x.abs() > 1.0)) {
+                ColumnFormat::Integer
+            } else {
+                ColumnFormat::Decimal
+            }
+        })
+        .collect()
 }
 
 /// The models statistically tied with the best (Holm-adjusted p ≥ 0.05, paired and clustered
@@ -253,6 +300,19 @@ mod tests {
         |---|---|---:|---:|
         | a\|b | t,1 | 3 | 0.33 |
         ");
+    }
+
+    #[test]
+    fn counts_print_as_integers_and_shares_as_percentages() {
+        let section = Section {
+            title: "model outcomes".into(),
+            columns: ["answers", "truncated %", "no_usage", "median latency (s)", "rate"].map(str::to_owned).to_vec(),
+            rows: vec![("m".into(), vec![Some(47.0), Some(0.125), Some(0.0), Some(1.5), Some(1.0)]), ("n".into(), vec![Some(3.0), None, Some(1.0), Some(2.0), Some(0.0)])],
+        };
+        let cfg = ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() };
+        let md = markdown(&cfg, &[], &[section], &RunFacts::default());
+        // `rate` is whole but 0/1 and not a count: it keeps its decimals.
+        assert!(md.contains("| m | 47 | 12.5 % | 0 | 1.500 | 1.000 |") && md.contains("| n | 3 | – | 1 | 2.000 | 0.000 |"), "{md}");
     }
 
     #[test]
