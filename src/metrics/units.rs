@@ -142,7 +142,11 @@ mod tests {
                 metrics: vec![UnitMetric::new("score", "score", "mean_score", false), UnitMetric::new("success", "success", "success_rate", true)],
                 models: vec!["oracle".into()],
                 tasks: vec!["only aces".into()],
-                rows: vec![row(0, 0, 1, 0, vec![Some(-4.0), Some(1.0)]), row(0, 0, 1, 0, vec![Some(0.125), None]), row(0, 0, 1, 0, vec![Some(1e-7), Some(0.0)])],
+                rows: vec![
+                    row(0, 0, 1, 0, vec![Some(-4.0), Some(1.0)]),
+                    row(0, 0, 1, 0, vec![Some(0.125), None]),
+                    row(0, 0, 1, 0, vec![Some(1e-7), Some(0.0)]),
+                ],
             },
         ];
         let mut frame = items_frame(&suites).unwrap();

@@ -332,10 +332,8 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
     let all: Vec<&CellRow> = rows.iter().collect();
     // Encoding the Parquet and CSV files is CPU work; reading the episodes' call tallies
     // is mostly waiting on the cache: side by side, neither waits for the other.
-    let (files, outcomes) = rayon::join(
-        || -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) },
-        || outcome_sections(scored, store),
-    );
+    let (files, outcomes) =
+        rayon::join(|| -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) }, || outcome_sections(scored, store));
     let (parquet, (items_csv, items_parquet)) = files?;
     let tokens = pipeline
         .models
@@ -422,19 +420,10 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
         return Ok((Vec::new(), answered_by, Vec::new()));
     }
     let call_tokens = totals.iter().map(|(m, c, _)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
-    let columns = [
-        "answers",
-        "truncated %",
-        "filtered %",
-        "refused %",
-        "context_exceeded %",
-        "malformed %",
-        "no_usage",
-        "median latency (s)",
-        "output tokens/s",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let columns =
+        ["answers", "truncated %", "filtered %", "refused %", "context_exceeded %", "malformed %", "no_usage", "median latency (s)", "output tokens/s"]
+            .map(str::to_owned)
+            .to_vec();
     #[expect(clippy::cast_precision_loss, reason = "call counts and milliseconds are far below 2^52")]
     let rows = totals
         .into_iter()
@@ -450,8 +439,17 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             });
             let seconds = times.iter().sum::<u64>() as f64 / 1000.0;
             let rate = (seconds > 0.0 && times.len() as f64 == n).then(|| c["output_tokens"] as f64 / seconds);
-            let values =
-                vec![Some(n), share("length"), share("content_filter"), share("refusal"), share(CONTEXT_EXCEEDED), share("malformed"), Some(c["no_usage"] as f64), median, rate];
+            let values = vec![
+                Some(n),
+                share("length"),
+                share("content_filter"),
+                share("refusal"),
+                share(CONTEXT_EXCEEDED),
+                share("malformed"),
+                Some(c["no_usage"] as f64),
+                median,
+                rate,
+            ];
             (model, values)
         })
         .collect();

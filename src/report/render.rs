@@ -307,7 +307,10 @@ mod tests {
         let section = Section {
             title: "model outcomes".into(),
             columns: ["answers", "truncated %", "no_usage", "median latency (s)", "rate"].map(str::to_owned).to_vec(),
-            rows: vec![("m".into(), vec![Some(47.0), Some(0.125), Some(0.0), Some(1.5), Some(1.0)]), ("n".into(), vec![Some(3.0), None, Some(1.0), Some(2.0), Some(0.0)])],
+            rows: vec![
+                ("m".into(), vec![Some(47.0), Some(0.125), Some(0.0), Some(1.5), Some(1.0)]),
+                ("n".into(), vec![Some(3.0), None, Some(1.0), Some(2.0), Some(0.0)]),
+            ],
         };
         let cfg = ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() };
         let md = markdown(&cfg, &[], &[section], &RunFacts::default());

@@ -277,7 +277,10 @@ fn report_renders_in_headless_chromium_without_errors() {
     assert_eq!(matrix.matches("<td class=\"pair sig-pos\"").count(), 2, "{matrix}");
     assert_eq!(matrix.matches("<td class=\"pair sig-neg\"").count(), 2, "{matrix}");
     assert_eq!(matrix.matches("<td class=\"diag\">").count(), 3, "{matrix}");
-    assert!(matrix.contains("+34.000<span class=\"ci\">[33.020, 34.980]</span>") && matrix.contains("-34.000<span class=\"ci\">[-34.980, -33.020]</span>"), "{matrix}");
+    assert!(
+        matrix.contains("+34.000<span class=\"ci\">[33.020, 34.980]</span>") && matrix.contains("-34.000<span class=\"ci\">[-34.980, -33.020]</span>"),
+        "{matrix}"
+    );
     assert!(matrix.contains("<td class=\"pair\" title=\"Holm-adjusted p = 0.6000, 78 pairs\">+1.000<span class=\"ci\">[-2.920, 4.920]</span>"), "{matrix}");
     assert!(dom.contains("td.sig-pos{background:#d4f0dc") && dom.contains("td.sig-neg{background:#f9d9d9"), "the colours are in the page's (CSP-hashed) style");
     assert!(dom.contains("oracle<span class=\"best\">best</span>"), "the best model is marked in the by-model table");

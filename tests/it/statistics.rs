@@ -176,7 +176,11 @@ fn status_power_names_the_seeds_and_items_the_closest_pair_needs() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = &v["power"][0];
     let suite = items[0]["suite"].as_str();
-    assert_eq!((p["suite"].as_str(), p["metric"].as_str(), p["model_a"].as_str(), p["model_b"].as_str()), (Some(suite), Some("correct"), Some(a), Some(b)), "{p}");
+    assert_eq!(
+        (p["suite"].as_str(), p["metric"].as_str(), p["model_a"].as_str(), p["model_b"].as_str()),
+        (Some(suite), Some("correct"), Some(a), Some(b)),
+        "{p}"
+    );
     assert!((p["diff"].as_f64().unwrap() - diff).abs() <= 1e-12 && (p["se"].as_f64().unwrap() - se).abs() <= 1e-9 * se, "{p} vs diff {diff}, se {se}");
     assert_eq!((p["n_pairs"].as_u64(), p["seeds"].as_u64(), p["clusters"].as_u64()), (Some(n as u64), Some(2), Some(23)), "{p}");
     assert_eq!((p["units_needed"].as_u64(), p["seeds_needed"].as_u64()), (Some(units_needed), Some(seeds_needed)), "{p}");
