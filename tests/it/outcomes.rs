@@ -90,6 +90,9 @@ fn truncated_empty_filtered_and_refused_answers_are_scored_and_shown_and_a_faile
     assert!(fields[10].parse::<f64>().is_ok_and(|r| r > 0.0), "output tokens/s: {line}");
     assert!(cells[1] > 0.0 && cells[2] > 0.0 && cells[3] > 0.0, "truncated, filtered and refused shares: {line}");
     assert!(md.contains("incomplete (2 of 3)"), "{md}");
+    // No built-in agent in this grid: the accuracy figure's title names no baseline.
+    let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
+    assert!(html.contains("bbeh-mini: accuracy per task") && !html.contains("baseline as reference"), "figure title");
     // The outcomes are answers: cached, so a rerun of steady makes no call.
     let before = mock.server().calls();
     let (_, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json", "--filter", "model=steady"]);
