@@ -180,6 +180,10 @@ pub(crate) struct StatusArgs {
     /// Exit 1 unless every cell is cached (for a report job that decides pass or fail).
     #[arg(long)]
     pub(crate) check: bool,
+    /// For each suite's closest pair of models, the seeds or items needed to detect a
+    /// difference of D (in the metric's units) at 80 % power, α 0.05 two-sided.
+    #[arg(long, value_name = "D")]
+    pub(crate) power: Option<f64>,
 }
 
 /// Options of the job generators (`slurm`, `k8s`).

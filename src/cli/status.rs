@@ -3,6 +3,7 @@
 use super::exit::Exit;
 use evalgrid::cache::{Store, diff};
 use evalgrid::exec::{CellState, classify};
+use evalgrid::metrics::power::PowerNeed;
 use evalgrid::plan::{Cell, episode_components, score_components};
 use evalgrid::spec::Pipeline;
 use evalgrid::text::one_line;
@@ -36,6 +37,11 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
         }
     }
     let shards = shard_lines(&store, &pipeline)?;
+    let power = match args.power {
+        None => None,
+        Some(d) if d.is_finite() && d > 0.0 => Some(power_needs(&pipeline, &plan, &store, d)?),
+        Some(d) => return Err(Failure::invalid(anyhow::anyhow!("--power {d}: the difference to detect must be a positive number, in the metric's units"))),
+    };
     if args.json {
         let cells: Vec<_> = plan
             .cells
@@ -50,6 +56,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_stale": counts[1],
             "cells_missing": counts[2], "cells_failed": counts[3], "cells": cells,
             "shards": shards.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
+            "power": power,
         }));
     } else {
         output::line(&format!("{} cells: {} cached, {} stale, {} missing, {} failed", plan.cells.len(), counts[0], counts[1], counts[2], counts[3]));
@@ -66,8 +73,60 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             // One line per cell: a newline in a provider's error must not forge another.
             output::line(&format!("{state:8} {}  {}", cell.id, one_line(reason)));
         }
+        if let Some(power) = &power {
+            power_lines(power, args.power.unwrap_or_default());
+        }
     }
     Ok(if args.check { Exit::failed_if(counts[0] < plan.cells.len()) } else { Exit::Ok })
+}
+
+/// What each suite's closest pair needs to detect a difference of `d` (`--power`), from the
+/// scored cells in the cache; the seeds are those the plan has for the suite.
+fn power_needs(pipeline: &Pipeline, plan: &evalgrid::plan::Plan, store: &Store, d: f64) -> Result<Vec<PowerNeed>, Failure> {
+    let comparisons = evalgrid::report::comparisons(pipeline, plan, store)?;
+    let seeds_of = |suite: &str| {
+        let mut seeds: Vec<u64> = plan.cells.iter().filter(|c| pipeline.tasks[c.task].suite == suite).map(|c| c.seed).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        seeds.len() as u64
+    };
+    Ok(evalgrid::metrics::power::power_needs(&comparisons, d, &seeds_of))
+}
+
+/// `--power` in words: one paragraph per suite.
+fn power_lines(power: &[PowerNeed], d: f64) {
+    if power.is_empty() {
+        output::line(&format!("power: no pair of models to compare yet (needs two models with scored cells on at least two tasks) for a difference of {d}"));
+    }
+    for p in power {
+        output::line(&format!(
+            "power: {} `{}`, closest pair {} vs {}: difference {:.4}, clustered SE {:.4} over {} paired units ({} tasks, {} seed{}), detectable now at 80 % power: {:.4}",
+            p.suite,
+            p.metric,
+            p.model_a,
+            p.model_b,
+            p.diff,
+            p.se,
+            p.n_pairs,
+            p.clusters,
+            p.seeds,
+            if p.seeds == 1 { "" } else { "s" },
+            p.mde
+        ));
+        if p.more_units == 0 {
+            output::line(&format!("  a difference of {d} is already detectable at 80 % power (α 0.05, two-sided)"));
+        } else {
+            output::line(&format!(
+                "  to detect {d} at 80 % power (α 0.05, two-sided): {} paired units, {} more than now: {} more seed{} ({} in all), or {:.1}× the items per task",
+                p.units_needed,
+                p.more_units,
+                p.more_seeds,
+                if p.more_seeds == 1 { "" } else { "s" },
+                p.seeds_needed,
+                p.units_needed as f64 / p.n_pairs.max(1) as f64
+            ));
+        }
+    }
 }
 
 /// A shard that has not updated its record for this long while unfinished is reported

@@ -64,6 +64,10 @@ impl OutcomeTally {
         if !response.usage_reported {
             add(counts, "no_usage", 1);
         }
+        // Each answer's wall time, for the report's median latency and output tokens/s.
+        if let Value::Array(times) = counts.entry("latency_ms".into()).or_insert_with(|| Value::Array(Vec::new())) {
+            times.push(Value::from(response.latency_ms));
+        }
         if !response.answered_model.is_empty() {
             let ids = counts.entry("answered_by".into()).or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(ids) = ids

@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod cluster;
 pub mod comparison;
 pub mod pooled;
+pub mod power;
 pub mod table;
 pub mod units;
 

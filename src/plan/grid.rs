@@ -9,7 +9,7 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 8;
+pub const METRICS_VERSION: u32 = 9;
 /// Version of the report rendering code (bump when its output changes).
 pub const REPORT_VERSION: u32 = 5;
 
@@ -198,8 +198,8 @@ mod tests {
                 "2c10ca045930db4463e52a794ade3a97edaf87b93f467da952e06d289d67e80a",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "e21c8db3d03749e0377fc6cbe7442f936f3c302c6d64dc518605934307809988");
-        assert_eq!(p.report_key.to_hex(), "f6c1308db952ee519fd3f45359decf650931e91e471689f8099bc1d87746bc07");
+        assert_eq!(p.metrics_key.to_hex(), "eda62fabce0dd52b84d46aff8d1ca4e5d3f297a4fd7eec1538ad7768497e9ab2");
+        assert_eq!(p.report_key.to_hex(), "9e93faa25b02e9ce71c868c978b74f8f1949829c8db028692d807846faadd258");
     }
 
     #[test]

@@ -126,6 +126,26 @@ pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pat
     }
 }
 
+/// Every pair of models per suite and per-unit metric over the scored cells of `plan`,
+/// as `comparisons.csv` holds them, computed from the cached scores without writing
+/// anything (for `status --power`).
+pub fn comparisons(pipeline: &Pipeline, plan: &Plan, store: &Store) -> Result<Vec<Comparison>, ReportError> {
+    let read: Vec<Option<Value>> = plan.cells.par_iter().map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
+    let scored: Vec<(&Cell, Value)> = plan.cells.iter().zip(read).filter_map(|(c, v)| v.map(|v| (c, v))).collect();
+    Ok(suite_units(pipeline, &suites_of(pipeline), &scored).iter().flat_map(compare).collect())
+}
+
+/// The pipeline's suites with their benchmarks, each once, in pipeline order.
+fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
+    let mut suites: Vec<(&str, &str)> = Vec::new();
+    for t in &pipeline.tasks {
+        if !suites.iter().any(|(s, _)| *s == t.suite) {
+            suites.push((&t.suite, &t.benchmark));
+        }
+    }
+    suites
+}
+
 /// One attempt of [`build`]; `fresh` evicts the cached metrics and report entries first.
 fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, fresh: bool) -> Result<ReportOutcome, ReportError> {
     // Reading and verifying entries is the bulk of the work on big grids;
@@ -169,7 +189,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
             };
             rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
             rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
-            rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, pipeline.report.decimals).into_bytes());
+            rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, &metrics.comparisons, pipeline.report.decimals).into_bytes());
             rendered.insert("comparisons.csv".to_owned(), comparisons_csv(&metrics.comparisons).into_bytes());
             let input = PageInput {
                 tables: &metrics.tables,
@@ -178,6 +198,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
                 scored: &scored,
                 usage,
                 answered_by: &metrics.answered_by,
+                comparisons: &metrics.comparisons,
             };
             let pages = page_files(pipeline, plan, &input, store)?;
             rendered.extend(pages.files);
@@ -281,12 +302,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         })
         .collect();
     // One table per suite, in pipeline order; a suite belongs to one benchmark.
-    let mut suites: Vec<(&str, &str)> = Vec::new();
-    for t in &pipeline.tasks {
-        if !suites.iter().any(|(s, _)| *s == t.suite) {
-            suites.push((&t.suite, &t.benchmark));
-        }
-    }
+    let suites = suites_of(pipeline);
     let units = suite_units(pipeline, &suites, scored);
     let mut tables = Vec::new();
     let mut all_columns: Vec<MetricColumn> = Vec::new();
@@ -314,8 +330,11 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         }
     }
     let all: Vec<&CellRow> = rows.iter().collect();
-    let parquet = cells_parquet(&all, &all_columns)?;
-    let (items_csv, items_parquet) = items_files(&units)?;
+    // Encoding the Parquet and CSV files is CPU work; reading the episodes' call tallies
+    // is mostly waiting on the cache: side by side, neither waits for the other.
+    let (files, outcomes) =
+        rayon::join(|| -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) }, || outcome_sections(scored, store));
+    let (parquet, (items_csv, items_parquet)) = files?;
     let tokens = pipeline
         .models
         .iter()
@@ -327,7 +346,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    let (outcomes, answered_by, call_tokens) = outcome_sections(scored, store)?;
+    let (outcomes, answered_by, call_tokens) = outcomes?;
     let mut section_owners = vec![String::new(); outcomes.len()];
     let mut sections = outcomes;
     for (owner, section) in benchmark_sections(pipeline, plan, scored, store)? {
@@ -364,21 +383,30 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     }
     let read: Vec<Option<Value>> =
         scored.par_iter().map(|(c, _)| store.get_output::<Tally>(c.episode_key).map(|t| t.and_then(|t| t.call_outcomes))).collect::<Result<_, _>>()?;
-    let mut totals: Vec<(String, BTreeMap<String, u64>)> = Vec::new();
+    let mut totals: Vec<(String, BTreeMap<String, u64>, Vec<u64>)> = Vec::new();
     let mut answered_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // The outcome classes counted, `context_exceeded` (a prompt longer than the model's
+    // context) included whether or not the tally lists it yet.
+    let mut fields: Vec<&str> = OUTCOME_FIELDS.to_vec();
+    for extra in [CONTEXT_EXCEEDED, "input_tokens", "cached_tokens", "output_tokens"] {
+        if !fields.contains(&extra) {
+            fields.push(extra);
+        }
+    }
     for tally in read.into_iter().flatten() {
         let Some(models) = tally.as_object() else { continue };
         for (model, counts) in models {
-            let i = match totals.iter().position(|(m, _)| m == model) {
+            let i = match totals.iter().position(|(m, ..)| m == model) {
                 Some(i) => i,
                 None => {
-                    totals.push((model.clone(), BTreeMap::new()));
+                    totals.push((model.clone(), BTreeMap::new(), Vec::new()));
                     totals.len() - 1
                 }
             };
-            for field in OUTCOME_FIELDS.iter().chain(&["input_tokens", "cached_tokens", "output_tokens"]) {
+            for field in &fields {
                 *totals[i].1.entry((*field).to_owned()).or_default() += counts.get(*field).and_then(Value::as_u64).unwrap_or(0);
             }
+            totals[i].2.extend(counts.get("latency_ms").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_u64));
             let ids = answered_by.entry(model.clone()).or_default();
             for id in counts.get("answered_by").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
                 if !ids.iter().any(|known| known == id) {
@@ -391,28 +419,39 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     if totals.is_empty() {
         return Ok((Vec::new(), answered_by, Vec::new()));
     }
-    let call_tokens = totals.iter().map(|(m, c)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
+    let call_tokens = totals.iter().map(|(m, c, _)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
     let columns =
-        vec!["answers".into(), "truncated".into(), "filtered".into(), "refused".into(), "malformed".into(), "context_exceeded".into(), "no_usage".into()];
-    let exceeded: u64 = totals.iter().map(|(_, c)| c["context_exceeded"]).sum();
-    #[expect(clippy::cast_precision_loss, reason = "call counts are far below 2^52")]
+        ["answers", "truncated %", "filtered %", "refused %", "context_exceeded %", "malformed %", "no_usage", "median latency (s)", "output tokens/s"]
+            .map(str::to_owned)
+            .to_vec();
+    let exceeded: u64 = totals.iter().map(|(_, c, _)| c.get(CONTEXT_EXCEEDED).copied().unwrap_or(0)).sum();
+    #[expect(clippy::cast_precision_loss, reason = "call counts and milliseconds are far below 2^52")]
     let rows = totals
         .into_iter()
-        .map(|(model, c)| {
+        .map(|(model, c, mut times)| {
             let n = c["answers"] as f64;
             let share = |f: &str| (n > 0.0).then(|| c[f] as f64 / n);
-            (
-                model,
-                vec![
-                    Some(n),
-                    share("length"),
-                    share("content_filter"),
-                    share("refusal"),
-                    share("malformed"),
-                    share("context_exceeded"),
-                    Some(c["no_usage"] as f64),
-                ],
-            )
+            // Answers recorded before episodes kept their times have none: no figure, not 0.
+            times.sort_unstable();
+            let median = (!times.is_empty()).then(|| {
+                let mid = times.len() / 2;
+                let ms = if times.len() % 2 == 1 { times[mid] as f64 } else { (times[mid - 1] + times[mid]) as f64 / 2.0 };
+                ms / 1000.0
+            });
+            let seconds = times.iter().sum::<u64>() as f64 / 1000.0;
+            let rate = (seconds > 0.0 && times.len() as f64 == n).then(|| c["output_tokens"] as f64 / seconds);
+            let values = vec![
+                Some(n),
+                share("length"),
+                share("content_filter"),
+                share("refusal"),
+                share(CONTEXT_EXCEEDED),
+                share("malformed"),
+                Some(c["no_usage"] as f64),
+                median,
+                rate,
+            ];
+            (model, values)
         })
         .collect();
     Ok((vec![Section { title: outcomes_title(exceeded), columns, rows }], answered_by, call_tokens))
@@ -421,7 +460,7 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
 /// The outcomes table's title; with answers whose prompt did not fit, it says how to ask
 /// them again once the model is served with a larger context.
 fn outcomes_title(exceeded: u64) -> String {
-    let mut title = "model outcomes (share of answers; no_usage = answers without reported usage, counted as 0 tokens)".to_owned();
+    let mut title = "model outcomes (% of answers; no_usage = answers without reported usage, counted as 0 tokens; output tokens/s = output tokens over the answers' summed wall time)".to_owned();
     if exceeded > 0 {
         title.push_str(&format!(
             "; {exceeded} answer(s) context_exceeded: the prompt did not fit the model's context window, scored by each benchmark's rules. Serve the model with a larger context, then `evalgrid run <pipeline> --retry-outcome context_exceeded` asks exactly those calls again"
@@ -429,6 +468,10 @@ fn outcomes_title(exceeded: u64) -> String {
     }
     title
 }
+
+/// The finish class of an answer refused because the prompt did not fit the model's
+/// context (issue 23), read from the tally like `length` (truncated).
+const CONTEXT_EXCEEDED: &str = "context_exceeded";
 
 /// Each benchmark's extra tables over its scored cells (e.g. Eleusis' spec §5 metrics),
 /// with the benchmark that made each, in pipeline order.

@@ -17,7 +17,8 @@ use sha2::{Digest, Sha256};
 
 use super::render::{ModelUsage, Section};
 pub use super::svg::{Figure, FigureKind, Series, figure_csv, figure_file_stem, figure_svg};
-use crate::metrics::{Agg, BenchmarkTables, TableRow};
+use crate::metrics::comparison::{Ties, ties_with_best};
+use crate::metrics::{Agg, BenchmarkTables, Comparison, TableRow};
 
 /// Most per-cell rows rendered inline; the rest are in [`CELLS_CSV`].
 pub const MAX_CELL_ROWS: usize = 5_000;
@@ -53,6 +54,9 @@ pub struct HtmlReport<'a> {
     pub warnings: Vec<String>,
     /// Extra tables after the summary (model outcomes, the Eleusis §5 metrics).
     pub sections: &'a [Section],
+    /// Paired model comparisons (`comparisons.csv`): the ties with the best and the
+    /// pairwise matrix per suite, so a reader sees which differences are real.
+    pub comparisons: &'a [Comparison],
 }
 
 /// One cell of the grid as listed in the per-cell table.
@@ -179,7 +183,10 @@ tr.failed td{background:#fdecea}#cells-table th{cursor:pointer}\
 figure{margin:16px 0}svg.figure{max-width:100%;height:auto}figcaption{font-size:12px;color:#555}\
 pre{white-space:pre-wrap;word-break:break-word;background:#f8f8f8;padding:8px;border:1px solid #eee}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}dt{font-weight:600}dd{margin:0;word-break:break-all}\
-p.note{color:#555;font-size:13px}div.scroll{overflow-x:auto;max-width:100%}td.incomplete{color:#8a5a00}p.warning{background:#fde8e8;border:1px solid #c00;padding:8px}nav a{margin-right:12px}";
+p.note{color:#555;font-size:13px}\
+table.pairwise td.pair{text-align:center;font-variant-numeric:tabular-nums;white-space:nowrap}table.pairwise td.diag{background:#f4f4f4}\
+td.sig-pos{background:#d4f0dc;color:#0b4d1e}td.sig-neg{background:#f9d9d9;color:#7a1010}span.ci{display:block;font-size:12px;color:#555}\
+span.best,span.tied{font-size:11px;border-radius:3px;padding:0 4px;margin-left:6px}span.best{background:#1a7f37;color:#fff}span.tied{background:#ddf4ff;color:#0a3069}div.scroll{overflow-x:auto;max-width:100%}td.incomplete{color:#8a5a00}p.warning{background:#fde8e8;border:1px solid #c00;padding:8px}nav a{margin-right:12px}";
 
 const SCRIPT: &str = "(function(){var t=document.getElementById('cells-table');if(!t||!t.tBodies.length)return;\
 var b=t.tBodies[0],hs=t.tHead.rows[0].cells,f=document.getElementById('cell-filter');\
@@ -287,10 +294,15 @@ fn summary(out: &mut String, report: &HtmlReport) {
         out.push_str("<h3>");
         push_escaped(out, &t.benchmark);
         out.push_str("</h3>\n");
-        summary_table(out, &cols, &t.by_model, false, report.decimals);
+        let ties = ties_with_best(report.comparisons, &t.benchmark);
+        summary_table(out, &cols, &t.by_model, false, report.decimals, ties.as_ref());
+        if let Some(ties) = &ties {
+            ties_note(out, ties, report.decimals);
+            pairwise(out, report.comparisons, &t.benchmark, report.decimals);
+        }
         if !t.by_task.is_empty() {
             let _ = writeln!(out, "<details>\n<summary>By model × task ({} row{})</summary>", t.by_task.len(), if t.by_task.len() == 1 { "" } else { "s" });
-            summary_table(out, &cols, &t.by_task[..t.by_task.len().min(MAX_TASK_ROWS)], true, report.decimals);
+            summary_table(out, &cols, &t.by_task[..t.by_task.len().min(MAX_TASK_ROWS)], true, report.decimals, None);
             if t.by_task.len() > MAX_TASK_ROWS {
                 let _ = writeln!(
                     out,
@@ -318,19 +330,21 @@ fn section_table(out: &mut String, s: &Section, decimals: u32) {
         out.push_str("</th>");
     }
     out.push_str("</tr></thead>\n<tbody>\n");
+    let formats = super::render::column_formats(s);
     for (label, values) in &s.rows {
         out.push_str("<tr><td>");
         push_escaped(out, label);
         out.push_str("</td>");
-        for v in values {
-            let _ = write!(out, "<td class=\"num\">{}</td>", value_text(*v, decimals));
+        for (v, f) in values.iter().zip(&formats) {
+            let _ = write!(out, "<td class=\"num\">{}</td>", f.text(*v, decimals));
         }
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table></div>\n");
 }
 
-fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: bool, decimals: u32) {
+/// `ties` marks the best model of a by-model table and those statistically tied with it.
+fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: bool, decimals: u32, ties: Option<&Ties<'_>>) {
     out.push_str("<div class=\"scroll\"><table class=\"summary\">\n<thead><tr><th>model</th>");
     if with_task {
         out.push_str("<th>task</th>");
@@ -348,6 +362,13 @@ fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: b
     for r in rows {
         out.push_str("<tr><td>");
         push_escaped(out, &r.model);
+        if let Some((_, best, others)) = ties {
+            if *best == r.model {
+                out.push_str("<span class=\"best\">best</span>");
+            } else if others.iter().any(|(m, tied, _)| *tied && *m == r.model) {
+                out.push_str("<span class=\"tied\" title=\"not significantly different from the best (Holm-adjusted p ≥ 0.05)\">tied</span>");
+            }
+        }
         out.push_str("</td>");
         if with_task {
             out.push_str("<td>");
@@ -369,6 +390,89 @@ fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: b
                 let _ = write!(out, " [{}, {}]", value_text(at(lo), decimals), value_text(at(hi), decimals));
             }
             out.push_str("</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+}
+
+/// The best model, those tied with it and each pair's minimum detectable difference.
+fn ties_note(out: &mut String, (metric, best, others): &Ties<'_>, decimals: u32) {
+    out.push_str("<p class=\"note ties\">Best on <code>");
+    push_escaped(out, metric);
+    out.push_str("</code>: ");
+    push_escaped(out, best);
+    out.push_str(". Statistically tied with it (paired, clustered by task, Holm-adjusted p ≥ 0.05): ");
+    let tied: Vec<&str> = others.iter().filter(|o| o.1).map(|o| o.0).collect();
+    push_escaped(out, &if tied.is_empty() { "none".to_owned() } else { tied.join(", ") });
+    out.push_str(". Minimum detectable difference against it at 80 % power: ");
+    let mde: Vec<String> = others.iter().map(|(m, _, mde)| format!("{m} {}", value_text(*mde, decimals + 1))).collect();
+    push_escaped(out, &mde.join(", "));
+    out.push_str(".</p>\n");
+}
+
+/// The suite's pairwise matrix on its first per-unit metric: row minus column, paired over
+/// the common units, with the clustered 95 % CI; cells where the Holm-adjusted p < 0.05
+/// are coloured by sign.
+fn pairwise(out: &mut String, comparisons: &[Comparison], suite: &str, decimals: u32) {
+    let Some(metric) = comparisons.iter().find(|c| c.suite == suite).map(|c| c.metric.as_str()) else { return };
+    let family: Vec<&Comparison> = comparisons.iter().filter(|c| c.suite == suite && c.metric == metric).collect();
+    let mut models: Vec<&str> = Vec::new();
+    for c in &family {
+        for m in [c.model_a.as_str(), c.model_b.as_str()] {
+            if !models.contains(&m) {
+                models.push(m);
+            }
+        }
+    }
+    let d = decimals + 1;
+    out.push_str("<p class=\"note\">Pairwise differences in <code>");
+    push_escaped(out, metric);
+    out.push_str("</code>: row − column, paired over common units, with the 95 % CI clustered by task; coloured where the Holm-adjusted p &lt; 0.05 (green: row higher, red: row lower).</p>\n");
+    out.push_str("<div class=\"scroll\"><table class=\"pairwise\" data-suite=\"");
+    push_escaped(out, suite);
+    out.push_str("\">\n<thead><tr><th></th>");
+    for m in &models {
+        out.push_str("<th>");
+        push_escaped(out, m);
+        out.push_str("</th>");
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &models {
+        out.push_str("<tr><th>");
+        push_escaped(out, row);
+        out.push_str("</th>");
+        for col in &models {
+            if row == col {
+                out.push_str("<td class=\"diag\">—</td>");
+                continue;
+            }
+            // Stored as model_a − model_b; the mirrored cell flips the sign and the interval.
+            let (c, sign) = match family.iter().find(|c| c.model_a == *row && c.model_b == *col) {
+                Some(c) => (Some(*c), 1.0),
+                None => (family.iter().find(|c| c.model_a == *col && c.model_b == *row).copied(), -1.0),
+            };
+            let Some(c) = c else {
+                out.push_str("<td class=\"pair\">–</td>");
+                continue;
+            };
+            let diff = c.diff.map(|x| sign * x);
+            let (lo, hi) = if sign > 0.0 { (c.ci_low, c.ci_high) } else { (c.ci_high.map(|x| -x), c.ci_low.map(|x| -x)) };
+            let significant = c.p_holm.is_some_and(|p| p < 0.05);
+            let class = match (significant, diff) {
+                (true, Some(x)) if x > 0.0 => "pair sig-pos",
+                (true, Some(x)) if x < 0.0 => "pair sig-neg",
+                _ => "pair",
+            };
+            let _ = write!(
+                out,
+                "<td class=\"{class}\" title=\"Holm-adjusted p = {}, {} pairs\">{}<span class=\"ci\">[{}, {}]</span></td>",
+                value_text(c.p_holm, 4),
+                c.n_pairs,
+                diff.filter(|x| x.is_finite()).map_or_else(|| "–".to_owned(), |x| format!("{x:+.p$}", p = d as usize)),
+                value_text(lo, d),
+                value_text(hi, d)
+            );
         }
         out.push_str("</tr>\n");
     }

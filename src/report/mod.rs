@@ -6,5 +6,5 @@ pub mod page;
 pub mod render;
 pub mod svg;
 
-pub use build::{ReportError, ReportOutcome, build};
+pub use build::{ReportError, ReportOutcome, build, comparisons};
 pub use render::{ModelUsage, RunFacts, Section, csv, latex, markdown};

@@ -35,6 +35,8 @@ pub struct PageInput<'a> {
     pub usage: Vec<ModelUsage>,
     /// Per model id: the model ids the servers said answered.
     pub answered_by: &'a std::collections::BTreeMap<String, Vec<String>>,
+    /// Paired model comparisons, for the ties with the best and the pairwise matrices.
+    pub comparisons: &'a [crate::metrics::Comparison],
 }
 
 /// The report's rendered files, and the transcript pages it links.
@@ -112,6 +114,7 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         decimals: pipeline.report.decimals,
         warnings: warnings(pipeline),
         sections: input.sections,
+        comparisons: input.comparisons,
     };
     out.push(("index.html".to_owned(), render_html(&report).into_bytes()));
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -65,16 +65,63 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[S
         table(&mut out, t, &t.by_task, true, config.decimals);
         out.push('\n');
     }
-    let d = config.decimals as usize;
     for s in sections {
         let _ = writeln!(out, "## {}\n\n| | {} |\n|---|{}", escape_md(&s.title), s.columns.join(" | "), "---:|".repeat(s.columns.len()));
+        let formats = column_formats(s);
         for (label, values) in &s.rows {
-            let cells: Vec<String> = values.iter().map(|v| v.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}"))).collect();
+            let cells: Vec<String> = values.iter().zip(&formats).map(|(v, f)| f.text(*v, config.decimals)).collect();
             let _ = writeln!(out, "| {} | {} |", escape_md(label), cells.join(" | "));
         }
         out.push('\n');
     }
     out
+}
+
+/// How a column of an extra table prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnFormat {
+    /// A share (header ending in `%`), printed as a percentage: `12.5 %`.
+    Percent,
+    /// A count: every value a whole number, printed without decimals (`47`, not `47.000`).
+    Integer,
+    /// Anything else, with the report's decimals.
+    Decimal,
+}
+
+/// Headers that name counts, printed as integers even when every value is 0 or 1.
+const COUNT_COLUMNS: [&str; 5] = ["answers", "no_usage", "n", "turns", "cells"];
+
+impl ColumnFormat {
+    /// `v` as this column shows it (`–` for no value).
+    #[must_use]
+    pub fn text(self, v: Option<f64>, decimals: u32) -> String {
+        let Some(x) = v.filter(|x| x.is_finite()) else { return "–".to_owned() };
+        match self {
+            Self::Percent => format!("{:.1} %", 100.0 * x),
+            Self::Integer => format!("{x:.0}"),
+            Self::Decimal => format!("{x:.d$}", d = decimals as usize),
+        }
+    }
+}
+
+/// Each column's format: shares by their `%` header; counts when every value is whole and
+/// the header names a count or some value is above 1 (so a column of 0/1 rates keeps its
+/// decimals).
+#[must_use]
+pub fn column_formats(s: &Section) -> Vec<ColumnFormat> {
+    (0..s.columns.len())
+        .map(|i| {
+            let name = s.columns[i].as_str();
+            let values = || s.rows.iter().filter_map(|(_, v)| v.get(i).copied().flatten()).filter(|x| x.is_finite());
+            if name.ends_with('%') {
+                ColumnFormat::Percent
+            } else if values().all(|x| x.fract() == 0.0) && (COUNT_COLUMNS.contains(&name) || values().any(|x| x.abs() > 1.0)) {
+                ColumnFormat::Integer
+            } else {
+                ColumnFormat::Decimal
+            }
+        })
+        .collect()
 }
 
 /// The models statistically tied with the best (Holm-adjusted p ≥ 0.05, paired and clustered
@@ -145,22 +192,53 @@ pub fn csv(tables: &[BenchmarkTables]) -> String {
     out
 }
 
-/// LaTeX (booktabs) tables, one per benchmark, per model, for papers.
+/// LaTeX (booktabs) tables, one per benchmark, per model, for papers. With paired
+/// comparisons, the best model is bold, those statistically tied with it carry a `$^{=}$`,
+/// and a last column gives each model's minimum detectable difference against the best.
 #[must_use]
-pub fn latex(tables: &[BenchmarkTables], decimals: u32) -> String {
+pub fn latex(tables: &[BenchmarkTables], comparisons: &[crate::metrics::Comparison], decimals: u32) -> String {
     let d = decimals as usize;
     let mut out = String::new();
     for t in tables {
-        let cols = t.columns.len() + 2;
+        let ties = crate::metrics::comparison::ties_with_best(comparisons, &t.benchmark);
+        let cols = t.columns.len() + 2 + usize::from(ties.is_some());
         let _ = writeln!(out, "% {} (evalgrid)\n\\begin{{tabular}}{{l{}}}\n\\toprule", latex_escape(&t.benchmark), "r".repeat(cols - 1));
-        let header: Vec<String> = ["model".to_owned(), "n".to_owned()].into_iter().chain(t.columns.iter().map(|c| latex_escape(&c.name))).collect();
+        let mut header: Vec<String> = ["model".to_owned(), "n".to_owned()].into_iter().chain(t.columns.iter().map(|c| latex_escape(&c.name))).collect();
+        if ties.is_some() {
+            header.push("MDE".to_owned());
+        }
         let _ = writeln!(out, "{} \\\\\n\\midrule", header.join(" & "));
         for r in &t.by_model {
-            let mut cells = vec![latex_escape(&r.model), r.incomplete().unwrap_or_else(|| r.n.to_string())];
+            let mut model = latex_escape(&r.model);
+            let mut mde = None;
+            if let Some((_, best, others)) = &ties {
+                if *best == r.model {
+                    model = format!("\\textbf{{{model}}}");
+                    mde = Some("--".to_owned());
+                } else if let Some((_, tied, m)) = others.iter().find(|o| o.0 == r.model) {
+                    if *tied {
+                        model.push_str("$^{=}$");
+                    }
+                    mde = Some(m.map_or_else(|| "--".to_owned(), |x| format!("{x:.p$}", p = d + 1)));
+                } else {
+                    mde = Some("--".to_owned());
+                }
+            }
+            let mut cells = vec![model, r.incomplete().unwrap_or_else(|| r.n.to_string())];
             cells.extend(r.values.iter().map(|v| v.map_or_else(|| "--".to_owned(), |x| format!("{x:.d$}"))));
+            cells.extend(mde);
             let _ = writeln!(out, "{} \\\\", cells.join(" & "));
         }
-        let _ = writeln!(out, "\\bottomrule\n\\end{{tabular}}\n");
+        let _ = writeln!(out, "\\bottomrule\n\\end{{tabular}}");
+        if let Some((metric, ..)) = &ties {
+            let _ = writeln!(
+                out,
+                "\\par\\footnotesize Bold: best on {m}; $^{{=}}$: statistically tied with it (paired, clustered by task, Holm-adjusted $p \\ge 0.05$). \
+                 MDE: minimum detectable difference against the best at 80\\,\\% power.",
+                m = latex_escape(metric)
+            );
+        }
+        out.push('\n');
     }
     out
 }
@@ -225,8 +303,24 @@ mod tests {
     }
 
     #[test]
+    fn counts_print_as_integers_and_shares_as_percentages() {
+        let section = Section {
+            title: "model outcomes".into(),
+            columns: ["answers", "truncated %", "no_usage", "median latency (s)", "rate"].map(str::to_owned).to_vec(),
+            rows: vec![
+                ("m".into(), vec![Some(47.0), Some(0.125), Some(0.0), Some(1.5), Some(1.0)]),
+                ("n".into(), vec![Some(3.0), None, Some(1.0), Some(2.0), Some(0.0)]),
+            ],
+        };
+        let cfg = ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() };
+        let md = markdown(&cfg, &[], &[section], &RunFacts::default());
+        // `rate` is whole but 0/1 and not a count: it keeps its decimals.
+        assert!(md.contains("| m | 47 | 12.5 % | 0 | 1.500 | 1.000 |") && md.contains("| n | 3 | – | 1 | 2.000 | 0.000 |"), "{md}");
+    }
+
+    #[test]
     fn latex_escapes_and_formats() {
-        insta::assert_snapshot!(latex(&tables(), 2), @r"
+        insta::assert_snapshot!(latex(&tables(), &[], 2), @r"
         % eleusis (evalgrid)
         \begin{tabular}{lrr}
         \toprule
@@ -235,6 +329,44 @@ mod tests {
         a|b & 3 & -- \\
         \bottomrule
         \end{tabular}
+        ");
+    }
+
+    #[test]
+    fn latex_marks_the_best_and_its_ties_with_the_mde() {
+        let mut t = tables();
+        t[0].by_model = ["a", "b", "c"].iter().map(|m| TableRow { model: (*m).into(), task: None, n: 3, values: vec![Some(1.0)], planned: 0 }).collect();
+        let pair = |a: &str, b: &str, mean_a: f64, mean_b: f64, p: f64| crate::metrics::Comparison {
+            suite: "eleusis".into(),
+            metric: "score".into(),
+            model_a: a.into(),
+            model_b: b.into(),
+            n_pairs: 3,
+            clusters: 3,
+            mean_a: Some(mean_a),
+            mean_b: Some(mean_b),
+            diff: Some(mean_a - mean_b),
+            se: Some(0.1),
+            ci_low: None,
+            ci_high: None,
+            p_value: Some(p),
+            p_holm: Some(p),
+            mcnemar_p: None,
+            mde: Some(0.28),
+        };
+        let rows = [pair("a", "b", 0.5, 0.9, 0.3), pair("a", "c", 0.5, 0.1, 0.01), pair("b", "c", 0.9, 0.1, 0.001)];
+        insta::assert_snapshot!(latex(&t, &rows, 2), @r"
+        % eleusis (evalgrid)
+        \begin{tabular}{lrrr}
+        \toprule
+        model & n & mean\_score & MDE \\
+        \midrule
+        a$^{=}$ & 3 & 1.00 & 0.280 \\
+        \textbf{b} & 3 & 1.00 & -- \\
+        c & 3 & 1.00 & 0.280 \\
+        \bottomrule
+        \end{tabular}
+        \par\footnotesize Bold: best on score; $^{=}$: statistically tied with it (paired, clustered by task, Holm-adjusted $p \ge 0.05$). MDE: minimum detectable difference against the best at 80\,\% power.
         ");
     }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use evalgrid::metrics::{Agg, BenchmarkTables, MetricDef, TableRow};
+use evalgrid::metrics::{Agg, BenchmarkTables, Comparison, MetricDef, TableRow};
 use evalgrid::report::html::{
     CellLine, CellState, Figure, FigureKind, HtmlReport, Series, Transcript, figure_csv, figure_file_stem, figure_svg, render_html, render_transcript_html,
 };
@@ -164,6 +164,30 @@ fn figures() -> Vec<Figure> {
     ]
 }
 
+/// Three Eleusis models on `score`: oracle and ideal each far above random (Holm p ≈ 0),
+/// oracle and ideal tied (p 0.6). The report's by-model table lists oracle and random.
+fn comparisons() -> Vec<Comparison> {
+    let pair = |a: &str, b: &str, (mean_a, mean_b): (f64, f64), se: f64, p: f64| Comparison {
+        suite: "eleusis".into(),
+        metric: "score".into(),
+        model_a: a.into(),
+        model_b: b.into(),
+        n_pairs: 78,
+        clusters: 26,
+        mean_a: Some(mean_a),
+        mean_b: Some(mean_b),
+        diff: Some(mean_a - mean_b),
+        se: Some(se),
+        ci_low: Some(mean_a - mean_b - 1.96 * se),
+        ci_high: Some(mean_a - mean_b + 1.96 * se),
+        p_value: Some(p),
+        p_holm: Some(p),
+        mcnemar_p: None,
+        mde: Some(2.8 * se),
+    };
+    vec![pair("oracle", "random", (30.0, -4.0), 0.5, 1e-12), pair("oracle", "ideal", (30.0, 29.0), 2.0, 0.6), pair("ideal", "random", (29.0, -4.0), 0.5, 1e-12)]
+}
+
 fn cells() -> Vec<CellLine> {
     let line = |id: &str, state, headline: &str, transcript| CellLine {
         id: id.into(),
@@ -195,6 +219,7 @@ fn report_renders_in_headless_chromium_without_errors() {
     let out = out_dir.as_path();
     let profile_dir = tempfile::tempdir().expect("temp dir");
     let tables = tables();
+    let comparisons = comparisons();
     let sections = [Section {
         title: "eleusis: spec §5 metrics <wide>".into(),
         columns: (0..24).map(|i| format!("a_rather_long_metric_name_{i}")).collect(),
@@ -214,6 +239,7 @@ fn report_renders_in_headless_chromium_without_errors() {
         decimals: 2,
         warnings: vec!["model code ran <unsandboxed>".into()],
         sections: &sections,
+        comparisons: &comparisons,
     };
     let index = out.join("index.html");
     std::fs::write(&index, render_html(&report)).expect("write index");
@@ -244,6 +270,21 @@ fn report_renders_in_headless_chromium_without_errors() {
     assert!(!dom.contains("<img") && !dom.contains("<script>alert"), "hostile markup became elements:\n{dom}");
     assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "hostile text missing:\n{dom}");
     assert!(dom.contains("a_rather_long_metric_name_23") && dom.matches("<div class=\"scroll\">").count() >= 2, "wide tables scroll inside their box");
+    // The pairwise matrix: one cell per ordered pair (3 models → 6), row − column with its
+    // clustered CI, significant cells coloured by sign (green above, red below), the tie not.
+    let matrix = between(&dom, "<table class=\"pairwise\" data-suite=\"eleusis\">", "</table>");
+    assert_eq!(matrix.matches("<td class=\"pair").count(), 6, "{matrix}");
+    assert_eq!(matrix.matches("<td class=\"pair sig-pos\"").count(), 2, "{matrix}");
+    assert_eq!(matrix.matches("<td class=\"pair sig-neg\"").count(), 2, "{matrix}");
+    assert_eq!(matrix.matches("<td class=\"diag\">").count(), 3, "{matrix}");
+    assert!(
+        matrix.contains("+34.000<span class=\"ci\">[33.020, 34.980]</span>") && matrix.contains("-34.000<span class=\"ci\">[-34.980, -33.020]</span>"),
+        "{matrix}"
+    );
+    assert!(matrix.contains("<td class=\"pair\" title=\"Holm-adjusted p = 0.6000, 78 pairs\">+1.000<span class=\"ci\">[-2.920, 4.920]</span>"), "{matrix}");
+    assert!(dom.contains("td.sig-pos{background:#d4f0dc") && dom.contains("td.sig-neg{background:#f9d9d9"), "the colours are in the page's (CSP-hashed) style");
+    assert!(dom.contains("oracle<span class=\"best\">best</span>"), "the best model is marked in the by-model table");
+    assert!(dom.contains("Holm-adjusted p ≥ 0.05): ideal. Minimum detectable difference against it at 80 % power: random 1.400, ideal 5.600."), "{dom}");
 
     // The linked transcript page and the standalone SVG files.
     let (dom, err) = run_chromium(&bin, &profile, &["--dump-dom".to_owned()], &url(&transcript));
@@ -264,6 +305,13 @@ fn report_renders_in_headless_chromium_without_errors() {
     let png = std::fs::read(&shot).expect("screenshot written");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "screenshot looks empty ({} bytes)", png.len());
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// The text of `html` from `start` to the next `end`.
+fn between<'h>(html: &'h str, start: &str, end: &str) -> &'h str {
+    let from = html.find(start).unwrap_or_else(|| panic!("no `{start}` in the page:\n{html}"));
+    let rest = &html[from..];
+    &rest[..rest.find(end).map_or(rest.len(), |i| i + end.len())]
 }
 
 /// The real quickstart report, built by the binary, in the browser.
@@ -292,6 +340,16 @@ fn quickstart_report_renders_in_headless_chromium() {
             "a figure has no drawn marks"
         );
     }
+    // The Eleusis pairwise matrix from the real comparisons: random, oracle and ideal give
+    // 6 ordered pairs; oracle beats random on every rule, so that pair is significant.
+    let matrix = between(&dom, "<table class=\"pairwise\" data-suite=\"eleusis\">", "</table>");
+    assert_eq!(matrix.matches("<td class=\"pair").count(), 6, "{matrix}");
+    assert!(matrix.matches(" sig-pos\"").count() >= 1 && matrix.matches(" sig-neg\"").count() >= 1, "{matrix}");
+    assert_eq!(matrix.matches("<span class=\"ci\">[").count(), 6, "every pair shows its CI: {matrix}");
+    let comparisons = std::fs::read_to_string(ws.path("reports/quickstart/comparisons.csv")).expect("comparisons.csv");
+    let oracle_random = comparisons.lines().find(|l| l.starts_with("eleusis,score,random,oracle,")).unwrap_or_else(|| panic!("{comparisons}"));
+    let diff: f64 = oracle_random.split(',').nth(8).and_then(|x| x.parse().ok()).expect("diff");
+    assert!(matrix.contains(&format!("{diff:+.3}<span class=\"ci\">")), "random − oracle = {diff} is in the matrix: {matrix}");
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quickstart-report.png");
     let _ = run_chromium(&bin, &profile.path().join("q"), &[format!("--screenshot={}", shot.display()), "--window-size=1280,2400".to_owned()], &url);
     assert!(shot.is_file(), "no screenshot written");

@@ -65,6 +65,8 @@ mod scratch;
 mod platform;
 // Statistics (issue 24): items.csv, clustered SEs, paired comparisons, checked by scipy/statsmodels.
 mod statistics;
+// `evalgrid show` of a benchmark without its own transcript reads as an outline.
+mod show_readable;
 // WeirdML's published results and time horizons imported and reproduced.
 mod weirdml_import;
 // A prompt longer than the model's context: scored as `context_exceeded`, asked again on request.

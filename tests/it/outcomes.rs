@@ -46,7 +46,8 @@ fn pipeline(url: &str, models: &[&str]) -> String {
 
 #[test]
 fn truncated_empty_filtered_and_refused_answers_are_scored_and_shown_and_a_failed_cell_is_incomplete() {
-    let mock = Mock::start(MockConfig { script: Script::function(outcome), ..MockConfig::default() });
+    let latency = std::time::Duration::from_millis(20);
+    let mock = Mock::start(MockConfig { script: Script::function(outcome), latency, ..MockConfig::default() });
     let ws = Workspace::new();
     ws.write("p.yaml", &pipeline(&mock.url(), &["steady", "flaky"]));
     let data = data_dir().to_str().unwrap().to_owned();
@@ -78,10 +79,20 @@ fn truncated_empty_filtered_and_refused_answers_are_scored_and_shown_and_a_faile
     assert!(md.contains("model outcomes"), "{md}");
     let section = &md[md.find("model outcomes").unwrap()..];
     let line = section.lines().find(|l| l.starts_with("| steady")).unwrap_or_else(|| panic!("{md}"));
-    let cells: Vec<f64> = line.split('|').map(str::trim).filter_map(|c| c.parse().ok()).collect();
+    // Counts print as integers, shares as percentages (issue 23.8).
+    assert!(line.starts_with("| steady | 60 | ") && section.contains("| answers | truncated % | filtered % | refused % | context_exceeded % |"), "{line}");
+    let cells: Vec<f64> = line.split('|').map(|c| c.trim().trim_end_matches('%').trim()).filter_map(|c| c.parse().ok()).collect();
     assert_eq!(cells[0], 60.0, "60 answers: {line}");
+    // Median latency (every answer waited the mock's 20 ms) and output tokens/s.
+    let fields: Vec<&str> = line.split('|').map(str::trim).collect();
+    let median: f64 = fields[9].parse().unwrap_or_else(|_| panic!("median latency: {line}"));
+    assert!((0.02..5.0).contains(&median), "{line}");
+    assert!(fields[10].parse::<f64>().is_ok_and(|r| r > 0.0), "output tokens/s: {line}");
     assert!(cells[1] > 0.0 && cells[2] > 0.0 && cells[3] > 0.0, "truncated, filtered and refused shares: {line}");
     assert!(md.contains("incomplete (2 of 3)"), "{md}");
+    // No built-in agent in this grid: the accuracy figure's title names no baseline.
+    let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
+    assert!(html.contains("bbeh-mini: accuracy per task") && !html.contains("baseline as reference"), "figure title");
     // The outcomes are answers: cached, so a rerun of steady makes no call.
     let before = mock.server().calls();
     let (_, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json", "--filter", "model=steady"]);

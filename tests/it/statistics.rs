@@ -104,6 +104,10 @@ fn bbeh_items_clustered_errors_pairs_and_bootstrap_agree_with_an_independent_pee
     let md = std::fs::read_to_string(ws.path("reports/pairs/summary.md")).unwrap();
     let note = md.lines().find(|l| l.starts_with("Best on `correct`: r1.")).unwrap_or_else(|| panic!("{md}"));
     assert!(note.contains("Holm-adjusted p ≥ 0.05): r0, twin.") && note.contains("80 % power: r0 0.0"), "{note}");
+    // The LaTeX table marks them too (best bold, ties with `$^{=}$`) and has the MDE column.
+    let tex = std::fs::read_to_string(ws.path("reports/pairs/summary.tex")).unwrap();
+    assert!(tex.contains("\\textbf{r1} & ") && tex.contains("\nr0$^{=}$ & ") && tex.contains("\ntwin$^{=}$ & "), "{tex}");
+    assert!(tex.lines().any(|l| l.starts_with("model & n & ") && l.ends_with(" & MDE \\\\")), "{tex}");
     peer_agrees(&ws.path("reports/pairs"));
 }
 
@@ -122,4 +126,72 @@ fn quickstart_eleusis_rules_are_the_clusters() {
     assert!(pairs.iter().all(|r| r["clusters"] == "26"));
     assert!(pairs.iter().filter(|r| r["metric"] == "score").all(|r| r["mcnemar_p"].is_empty()), "McNemar only for binary metrics");
     peer_agrees(&ws.path("reports/quickstart"));
+}
+
+/// `status --power D` (issue 24.6): the closest pair's required grid size, recomputed here
+/// by hand from `items.csv` (paired differences on common units, the clustered SE with
+/// C/(C−1), n · ((1.96 + 0.84)·SE / D)²).
+#[test]
+fn status_power_names_the_seeds_and_items_the_closest_pair_needs() {
+    let ws = Workspace::new();
+    let out = ws.cmd().args(["datasets", "fetch", "bbeh", "--from"]).arg(repo().join("../shared/data/bbeh")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ws.write(
+        "three.yaml",
+        "name: three\nmodels:\n  - {id: r0, provider: builtin, model: random}\n  - {id: r1, provider: builtin, model: random, params: {salt: 1}}\n  \
+         - {id: r2, provider: builtin, model: random, params: {salt: 2}}\ntasks:\n  - benchmark: bbeh\n    select: all\n    params: {subset: mini}\nseeds: [0, 1]\n",
+    );
+    let (code, v) = ws.run_json(&["run", "three.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+
+    // By hand from items.csv: each model's units, then every pair's paired difference.
+    let mut units: std::collections::BTreeMap<&str, std::collections::BTreeMap<(String, String, String), f64>> = Default::default();
+    let items = rows(&ws, "reports/three/items.csv");
+    for r in &items {
+        units.entry(r["model"].as_str()).or_default().insert((r["task"].clone(), r["seed"].clone(), r["item"].clone()), r["correct"].parse().unwrap());
+    }
+    let mut closest: Option<(f64, f64, usize, &str, &str)> = None;
+    for (a, b) in [("r0", "r1"), ("r0", "r2"), ("r1", "r2")] {
+        let d: Vec<(&str, f64)> = units[a].iter().filter_map(|(k, x)| Some((k.0.as_str(), x - units[b].get(k)?))).collect();
+        let n = d.len() as f64;
+        let mean = d.iter().map(|x| x.1).sum::<f64>() / n;
+        let mut sums: std::collections::BTreeMap<&str, f64> = Default::default();
+        for (task, x) in &d {
+            *sums.entry(task).or_default() += x - mean;
+        }
+        let c = sums.len() as f64;
+        let se = (c / (c - 1.0) * sums.values().map(|s| s * s).sum::<f64>() / (n * n)).sqrt();
+        if closest.is_none_or(|(m, ..)| mean.abs() < m.abs()) {
+            closest = Some((mean, se, d.len(), a, b));
+        }
+    }
+    let (diff, se, n, a, b) = closest.unwrap();
+    let target = 0.01;
+    let factor = ((1.96 + 0.84) * se / target).powi(2);
+    let (units_needed, seeds_needed) = ((n as f64 * factor).ceil() as u64, (2.0 * factor).ceil() as u64);
+    assert!(factor > 1.0, "a 0.01 difference needs a bigger grid than 460 items × 2 seeds (factor {factor})");
+
+    let out = ws.cmd().args(["status", "three.yaml", "--power", "0.01", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["power"][0];
+    let suite = items[0]["suite"].as_str();
+    assert_eq!(
+        (p["suite"].as_str(), p["metric"].as_str(), p["model_a"].as_str(), p["model_b"].as_str()),
+        (Some(suite), Some("correct"), Some(a), Some(b)),
+        "{p}"
+    );
+    assert!((p["diff"].as_f64().unwrap() - diff).abs() <= 1e-12 && (p["se"].as_f64().unwrap() - se).abs() <= 1e-9 * se, "{p} vs diff {diff}, se {se}");
+    assert_eq!((p["n_pairs"].as_u64(), p["seeds"].as_u64(), p["clusters"].as_u64()), (Some(n as u64), Some(2), Some(23)), "{p}");
+    assert_eq!((p["units_needed"].as_u64(), p["seeds_needed"].as_u64()), (Some(units_needed), Some(seeds_needed)), "{p}");
+    assert_eq!((p["more_units"].as_u64(), p["more_seeds"].as_u64()), (Some(units_needed - n as u64), Some(seeds_needed - 2)), "{p}");
+
+    // In words, for a person.
+    let out = ws.cmd().args(["status", "three.yaml", "--power", "0.01"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("closest pair {a} vs {b}")) && text.contains(&format!("{units_needed} paired units")), "{text}");
+    assert!(text.contains(&format!("{} more seeds ({seeds_needed} in all)", seeds_needed - 2)), "{text}");
+    // A difference that is no number is refused with exit 2.
+    let out = ws.cmd().args(["status", "three.yaml", "--power", "-1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

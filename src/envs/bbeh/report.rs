@@ -29,9 +29,11 @@ pub fn figures(input: &FigureInput<'_>) -> Vec<Figure> {
             })
             .collect();
         if !series.is_empty() {
+            // The title names a baseline only when the grid has one.
+            let reference = if series.iter().any(|s| s.reference) { " (built-in baseline as reference)" } else { "" };
             out.push(Figure {
                 id: format!("{}-accuracy", t.suite),
-                title: format!("{}: accuracy per task (built-in baseline as reference)", t.suite),
+                title: format!("{}: accuracy per task{reference}", t.suite),
                 kind: FigureKind::Bars,
                 x_label: "task".into(),
                 y_label: "accuracy".into(),

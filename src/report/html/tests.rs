@@ -57,6 +57,7 @@ fn report<'a>(tables: &'a [BenchmarkTables], cells: Vec<CellLine>) -> HtmlReport
         decimals: 2,
         warnings: Vec::new(),
         sections: &[],
+        comparisons: &[],
     }
 }
 
