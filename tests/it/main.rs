@@ -67,3 +67,5 @@ mod platform;
 mod statistics;
 // WeirdML's published results and time horizons imported and reproduced.
 mod weirdml_import;
+// A real inference server (llama.cpp + SmolLM2, LiteLLM for Gemini): every benchmark, four protocols (issue 23).
+mod real_server;

