@@ -132,6 +132,7 @@ finally:
     if proc:
         proc.kill()
         proc.wait()
+        os.unlink(cfg.name)
     # Not a clean shutdown: llama.cpp's server waits for requests still in flight, and the
     # test wants its CPU back now.
     sys.stderr.flush()
