@@ -137,7 +137,7 @@ fn slurm_report(ctx: &Context, a: &SlurmArgs, cpus: Option<u32>) -> String {
 
 /// Writes (and unless `--dry-run`, submits) the arrays and the report job.
 pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
-    let (_, ctx) = context(env, &a.job)?;
+    let (pipeline, ctx) = context(env, &a.job)?;
     let cpus = cpus_per_task(a.cpus_per_task, a.partition.as_deref(), node_cpus(a.partition.as_deref()))?;
     let dir = a.job.out.join(&ctx.name);
     let mut files = Vec::new();
@@ -162,15 +162,20 @@ pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
         fs_err::write(dir.join(name), text)?;
     }
     let mut ids = Vec::new();
+    let mut arrays = Vec::new();
     for (name, _, class) in &files {
         let Some((class, cells)) = class else { continue };
         let id = sbatch(&[], &dir.join(name))?;
         output::note(&format!("submitted {class} array {id}: {cells} cells in {} shards", a.job.shards));
+        arrays.push(serde_json::json!({"class": class.to_string(), "job": id}));
         ids.push(id);
     }
     let dependency = format!("--dependency=afterany:{}", ids.join(":"));
     let report = sbatch(&[&dependency], &dir.join("report.sbatch"))?;
     output::note(&format!("submitted report job {report}, after {}", ids.join(", ")));
+    // `status` asks Slurm about these jobs, so a job that never starts is seen pending, with why.
+    let submission = serde_json::json!({"slurm_submission": {"arrays": arrays, "shards": a.job.shards, "report_job": report}});
+    env.store()?.put_progress(&super::run::run_id(&pipeline), SLURM_SUBMISSION, &submission)?;
     output::line(&report);
     Ok(Exit::Ok)
 }
@@ -205,6 +210,52 @@ fn cpus_per_task(asked: Option<u32>, partition: Option<&str>, nodes: Option<u32>
         (None, Some(max)) => Ok(Some(DEFAULT_CPUS_PER_TASK.min(max.max(1)))),
         (None, None) => Ok(None),
     }
+}
+
+/// The progress part under which `evalgrid slurm` records the jobs it submitted (the last
+/// submission of a pipeline wins), for `status`.
+pub(crate) const SLURM_SUBMISSION: &str = "slurm-submission";
+
+/// A Slurm job or array task as the cluster sees it now.
+pub(crate) struct SlurmJob {
+    /// `123` or, for an array task, `123_4`.
+    pub(crate) id: String,
+    /// `PENDING`, `RUNNING`, `COMPLETED`, …
+    pub(crate) state: String,
+    /// Why it waits (`Priority`, `Resources`, `PartitionConfig`, …); `None` when it does not.
+    pub(crate) reason: String,
+}
+
+/// The jobs `ids` (arrays expanded to their tasks) with state and reason: from `squeue` while
+/// the controller still holds them (finished ones too, for `MinJobAge`), else from `sacct`
+/// where accounting is on. A job neither knows is left out; so is everything without Slurm.
+pub(crate) fn slurm_jobs(ids: &[String]) -> Vec<SlurmJob> {
+    let mut jobs = Vec::new();
+    for id in ids {
+        // One id per call: `squeue -j` fails as a whole when one of several ids is unknown.
+        let mut found = slurm_query("squeue", &["-h", "-r", "--states=all", "-j", id, "-o", "%i|%T|%r"]);
+        if found.is_empty() {
+            found = slurm_query("sacct", &["-n", "-P", "-X", "-j", id, "-o", "JobID,State,Reason"]);
+        }
+        jobs.extend(found);
+    }
+    jobs
+}
+
+/// `program args` read as `id|state|reason` lines; nothing when it cannot run or fails.
+fn slurm_query(program: &str, args: &[&str]) -> Vec<SlurmJob> {
+    let Ok(out) = std::process::Command::new(program).args(args).output() else { return Vec::new() };
+    if !out.status.success() {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.split('|').map(str::trim);
+            let (id, state) = (parts.next().filter(|id| !id.is_empty())?, parts.next()?);
+            Some(SlurmJob { id: id.to_owned(), state: state.to_owned(), reason: parts.next().unwrap_or_default().to_owned() })
+        })
+        .collect()
 }
 
 /// `sbatch --parsable [extra] script`; returns the job id.

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use super::args::StatusArgs;
+use super::jobs::{SLURM_SUBMISSION, SlurmJob, slurm_jobs};
 use super::{Env, Failure, load_plan, output};
 
 pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
@@ -42,6 +43,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
         Some(d) if d.is_finite() && d > 0.0 => Some(power_needs(&pipeline, &plan, &store, d)?),
         Some(d) => return Err(Failure::invalid(anyhow::anyhow!("--power {d}: the difference to detect must be a positive number, in the metric's units"))),
     };
+    let jobs = slurm_lines(&store, &pipeline)?;
     if args.json {
         let cells: Vec<_> = plan
             .cells
@@ -57,10 +59,11 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             "cells_missing": counts[2], "cells_failed": counts[3], "cells": cells,
             "shards": shards.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
             "power": power,
+            "slurm_jobs": jobs.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
         }));
     } else {
         output::line(&format!("{} cells: {} cached, {} stale, {} missing, {} failed", plan.cells.len(), counts[0], counts[1], counts[2], counts[3]));
-        for (line, _) in &shards {
+        for (line, _) in shards.iter().chain(&jobs) {
             output::line(line);
         }
         for (cell, state, reason) in &rows {
@@ -138,6 +141,9 @@ fn shard_lines(store: &Store, pipeline: &Pipeline) -> Result<Vec<(String, serde_
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut out = Vec::new();
     for (_, mut record) in store.progress(&super::run::run_id(pipeline))? {
+        if record.get("slurm_submission").is_some() {
+            continue;
+        }
         let get = |k: &str| record[k].as_u64().unwrap_or(0);
         let (done, failed, total, updated) = (get("done"), get("failed"), get("total"), get("updated_at"));
         let finished = record["finished"].as_bool().unwrap_or(false);
@@ -160,6 +166,51 @@ fn shard_lines(store: &Store, pipeline: &Pipeline) -> Result<Vec<(String, serde_
         }
         record["stale"] = json!(stale);
         out.push((line, record));
+    }
+    Ok(out)
+}
+
+/// One line (and an object) per job of the pipeline's last `evalgrid slurm` submission: each
+/// array task as its shard, then the report job, with the state Slurm gives it now and why it
+/// waits, so that a job pending for ever shows (e.g. `PENDING (PartitionConfig)`).
+fn slurm_lines(store: &Store, pipeline: &Pipeline) -> Result<Vec<(String, serde_json::Value)>, Failure> {
+    let records = store.progress(&super::run::run_id(pipeline))?;
+    let Some(submission) = records.iter().find_map(|(part, record)| (part == SLURM_SUBMISSION).then(|| record.get("slurm_submission")).flatten()) else {
+        return Ok(Vec::new());
+    };
+    let shards = submission["shards"].as_u64().unwrap_or(0);
+    let arrays: Vec<(&str, &str)> =
+        submission["arrays"].as_array().into_iter().flatten().filter_map(|a| Some((a["job"].as_str()?, a["class"].as_str().unwrap_or("?")))).collect();
+    let report = submission["report_job"].as_str();
+    let ids: Vec<String> = arrays.iter().map(|(job, _)| (*job).to_owned()).chain(report.map(str::to_owned)).collect();
+    let jobs = slurm_jobs(&ids);
+    let mut out = Vec::new();
+    let mut line = |what: String, job: &str, class: &str, shard: Option<String>, found: Option<&SlurmJob>| {
+        let (state, reason) = found.map_or(("UNKNOWN", ""), |j| (j.state.as_str(), j.reason.as_str()));
+        let waits = !reason.is_empty() && reason != "None";
+        let mut text = format!("slurm {what} (job {job}): {state}");
+        if waits {
+            text.push_str(&format!(" ({})", one_line(reason)));
+        }
+        if found.is_none() {
+            text.push_str(", no longer known to squeue or sacct");
+        }
+        out.push((text, json!({"job": job, "class": class, "shard": shard, "state": state, "reason": waits.then_some(reason)})));
+    };
+    for (array, class) in &arrays {
+        let prefix = format!("{array}_");
+        let mut tasks: Vec<&SlurmJob> = jobs.iter().filter(|j| j.id.starts_with(&prefix)).collect();
+        tasks.sort_by_key(|task| task.id[prefix.len()..].parse::<u64>().unwrap_or(u64::MAX));
+        if tasks.is_empty() {
+            line(format!("{class} array"), array, class, None, None);
+        }
+        for task in tasks {
+            let index = &task.id[prefix.len()..];
+            line(format!("{class} shard {index}/{shards}"), &task.id, class, Some(format!("{index}/{shards}")), Some(task));
+        }
+    }
+    if let Some(report) = report {
+        line("report".to_owned(), report, "report", None, jobs.iter().find(|j| j.id == report));
     }
     Ok(out)
 }

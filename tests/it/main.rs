@@ -75,3 +75,5 @@ mod context_exceeded;
 mod fail_fast;
 // `evalgrid check`: one small request per model endpoint.
 mod check;
+// A real inference server (llama.cpp + SmolLM2, LiteLLM for Gemini): every benchmark, four protocols (issue 23).
+mod real_server;

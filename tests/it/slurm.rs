@@ -203,3 +203,75 @@ fn a_killed_array_task_resubmitted_pays_no_answered_call_again() {
     let (code, st) = ws.run_json(&["--data-dir", &data, "status", "p.yaml", "--json"]);
     assert_eq!((code, st["cells_cached"].as_u64()), (0, Some(3)), "{st}");
 }
+
+/// Cancels a job when dropped, also when the test panics.
+struct Cancel(String);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scancel").arg(&self.0).status();
+    }
+}
+
+/// Issue 23: `status` shows each shard's Slurm job with its state and why it waits. A job
+/// that takes the whole node holds the shards back (`Resources`, or `Priority` behind it),
+/// and the report job waits too; once it is gone they run and show as completed.
+#[test]
+fn status_shows_each_shards_job_state_and_pending_reason() {
+    if !slurm_idle() {
+        eprintln!("SKIPPED: no idle Slurm node here (`.ci/slurm-up.sh` starts one)");
+        return;
+    }
+    let ws = Workspace::new();
+    ws.quickstart();
+    let out = std::process::Command::new("sbatch")
+        .args(["--parsable", "--exclusive", "--job-name=eg-test-node-taker", "--output=/dev/null", "--wrap", "sleep 300"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let taker = Cancel(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    let start = Instant::now();
+    while job_state(&taker.0) != "RUNNING" {
+        assert!(start.elapsed() < Duration::from_secs(120), "the node-taking job never ran");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = ws.run(&["slurm", "quickstart.yaml", "--shards", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report_job = Cancel(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    // A job's reason is `None` until the scheduler's next pass looks at it.
+    let start = Instant::now();
+    let st = loop {
+        let (_, st) = ws.run_json(&["status", "quickstart.yaml", "--json"]);
+        let jobs = st["slurm_jobs"].as_array().cloned().unwrap_or_default();
+        if (jobs.len() == 3 && jobs.iter().all(|j| !j["reason"].is_null())) || start.elapsed() > Duration::from_secs(120) {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let jobs = st["slurm_jobs"].as_array().unwrap_or_else(|| panic!("{st}"));
+    assert_eq!(jobs.len(), 3, "two shards and the report job: {st}");
+    for (job, shard) in jobs.iter().zip(["0/2", "1/2"]) {
+        assert_eq!((job["shard"].as_str(), job["state"].as_str()), (Some(shard), Some("PENDING")), "{st}");
+        assert!(["Resources", "Priority"].contains(&job["reason"].as_str().unwrap_or("")), "{job}");
+    }
+    // Slurm names the first thing it waits for: its dependency, or the node.
+    assert_eq!((jobs[2]["class"].as_str(), jobs[2]["state"].as_str()), (Some("report"), Some("PENDING")), "{st}");
+    assert!(jobs[2]["reason"].is_string(), "{st}");
+    let text = String::from_utf8_lossy(&ws.run(&["status", "quickstart.yaml"]).stdout).into_owned();
+    assert!(
+        text.lines().any(|l| l.starts_with("slurm cpu shard 0/2 (job ") && (l.ends_with("PENDING (Resources)") || l.ends_with("PENDING (Priority)"))),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with(&format!("slurm report (job {}): PENDING (", report_job.0))), "{text}");
+    // Without the node-taker everything runs; finished jobs show as such.
+    drop(taker);
+    let start = Instant::now();
+    while job_state(&report_job.0) != "COMPLETED" {
+        assert!(start.elapsed() < Duration::from_secs(300), "report job {}: {}", report_job.0, job_state(&report_job.0));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (code, st) = ws.run_json(&["status", "quickstart.yaml", "--json"]);
+    assert_eq!((code, st["cells_cached"].as_u64()), (0, Some(234)), "{st}");
+    let states: Vec<&str> = st["slurm_jobs"].as_array().unwrap().iter().filter_map(|j| j["state"].as_str()).collect();
+    assert_eq!(states, ["COMPLETED"; 3], "{st}");
+}

