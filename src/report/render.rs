@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn markdown_snapshot() {
-        let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new() };
+        let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new(), weirdml: None };
         insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, ..RunFacts::default() }), @r"
         # demo
 
