@@ -41,8 +41,11 @@ fn list(items: &[String]) -> String {
     items.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
 }
 
+/// Run scores per task, as [`horizon`] takes them.
+type Scores = Vec<(String, Vec<f64>)>;
+
 /// Run scores of `model` per task of `tasks` (seed order), or the tasks it has no run on.
-fn model_scores(input: &SectionInput<'_>, model: &str, tasks: &[String]) -> Result<Vec<(String, Vec<f64>)>, Vec<String>> {
+fn model_scores(input: &SectionInput<'_>, model: &str, tasks: &[String]) -> Result<Scores, Vec<String>> {
     let mut scores = Vec::new();
     let mut missing = Vec::new();
     for task in tasks {
@@ -101,8 +104,7 @@ pub fn sections(input: &SectionInput<'_>) -> Vec<Section> {
 
 /// The table of the pipeline's models fitted on `tasks`.
 fn own_section(input: &SectionInput<'_>, setting: &WeirdMlReport, estimates: &Estimates, tasks: &[String], unestimated: &[String]) -> Section {
-    let per_model: Vec<(&str, Result<Vec<(String, Vec<f64>)>, Vec<String>>)> =
-        input.models.iter().map(|m| (m.id.as_str(), model_scores(input, &m.id, tasks))).collect();
+    let per_model: Vec<(&str, Result<Scores, Vec<String>>)> = input.models.iter().map(|m| (m.id.as_str(), model_scores(input, &m.id, tasks))).collect();
     // Each model's bootstrap is seeded by its id alone (as the importer seeds by the results
     // key), so the same cache gives the same bytes and a model's interval does not move when
     // other cells change.
