@@ -46,7 +46,12 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
     let report = raw.report.map_or_else(
         || ReportConfig { title: name.clone(), decimals: 3, prices: BTreeMap::new(), weirdml: None },
         |rep| ReportConfig {
-            weirdml: rep.weirdml.as_ref().and_then(|w| r.weirdml_report(w, &models)),
+            weirdml: rep.weirdml.as_ref().and_then(|w| {
+                if !benchmarks.iter().any(|b| b == "weirdml") {
+                    r.push(position_of(&w.estimates), "`report.weirdml` needs WeirdML tasks in this pipeline: its horizons are fitted on their runs", None);
+                }
+                r.weirdml_report(w, &models)
+            }),
             prices: rep
                 .prices
                 .iter()
@@ -534,4 +539,17 @@ fn task_site(entry: &RawTask, issue: &CatalogIssue) -> Position {
 
 fn unspan(params: &BTreeMap<String, Spanned<serde_json::Value>>) -> Params {
     params.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_follow_the_calendar() {
+        for ok in ["2025-06-10", "2024-02-29", "2000-02-29", "1999-12-31"] {
+            assert!(super::is_date(ok), "{ok}");
+        }
+        for bad in ["2025-02-29", "1900-02-29", "2025-13-01", "2025-04-31", "2025-6-10", "25-06-10", "2025-06-10T00", "", "2025/06/10", "2025-00-10"] {
+            assert!(!super::is_date(bad), "{bad}");
+        }
+    }
 }

@@ -228,4 +228,12 @@ fn bad_horizon_settings_are_located_errors() {
         assert!(stderr.contains(needle) && stderr.contains(&format!("p.yaml:{line}:")), "{setting}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+    let quickstart = std::fs::read_to_string(repo().join("pipelines/quickstart.yaml")).unwrap();
+    let quickstart = quickstart.replacen("report:\n", "report:\n  weirdml: {estimates: est.json}\n", 1);
+    assert!(quickstart.contains("weirdml: {estimates"), "the quickstart has a report section");
+    ws.write("q.yaml", &quickstart);
+    let out = ws.run(&["validate", "q.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`report.weirdml` needs WeirdML tasks in this pipeline"), "{stderr}");
 }
