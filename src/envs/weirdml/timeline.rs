@@ -207,7 +207,7 @@ pub fn figure(input: &FigureInput<'_>) -> Option<Figure> {
         }
     }
     series.push(Series { name: "this pipeline".into(), points, labels, reference: false });
-    let mut title = "WeirdML: time horizon (x50 median) against release date, this pipeline's models beside the published ones".to_owned();
+    let mut title = "WeirdML: time horizon (x50 median) against release date".to_owned();
     if !undated.is_empty() {
         title.push_str(&format!(" (not drawn, no date in `report.weirdml.release_dates`: {})", undated.join(", ")));
     }
