@@ -38,6 +38,9 @@ pub struct SectionInput<'a> {
     /// The episode record of the `i`-th cell of `cells`, read from the cache (`None`
     /// when it is not there).
     pub episode: &'a (dyn Fn(usize) -> Result<Option<Value>, StepError> + Sync),
+    /// The pipeline's report settings (a benchmark's own, such as `report.weirdml`, are in
+    /// the metrics key, so tables computed from them are cached correctly).
+    pub report: &'a crate::spec::ReportConfig,
 }
 
 /// What a benchmark's figures are drawn from (in the report step).
@@ -50,6 +53,8 @@ pub struct FigureInput<'a> {
     pub sections: Vec<&'a Section>,
     /// This benchmark's scored cells, in plan order.
     pub cells: Vec<ScoredCell<'a>>,
+    /// The pipeline's report settings.
+    pub report: &'a crate::spec::ReportConfig,
 }
 
 /// The usual episode dispatch: a built-in agent's episode runs on a CPU thread (it blocks),

@@ -117,6 +117,10 @@ pub fn metrics_components(pipeline: &Pipeline, planned: &[Cell], cells: &[Cell])
     fields.insert("cells".into(), json!(cells.len()));
     fields.insert("planned".into(), json!(plan_digest.finalize().to_hex().to_string()));
     fields.insert("digest".into(), json!(digest.finalize().to_hex().to_string()));
+    if let Some(horizons) = &pipeline.report.weirdml {
+        // WeirdML's horizon tables are computed with the metrics: its input files, by hash.
+        fields.insert("weirdml_horizons".into(), json!(horizons));
+    }
     key_components(StepKind::Metrics, "metrics", METRICS_VERSION, fields)
 }
 
@@ -171,7 +175,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         include: vec![],
         exclude: vec![],
         metrics: MetricsConfig::default(),
-        report: ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() },
+        report: ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new(), weirdml: None },
         transport: crate::spec::TransportConfig::default(),
         sandbox: crate::spec::SandboxMode::default(),
     }

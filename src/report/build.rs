@@ -489,7 +489,7 @@ fn benchmark_sections(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)
             .collect();
         let planned = |model: &str| plan.cells.iter().filter(|c| pipeline.tasks[c.task].benchmark == name && pipeline.models[c.model].id == model).count();
         let episode = |i: usize| store.get(mine[i].0.episode_key).map(|e| e.map(|e| e.output)).map_err(StepError::episode);
-        let input = SectionInput { models: &pipeline.models, cells, planned: &planned, episode: &episode };
+        let input = SectionInput { models: &pipeline.models, cells, planned: &planned, episode: &episode, report: &pipeline.report };
         let sections = bench.sections(&input).map_err(|e| ReportError::Benchmark(e.to_string()))?;
         out.extend(sections.into_iter().map(|s| (name.to_owned(), s)));
     }

@@ -191,7 +191,7 @@ fn figures(pipeline: &Pipeline, input: &PageInput<'_>) -> Vec<Figure> {
             .filter(|(c, _)| pipeline.tasks[c.task].benchmark == name)
             .map(|(c, v)| ScoredCell { model: &pipeline.models[c.model].id, task: pipeline.tasks[c.task].qualified(), seed: c.seed, score: v })
             .collect();
-        out.extend(bench.figures(&FigureInput { models: &pipeline.models, tables, sections, cells }));
+        out.extend(bench.figures(&FigureInput { models: &pipeline.models, tables, sections, cells, report: &pipeline.report }));
     }
     out
 }

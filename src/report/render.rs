@@ -280,7 +280,7 @@ mod tests {
 
     #[test]
     fn markdown_snapshot() {
-        let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new() };
+        let cfg = ReportConfig { title: "demo".into(), decimals: 2, prices: std::collections::BTreeMap::new(), weirdml: None };
         insta::assert_snapshot!(markdown(&cfg, &tables(), &[], &RunFacts { cells_total: 4, cells_scored: 3, ..RunFacts::default() }), @r"
         # demo
 
@@ -312,7 +312,7 @@ mod tests {
                 ("n".into(), vec![Some(3.0), None, Some(1.0), Some(2.0), Some(0.0)]),
             ],
         };
-        let cfg = ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new() };
+        let cfg = ReportConfig { title: "t".into(), decimals: 3, prices: std::collections::BTreeMap::new(), weirdml: None };
         let md = markdown(&cfg, &[], &[section], &RunFacts::default());
         // `rate` is whole but 0/1 and not a count: it keeps its decimals.
         assert!(md.contains("| m | 47 | 12.5 % | 0 | 1.500 | 1.000 |") && md.contains("| n | 3 | – | 1 | 2.000 | 0.000 |"), "{md}");

@@ -312,6 +312,42 @@ pub struct ReportConfig {
     /// counted under (the Eleusis `rule-compiler`): only the cost table uses them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// `report.weirdml`: time horizons of the WeirdML runs (absent, and out of every key,
+    /// when not set, so existing keys stay as they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weirdml: Option<WeirdMlReport>,
+}
+
+/// An input file of a report setting: read once at load, so the fit uses exactly the bytes
+/// whose hash the keys hold; keyed by that hash alone, never by path (lessons §2).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportFile {
+    /// Where it was read from (messages only).
+    #[serde(skip)]
+    pub path: PathBuf,
+    /// The bytes read.
+    #[serde(skip)]
+    pub bytes: std::sync::Arc<Vec<u8>>,
+    /// blake3 of the bytes: what the metrics and report keys see.
+    pub blake3: String,
+}
+
+/// `report.weirdml`: place the pipeline's models on the WeirdML author's time-horizon
+/// timeline (spec `weirdml-published.md`), given human-time estimates per task.
+#[derive(Clone, Debug, Serialize)]
+pub struct WeirdMlReport {
+    /// Human-time estimates (`all_estimates.json`).
+    pub estimates: ReportFile,
+    /// The author's `weirdml_results.json`, whose models are drawn beside the pipeline's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published: Option<ReportFile>,
+    /// Results-file keys of the published models drawn (empty: every one with all tasks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub published_models: Vec<String>,
+    /// Release date (`YYYY-MM-DD`) per pipeline model id, for the timeline.
+    pub release_dates: BTreeMap<String, String>,
+    /// Task-level bootstrap resamples per model (5,000 as published).
+    pub resamples: usize,
 }
 
 /// Shell-style glob with `*` (any run) and `?` (one character).

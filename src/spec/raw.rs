@@ -164,6 +164,23 @@ pub struct RawReport {
     pub decimals: Option<Spanned<u32>>,
     #[serde(default)]
     pub prices: BTreeMap<String, RawPrice>,
+    #[serde(default)]
+    pub weirdml: Option<RawWeirdMlReport>,
+}
+
+/// `report.weirdml:` time horizons of the pipeline's WeirdML runs on the published timeline.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWeirdMlReport {
+    pub estimates: Spanned<String>,
+    #[serde(default)]
+    pub published: Option<Spanned<String>>,
+    #[serde(default)]
+    pub published_models: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub release_dates: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub resamples: Option<Spanned<usize>>,
 }
 
 impl<'de> Deserialize<'de> for RawSelect {

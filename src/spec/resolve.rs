@@ -7,10 +7,11 @@ use serde_saphyr::Spanned;
 use super::catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 use super::diagnostic::{Diagnostic, Position, suggestion};
 use super::pipeline::{
-    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, TaskInstance, TransportConfig,
+    CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, ReportFile, TaskInstance, TransportConfig,
+    WeirdMlReport,
 };
 use super::provider::Provider;
-use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask};
+use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask, RawWeirdMlReport};
 use super::yaml::position_of;
 use crate::providers::{Background, OpenAiApi, StreamMode};
 
@@ -38,8 +39,14 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
     let exclude = raw.exclude.iter().map(filter).collect::<Vec<_>>();
     let metrics = r.metrics(raw.metrics.and_then(|m| m.select).unwrap_or_default(), &benchmarks);
     let report = raw.report.map_or_else(
-        || ReportConfig { title: name.clone(), decimals: 3, prices: BTreeMap::new() },
+        || ReportConfig { title: name.clone(), decimals: 3, prices: BTreeMap::new(), weirdml: None },
         |rep| ReportConfig {
+            weirdml: rep.weirdml.as_ref().and_then(|w| {
+                if !benchmarks.iter().any(|b| b == "weirdml") {
+                    r.push(position_of(&w.estimates), "`report.weirdml` needs WeirdML tasks in this pipeline: its horizons are fitted on their runs", None);
+                }
+                r.weirdml_report(w, &models)
+            }),
             prices: rep
                 .prices
                 .iter()
@@ -104,6 +111,22 @@ fn count_cells(models: &[ModelConfig], tasks: &[TaskInstance], seeds: &[u64], in
         }
     }
     n
+}
+
+/// A calendar date written `YYYY-MM-DD`.
+fn is_date(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let [y, m, d] = parts.as_slice() else { return false };
+    let (Ok(y), Ok(m), Ok(d)) = (y.parse::<u32>(), m.parse::<u32>(), d.parse::<u32>()) else { return false };
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days = match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return false,
+    };
+    parts[0].len() == 4 && parts[1].len() == 2 && parts[2].len() == 2 && (1..=days).contains(&d)
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -173,6 +196,69 @@ impl Resolver<'_> {
                 None
             }
         }
+    }
+
+    /// `report.weirdml`: its files read (paths relative to the pipeline) and checked to be
+    /// JSON, release dates checked against the models and the calendar.
+    fn weirdml_report(&mut self, raw: &RawWeirdMlReport, models: &[ModelConfig]) -> Option<WeirdMlReport> {
+        let estimates = self.report_file(&raw.estimates, "estimates");
+        let published = raw.published.as_ref().map(|p| self.report_file(p, "published"));
+        if let (Some(first), None) = (raw.published_models.first(), &raw.published) {
+            self.push(position_of(first), "`report.weirdml.published_models` needs `report.weirdml.published`, the results file they are in", None);
+        }
+        let ids: Vec<&str> = models.iter().map(|m| m.id.as_str()).collect();
+        let mut release_dates = BTreeMap::new();
+        for (id, date) in &raw.release_dates {
+            if !ids.contains(&id.as_str()) {
+                self.push(
+                    position_of(date),
+                    format!("`report.weirdml.release_dates` names `{id}`, which is not a model of this pipeline"),
+                    suggestion(id, &ids),
+                );
+            } else if !is_date(&date.value) {
+                self.push(
+                    position_of(date),
+                    format!("`report.weirdml.release_dates.{id}`: `{}` is not a date", date.value),
+                    Some("write it as YYYY-MM-DD".into()),
+                );
+            }
+            release_dates.insert(id.clone(), date.value.clone());
+        }
+        let resamples = raw.resamples.as_ref().map_or(5_000, |n| {
+            if n.value == 0 {
+                self.push(position_of(n), "`report.weirdml.resamples` must be at least 1", None);
+            }
+            n.value
+        });
+        Some(WeirdMlReport {
+            estimates: estimates?,
+            published: published.map(|p| p.ok_or(())).transpose().ok()?,
+            published_models: raw.published_models.iter().map(|m| m.value.clone()).collect(),
+            release_dates,
+            resamples,
+        })
+    }
+
+    /// A JSON file named in `report.weirdml.<what>`, read once and hashed.
+    fn report_file(&mut self, raw: &Spanned<String>, what: &str) -> Option<ReportFile> {
+        let path = self.base_dir.join(&raw.value);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.push(
+                    position_of(raw),
+                    format!("`report.weirdml.{what}`: cannot read `{}`: {e}", path.display()),
+                    Some("paths are relative to the pipeline file".into()),
+                );
+                return None;
+            }
+        };
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+            self.push(position_of(raw), format!("`report.weirdml.{what}`: `{}` is not JSON: {e}", path.display()), None);
+            return None;
+        }
+        let blake3 = blake3::hash(&bytes).to_hex().to_string();
+        Some(ReportFile { path, bytes: std::sync::Arc::new(bytes), blake3 })
     }
 
     fn metrics(&mut self, select: Vec<Spanned<String>>, benchmarks: &[String]) -> MetricsConfig {
@@ -449,4 +535,17 @@ fn task_site(entry: &RawTask, issue: &CatalogIssue) -> Position {
 
 fn unspan(params: &BTreeMap<String, Spanned<serde_json::Value>>) -> Params {
     params.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_follow_the_calendar() {
+        for ok in ["2025-06-10", "2024-02-29", "2000-02-29", "1999-12-31"] {
+            assert!(super::is_date(ok), "{ok}");
+        }
+        for bad in ["2025-02-29", "1900-02-29", "2025-13-01", "2025-04-31", "2025-6-10", "25-06-10", "2025-06-10T00", "", "2025/06/10", "2025-00-10"] {
+            assert!(!super::is_date(bad), "{bad}");
+        }
+    }
 }

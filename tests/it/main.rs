@@ -18,6 +18,8 @@ mod bbeh;
 mod tools;
 // WeirdML: scripted episodes in the sandbox.
 mod weirdml;
+// WeirdML time horizons of the pipeline's own runs in its report (`report.weirdml`).
+mod weirdml_horizon;
 // Eleusis with an API player and rule compiler against the mock.
 mod eleusis_llm;
 // BBQ-Bench with a scripted API model against the mock: the exact record.

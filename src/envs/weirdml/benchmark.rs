@@ -362,6 +362,10 @@ impl crate::envs::benchmark::Benchmark for WeirdMl {
     fn headline_field(&self) -> Option<&'static str> {
         Some("run_accuracy")
     }
+    /// The time horizons of `report.weirdml`, when set.
+    fn sections(&self, input: &crate::envs::benchmark::SectionInput<'_>) -> Result<Vec<crate::exhibit::Section>, StepError> {
+        Ok(super::timeline::sections(input))
+    }
     fn figures(&self, input: &crate::envs::benchmark::FigureInput<'_>) -> Vec<crate::exhibit::Figure> {
         super::report::figures(input)
     }

@@ -37,8 +37,18 @@ pub struct Estimates {
 /// Unreadable or non-JSON file, or a task, estimator, threshold or `hours` missing.
 pub fn load_estimates(path: &Path, tasks: &[String]) -> Result<Estimates, PublishedError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PublishedError::Read { path: shown.clone(), source })?;
-    let root: Value = serde_json::from_str(&text).map_err(|source| PublishedError::Json { path: shown.clone(), what: "estimates", source })?;
+    let bytes = std::fs::read(path).map_err(|source| PublishedError::Read { path: shown.clone(), source })?;
+    parse_estimates(&bytes, &shown, tasks)
+}
+
+/// [`load_estimates`] on bytes already read (`shown` names them in messages), so a report
+/// fits exactly the bytes its key hashed.
+///
+/// # Errors
+/// Non-JSON bytes, or a task, estimator, threshold or `hours` missing.
+pub fn parse_estimates(bytes: &[u8], shown: &str, tasks: &[String]) -> Result<Estimates, PublishedError> {
+    let shown = shown.to_owned();
+    let root: Value = serde_json::from_slice(bytes).map_err(|source| PublishedError::Json { path: shown.clone(), what: "estimates", source })?;
     let missing = |message: String| PublishedError::Content { path: shown.clone(), message };
     let mut per_task = BTreeMap::new();
     let mut skipped = Vec::new();

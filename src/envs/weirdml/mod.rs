@@ -17,6 +17,7 @@ pub mod report;
 pub mod scorer;
 pub mod scripted;
 pub mod task;
+pub mod timeline;
 mod tools;
 
 #[cfg(test)]

@@ -99,8 +99,17 @@ pub struct Published {
 /// Unreadable file, JSON that is not this shape, or a model with a task the file does not list.
 pub fn load_results(path: &Path) -> Result<Published, PublishedError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PublishedError::Read { path: shown.clone(), source })?;
-    let published: Published = serde_json::from_str(&text).map_err(|source| PublishedError::Json { path: shown.clone(), what: "results", source })?;
+    let bytes = std::fs::read(path).map_err(|source| PublishedError::Read { path: shown.clone(), source })?;
+    parse_results(&bytes, &shown)
+}
+
+/// [`load_results`] on bytes already read (`shown` names them in messages).
+///
+/// # Errors
+/// JSON that is not this shape, or a model with a task the file does not list.
+pub fn parse_results(bytes: &[u8], shown: &str) -> Result<Published, PublishedError> {
+    let shown = shown.to_owned();
+    let published: Published = serde_json::from_slice(bytes).map_err(|source| PublishedError::Json { path: shown.clone(), what: "results", source })?;
     if published.tasks.is_empty() {
         return Err(PublishedError::Content { path: shown, message: "`tasks` is empty".into() });
     }

@@ -1,5 +1,6 @@
 //! WeirdML's report figures: accuracy after k submissions, and max@k over first tries
-//! (the unbiased estimator), one curve per model.
+//! (the unbiased estimator), one curve per model; with `report.weirdml`, the time-horizon
+//! timeline ([`super::timeline`]).
 
 use super::max_at_k;
 use crate::envs::benchmark::FigureInput;
@@ -33,5 +34,6 @@ pub fn figures(input: &FigureInput<'_>) -> Vec<Figure> {
     if !max_k.is_empty() {
         out.push(line("weirdml-max-at-k", "WeirdML: max@k over first tries (unbiased estimator)", "k", "expected best accuracy", max_k));
     }
+    out.extend(super::timeline::figure(input));
     out
 }

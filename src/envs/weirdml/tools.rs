@@ -252,7 +252,7 @@ fn escape(s: &str) -> String {
 }
 
 /// Days since 1970-01-01 of `YYYY-MM-DD` (civil calendar), `None` if malformed.
-fn days(date: &str) -> Option<i64> {
+pub(super) fn days(date: &str) -> Option<i64> {
     let mut it = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
     let (y, m, d) = (it.next()??, it.next()??, it.next()??);
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
