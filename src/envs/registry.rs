@@ -192,7 +192,9 @@ mod tests {
                 let code = text.split("#[cfg(test)]").next().unwrap_or_default();
                 for (n, line) in code.lines().enumerate() {
                     let line = line.trim_start();
-                    if line.starts_with("//") {
+                    // The one benchmark-named setting of the pipeline file (`report.weirdml`, issue 25)
+                    // is checked against the pipeline's tasks where it is parsed.
+                    if line.starts_with("//") || (rel == "spec/resolve.rs" && line.contains("any(|b| b == \"weirdml\")")) {
                         continue;
                     }
                     for b in ALL {

@@ -32,12 +32,13 @@ use super::substep::{Fresh, SubStep};
 use crate::cache::{PendingResponses, Store};
 use crate::plan::key::key_components;
 use crate::plan::{StepKey, StepKind};
+use crate::providers::route;
 use crate::providers::scripted::ScriptError;
 use crate::providers::{
-    Answered, AttemptClass, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, HeaderValueOf, ProviderClient, ProviderKind,
-    ResponseLedger, Secret, answered_at, request_fingerprint,
+    Answered, AttemptClass, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, ProviderClient, ResponseLedger, answered_at,
+    request_fingerprint,
 };
-use crate::spec::{HeaderSource, ModelConfig};
+use crate::spec::ModelConfig;
 
 /// Version of the call-step record; bump when `ChatResponse`'s stored shape changes.
 pub const CALL_VERSION: u32 = 1;
@@ -597,44 +598,15 @@ pub fn call_components(endpoint: &Endpoint, request: &ChatRequest, site: &CallSi
     key_components(StepKind::Call, "providers", CALL_VERSION, fields)
 }
 
-/// The endpoint a model's calls go to, with its literal headers (keyed); secrets are
-/// added only by [`with_key`], at call time. For `provider: openai` the entry's `api`
-/// picks Chat Completions or Responses for this request (`auto` looks at the model,
-/// server and request: [`crate::providers::responses::route`]), and `background` whether
-/// a Responses call is polled in background mode (not keyed).
+/// The endpoint a model's calls go to (see [`crate::providers::route::endpoint`]); a model
+/// that makes no API calls is `Unsupported`.
 pub(crate) fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, StepError> {
-    let mut kind = model.provider.api_kind().ok_or_else(|| StepError::Unsupported(format!("provider `{}` makes no API calls", model.provider)))?;
-    let mut endpoint = Endpoint::new(kind, model.model.clone()).with_stream(model.stream);
-    if let Some(url) = &model.base_url {
-        endpoint = endpoint.with_base_url(url.clone());
-    }
-    if kind == ProviderKind::OpenAi {
-        kind = crate::providers::responses::route(model.api, &model.model, &endpoint.base_url, request);
-        endpoint.kind = kind;
-        // Transport: the endpoint's fingerprint (the call key) leaves it out.
-        endpoint.background = kind == ProviderKind::OpenAiResponses && model.background.applies(&model.model, &endpoint.base_url);
-    }
-    for (name, source) in &model.headers {
-        if let HeaderSource::Value(text) = source {
-            endpoint = endpoint.with_header(name.clone(), HeaderValueOf::Literal(text.clone()));
-        }
-    }
-    Ok(endpoint)
+    route::endpoint(model, request).map_err(|e| StepError::Unsupported(e.to_string()))
 }
 
-/// Adds the API key and `{env: VAR}` header values, read from the environment now.
-pub(crate) fn with_key(mut endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
-    let read = |var: &str, what: &str| match std::env::var(var) {
-        Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
-        _ => Err(StepError::episode_msg(format!("environment variable `{var}` ({what} of model `{}`) is not set", model.id))),
-    };
-    for (name, source) in &model.headers {
-        if let HeaderSource::Env(var) = source {
-            endpoint = endpoint.with_header(name.clone(), HeaderValueOf::Secret(read(var, &format!("header `{name}`"))?));
-        }
-    }
-    let Some(var) = &model.api_key_env else { return Ok(endpoint) };
-    Ok(endpoint.with_api_key(read(var, "api_key_env")?))
+/// Adds the key and secret headers, read from the environment now.
+pub(crate) fn with_key(endpoint: Endpoint, model: &ModelConfig) -> Result<Endpoint, StepError> {
+    route::with_secrets(endpoint, model).map_err(|e| StepError::episode_msg(e.to_string()))
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ pub fn metrics_components(pipeline: &Pipeline, planned: &[Cell], cells: &[Cell])
     fields.insert("digest".into(), json!(digest.finalize().to_hex().to_string()));
     if let Some(horizons) = &pipeline.report.weirdml {
         // WeirdML's horizon tables are computed with the metrics: its input files, by hash.
-        fields.insert("weirdml_horizons".into(), json!(horizons));
+        fields.insert("report_inputs".into(), json!(horizons));
     }
     key_components(StepKind::Metrics, "metrics", METRICS_VERSION, fields)
 }

@@ -28,12 +28,12 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::time::{Instant, sleep, timeout_at};
 
-use super::client::{read_capped, transport_error};
 use super::error::{CallError, error_in_ok_body, parse_json, success_json};
 use super::openai::Shaping;
 use super::pacer::Pacer;
 use super::responses::{self, is_openai_api};
 use super::retry::{RateLimitHeaders, RetryPolicy};
+use super::transport::{read_capped, transport_error};
 use super::types::ChatResponse;
 use super::wire::text;
 

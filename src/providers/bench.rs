@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use super::client::{ClientConfig, ProviderClient};
+use super::client::ProviderClient;
 use super::limiter::ConcurrencyMode;
 use super::mock::{MockConfig, MockServer};
+use super::transport::ClientConfig;
 use super::types::{ChatRequest, Endpoint, Message, ProviderKind, Secret};
 
 /// Linux `USER_HZ`, the unit of `/proc/self/stat` CPU times on every mainstream arch.

@@ -19,91 +19,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use tokio::time::{Instant, sleep, timeout, timeout_at};
+use tokio::time::{Instant, sleep, timeout_at};
 
 use super::attempt::AttemptClass;
-use super::background::{self, PollConfig, ResponseLedger, Submitted};
+use super::background::{self, ResponseLedger, Submitted};
 use super::error::CallError;
-use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot};
+use super::limiter::{Feedback, Limiter, LimiterSnapshot, Permit};
 use super::openai;
-use super::pacer::{Pacer, PacerConfig, PacerSnapshot};
-use super::retry::{RateLimitHeaders, RetryPolicy};
-use super::stream::{StreamReader, streamed_body, streamed_url};
+use super::pacer::{PaceTicket, Pacer, PacerSnapshot};
+use super::stream::{streamed_body, streamed_url};
+use super::transport::{self, ClientConfig, Wire, request_headers};
 use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as, answered_at};
-
-/// Installs ring as rustls' process-wide crypto provider; reqwest is built without one
-/// (no aws-lc C build) and panics at client build time if none is installed. Idempotent.
-pub fn install_crypto_provider() {
-    let _already_installed = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// Transport and retry settings; none of these belong in a cache key (lessons §2).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClientConfig {
-    /// TCP/TLS connect timeout.
-    pub connect_timeout: Duration,
-    /// Whole-request timeout per attempt (long: reasoning models may think for minutes).
-    pub request_timeout: Duration,
-    /// Optional idle timeout between reads; off by default because a non-streaming reply
-    /// sends nothing until the model is done.
-    pub read_timeout: Option<Duration>,
-    /// Concurrency control per lane (provider, base URL, model).
-    pub concurrency: ConcurrencyMode,
-    /// Request-rate pacing per lane, learned from 429s and rate-limit headers.
-    pub pacing: PacerConfig,
-    /// Retry policy.
-    pub retry: RetryPolicy,
-    /// Honour `HTTP(S)_PROXY`; tests turn it off so 127.0.0.1 is reached directly.
-    pub use_system_proxy: bool,
-    /// Largest response body read, in bytes; a longer one is a `ResponseTooLarge` error,
-    /// so a runaway or hostile reply cannot exhaust memory or fill the cache. For a streamed
-    /// call it bounds the answer while it is folded (and one event, and the raw event stream
-    /// at 16 times the cap), so a stream fails as soon as it passes the cap.
-    pub max_response_bytes: u64,
-    /// How background-mode Responses calls are polled ([`Endpoint::background`]).
-    pub polling: PollConfig,
-    /// Silence after which a streamed attempt is abandoned as stalled and retried; replaces
-    /// `request_timeout` for streams, which may send for hours.
-    pub stream_idle_timeout: Duration,
-    /// Longest one streamed attempt may run while it keeps sending, so nothing hangs
-    /// forever; the time a stream spends sending does not use up the retry budget.
-    pub stream_total_timeout: Duration,
-}
-
-/// Default silence that fails a streamed attempt: long enough for a server that sends
-/// nothing while its model reasons (Chat Completions streams no reasoning), short enough
-/// that a dead connection is noticed well before a non-streaming call would time out.
-pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_mins(5);
-
-/// Default cap on one streamed attempt: four hours of output.
-pub const DEFAULT_STREAM_TOTAL_TIMEOUT: Duration = Duration::from_hours(4);
-
-/// Default cap on a response body: far above any real chat answer (8 MiB).
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
-
-impl Default for ClientConfig {
-    /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies;
-    /// background responses polled after 1 s, doubling to 10 s; streams stall after 5 min of
-    /// silence and end after 4 h.
-    fn default() -> Self {
-        Self {
-            connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_mins(10),
-            read_timeout: None,
-            concurrency: ConcurrencyMode::default(),
-            pacing: PacerConfig::default(),
-            retry: RetryPolicy::default(),
-            use_system_proxy: true,
-            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
-            polling: PollConfig::default(),
-            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
-            stream_total_timeout: DEFAULT_STREAM_TOTAL_TIMEOUT,
-        }
-    }
-}
 
 /// A successful call: the answer, how many HTTP attempts it took, and the exact body sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,61 +161,6 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
     fingerprint
 }
 
-/// The protocol's auth headers, then the model entry's extra headers (which may replace
-/// them, e.g. Azure's `api-key` instead of a bearer token). Secret values are marked
-/// sensitive; an invalid name or value is a `Config` error that never quotes the value.
-fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallError> {
-    let key = endpoint.api_key.as_ref();
-    let mut headers = endpoint.kind.protocol().headers(key)?;
-    for header in &endpoint.headers {
-        let name = HeaderName::from_bytes(header.name.as_bytes())
-            .map_err(|_| CallError::Config { detail: format!("`{}` is not a valid header name", header.name) })?;
-        let (text, sensitive) = match &header.value {
-            HeaderValueOf::Literal(value) => (value.as_str(), false),
-            HeaderValueOf::Secret(secret) => (secret.expose(), true),
-        };
-        let mut value = HeaderValue::from_str(text)
-            .map_err(|_| CallError::Config { detail: format!("the value of header `{}` has bytes not allowed in a header", header.name) })?;
-        value.set_sensitive(sensitive);
-        headers.insert(name, value);
-    }
-    Ok(headers)
-}
-
-pub(super) fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &openai::Shaping) -> Result<ChatResponse, CallError> {
-    kind.protocol().parse(status, headers, body, shaping)
-}
-
-/// Error text of a transport failure: the reqwest error and its causes, URL removed.
-fn describe_transport(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-pub(super) fn transport_error(error: reqwest::Error) -> CallError {
-    if error.is_timeout() {
-        CallError::Timeout
-    } else if error.is_builder() {
-        CallError::Config { detail: describe_transport(error) }
-    } else {
-        CallError::Connect { detail: describe_transport(error) }
-    }
-}
-
-fn body_error(error: reqwest::Error) -> CallError {
-    if error.is_timeout() {
-        return CallError::Timeout;
-    }
-    CallError::Connect { detail: format!("connection lost while reading the response: {}", describe_transport(error)) }
-}
-
 fn feedback(result: &Result<ChatResponse, CallError>) -> Feedback {
     match result {
         Ok(_) => Feedback::Success,
@@ -304,18 +176,7 @@ impl ProviderClient {
     /// # Errors
     /// `Config` if reqwest cannot build a client (e.g. no usable TLS configuration).
     pub fn new(config: ClientConfig) -> Result<Self, CallError> {
-        install_crypto_provider();
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .user_agent(concat!("evalgrid/", env!("CARGO_PKG_VERSION")));
-        if let Some(read_timeout) = config.read_timeout {
-            builder = builder.read_timeout(read_timeout);
-        }
-        if !config.use_system_proxy {
-            builder = builder.no_proxy();
-        }
-        let http = builder.build().map_err(|error| CallError::Config { detail: describe_transport(error) })?;
+        let http = transport::http_client(&config)?;
         Ok(Self { http, config, lanes: Mutex::new(HashMap::new()), halted: Mutex::new(None) })
     }
 
@@ -430,215 +291,161 @@ impl ProviderClient {
     }
 
     async fn attempt_loop(&self, endpoint: &Endpoint, wire: &Wire, started: Instant, record: &mut CallRecord, ledger: Option<&dyn ResponseLedger>) {
-        let policy = self.config.retry;
         let lane = self.lane(endpoint);
-        // Failed attempts that use the retry budget (a 429 never does), and 429s so far.
-        let (mut failures, mut rate_limits) = (0_u32, 0_u32);
-        // Time spent inside streamed attempts: a stream is bounded by its own timeouts (idle
-        // and total), so the time it spends sending does not use up the call's budget, which
-        // bounds only the waiting and the retrying (429s still end when it is spent).
-        let mut streaming = Duration::ZERO;
+        let mut budget = Budget { started, total: self.config.retry.total_timeout, streaming: Duration::ZERO, failures: 0, rate_limits: 0 };
         loop {
-            let deadline = started + policy.total_timeout + streaming;
-            let Ok(permit) = timeout_at(deadline, lane.limiter.acquire()).await else {
-                record.result = Err(CallError::Timeout);
-                return;
-            };
-            let Ok(ticket) = timeout_at(deadline, lane.pacer.acquire()).await else {
-                // Still paced when the budget ran out: the last 429 says why, if there was one.
-                if !matches!(record.result, Err(CallError::RateLimited { .. })) {
-                    record.result = Err(CallError::Timeout);
-                }
-                return;
-            };
-            // Checked at the last moment before sending: calls that waited for a slot while
-            // the run was halted are not sent either.
-            if let Some(halted) =
-                self.halted().or_else(|| lane.halted.lock().unwrap_or_else(PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason }))
-            {
-                record.result = Err(halted);
-                return;
-            }
+            let deadline = budget.deadline();
+            let Some((permit, ticket)) = self.slot(&lane, deadline, record).await else { return };
             record.attempts += 1;
             let sent = Instant::now();
-            let Submitted { result, resubmit } = if wire.background {
-                // Bounded by the budget inside: it cancels the response when the budget is spent.
-                let job = background::Job {
-                    url: &wire.url,
-                    headers: &wire.headers,
-                    body: &wire.body,
-                    shaping: &wire.shaping,
-                    polling: self.config.polling,
-                    retry: policy,
-                    deadline,
-                    max_response_bytes: self.config.max_response_bytes,
-                };
-                background::run(&self.http, &job, &lane.pacer, ledger).await
-            } else if wire.streamed {
-                Submitted { result: self.send_once(endpoint.kind, wire, &lane.pacer).await, resubmit: true }
-            } else {
-                let result = timeout_at(deadline, self.send_once(endpoint.kind, wire, &lane.pacer)).await.unwrap_or(Err(CallError::Timeout));
-                Submitted { result, resubmit: true }
-            };
+            let Submitted { result, resubmit } = self.submit(endpoint, wire, &lane, deadline, ledger).await;
             let attempt_time = sent.elapsed();
             if wire.streamed {
-                streaming += attempt_time;
+                budget.streaming += attempt_time;
             }
-            let budget_used = started.elapsed().saturating_sub(streaming);
-            if let Err(CallError::RateLimited { retry_after }) = &result {
-                // Before the permit is freed, so no waiting request slips past the pause.
-                lane.pacer.rate_limited(ticket, *retry_after);
-            }
-            permit.finish(match feedback(&result) {
-                // The pacer cut the rate already; cutting concurrency too would, after a
-                // few events, starve a lane whose limit is a rate, not a concurrency.
-                Feedback::RateLimited if ticket.paced() => Feedback::ServerTrouble,
-                other => other,
-            });
-            match result {
-                Ok(mut response) => {
-                    response.latency_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    if answered_at(&endpoint.base_url, &endpoint.model, &response.answered_model) == Answered::Other {
-                        tracing::warn!(
-                            provider = %endpoint.kind,
-                            requested = %endpoint.model,
-                            answered = %response.answered_model,
-                            "provider answered with a different model than requested"
-                        );
-                    }
-                    record.result = Ok(response);
+            settle_lane(&lane, permit, ticket, &result);
+            let error = match result {
+                Ok(response) => {
+                    record.result = Ok(answered(endpoint, response, sent));
                     return;
                 }
-                Err(error) => {
-                    record.failed_attempts.push(AttemptClass::of(&error));
-                    let delay = match &error {
-                        // A background response exists: sending again would start (and bill) a second run.
-                        _ if !resubmit => None,
-                        // A timed-out attempt is only tried again when a whole attempt still
-                        // fits the call's budget: a long reasoning call cut by the budget
-                        // would otherwise be sent, and billed, twice for nothing.
-                        CallError::Timeout if !wire.streamed && deadline.saturating_duration_since(Instant::now()) < self.config.request_timeout => None,
-                        // A stream that ran to its total cap is runaway: another would be too.
-                        CallError::Timeout if wire.streamed && attempt_time >= self.config.stream_total_timeout => None,
-                        CallError::RateLimited { retry_after } => {
-                            rate_limits += 1;
-                            policy.rate_limit_delay(rate_limits, *retry_after, budget_used)
-                        }
-                        _ => {
-                            failures += 1;
-                            policy.next_delay(failures, &error, budget_used)
-                        }
-                    };
-                    // A stall (`class = stream_stalled`) is also said in the run log by the caller.
-                    tracing::info!(
-                        provider = %endpoint.kind,
-                        model = %endpoint.model,
-                        attempt = record.attempts,
-                        class = error.class(),
-                        retry_in_ms = delay.map(|delay| delay.as_millis()),
-                        "model call attempt failed"
-                    );
-                    record.result = Err(error);
-                    match delay {
-                        Some(delay) => sleep(delay).await,
-                        None => return,
-                    }
-                }
+                Err(error) => error,
+            };
+            record.failed_attempts.push(AttemptClass::of(&error));
+            let delay = if resubmit { self.retry_delay(wire, &error, deadline, attempt_time, &mut budget) } else { None };
+            // A stall (`class = stream_stalled`) is also said in the run log by the caller.
+            tracing::info!(
+                provider = %endpoint.kind,
+                model = %endpoint.model,
+                attempt = record.attempts,
+                class = error.class(),
+                retry_in_ms = delay.map(|delay| delay.as_millis()),
+                "model call attempt failed"
+            );
+            record.result = Err(error);
+            match delay {
+                Some(delay) => sleep(delay).await,
+                None => return,
             }
         }
     }
 
-    async fn send_once(&self, kind: ProviderKind, wire: &Wire, pacer: &Pacer) -> Result<ChatResponse, CallError> {
-        let request =
-            self.http.post(&wire.url).headers(wire.headers.clone()).header(CONTENT_TYPE, HeaderValue::from_static("application/json")).body(wire.body.clone());
-        if wire.streamed {
-            return self.send_streamed(kind, wire, request, pacer).await;
-        }
-        let response = request.send().await.map_err(transport_error)?;
-        let status = response.status();
-        let response_headers = response.headers().clone();
-        if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
-            pacer.observe_headers(&budget);
-        }
-        let bytes = read_capped(response, self.config.max_response_bytes, None).await?;
-        parse(kind, status, &response_headers, &bytes, &wire.shaping)
-    }
-
-    /// One streamed attempt: the response head and every later chunk must come within the
-    /// idle timeout; the events are folded into the protocol's non-streaming body, which
-    /// the protocol's own parser reads. An error status, or a server that answered with
-    /// one JSON body after all, is read and parsed as without streaming.
-    async fn send_streamed(&self, kind: ProviderKind, wire: &Wire, request: reqwest::RequestBuilder, pacer: &Pacer) -> Result<ChatResponse, CallError> {
-        let idle = self.config.stream_idle_timeout;
-        let stalled = || CallError::StreamStalled { idle };
-        let request = request.header(ACCEPT, HeaderValue::from_static("text/event-stream")).timeout(self.config.stream_total_timeout);
-        let mut response = timeout(idle, request.send()).await.map_err(|_| stalled())?.map_err(transport_error)?;
-        let status = response.status();
-        let response_headers = response.headers().clone();
-        if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
-            pacer.observe_headers(&budget);
-        }
-        let event_stream = response_headers
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.trim_start().to_ascii_lowercase().starts_with("text/event-stream"));
-        if !status.is_success() || !event_stream {
-            let bytes = read_capped(response, self.config.max_response_bytes, Some(idle)).await?;
-            return parse(kind, status, &response_headers, &bytes, &wire.shaping);
-        }
-        // The cap bounds the answer (what is kept and cached) while it arrives; the event
-        // stream around it may be larger (a Chat Completions chunk spends ~200 bytes on one
-        // token), under a proportionally larger bound that still stops a runaway stream.
-        let limit = self.config.max_response_bytes;
-        let mut reader = StreamReader::new(kind, limit);
-        while let Some(bytes) = timeout(idle, response.chunk()).await.map_err(|_| stalled())?.map_err(body_error)? {
-            if reader.feed(&bytes)? {
-                break;
-            }
-        }
-        let body =
-            serde_json::to_vec(&reader.finish()?).map_err(|error| CallError::Protocol { detail: format!("cannot re-encode a streamed answer: {error}") })?;
-        if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
-            return Err(CallError::ResponseTooLarge { limit });
-        }
-        parse(kind, status, &response_headers, &body, &wire.shaping)
-    }
-}
-
-/// What one call sends on every attempt.
-struct Wire {
-    url: String,
-    headers: HeaderMap,
-    /// The bytes sent (for a streamed call, the keyed body plus the protocol's switch).
-    body: Vec<u8>,
-    shaping: openai::Shaping,
-    streamed: bool,
-    /// Polled in background mode (Responses API only; never streamed).
-    background: bool,
-}
-
-/// Reads a body chunk by chunk and stops as soon as it would exceed `limit` bytes, so no
-/// more than the cap is ever held (a declared `Content-Length` over the cap stops it at once).
-/// With `idle`, a wait of longer than that for the next chunk is a stall.
-pub(super) async fn read_capped(mut response: reqwest::Response, limit: u64, idle: Option<Duration>) -> Result<Vec<u8>, CallError> {
-    let too_large = CallError::ResponseTooLarge { limit };
-    if response.content_length().is_some_and(|length| length > limit) {
-        return Err(too_large);
-    }
-    let capacity = response.content_length().unwrap_or(0).min(limit).min(1 << 20);
-    let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-    loop {
-        let next = match idle {
-            Some(idle) => timeout(idle, response.chunk()).await.map_err(|_| CallError::StreamStalled { idle })?,
-            None => response.chunk().await,
+    /// Waits for a concurrency slot and the pacer within the call's budget; `None` (with the
+    /// reason in `record`) when the budget ran out or the run or lane was halted meanwhile.
+    async fn slot<'l>(&self, lane: &'l Lane, deadline: Instant, record: &mut CallRecord) -> Option<(Permit<'l>, PaceTicket)> {
+        let Ok(permit) = timeout_at(deadline, lane.limiter.acquire()).await else {
+            record.result = Err(CallError::Timeout);
+            return None;
         };
-        let Some(chunk) = next.map_err(body_error)? else { break };
-        if u64::try_from(bytes.len() + chunk.len()).unwrap_or(u64::MAX) > limit {
-            return Err(too_large);
+        let Ok(ticket) = timeout_at(deadline, lane.pacer.acquire()).await else {
+            // Still paced when the budget ran out: the last 429 says why, if there was one.
+            if !matches!(record.result, Err(CallError::RateLimited { .. })) {
+                record.result = Err(CallError::Timeout);
+            }
+            return None;
+        };
+        // Checked at the last moment before sending: calls that waited for a slot while
+        // the run was halted are not sent either.
+        if let Some(halted) =
+            self.halted().or_else(|| lane.halted.lock().unwrap_or_else(PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason }))
+        {
+            record.result = Err(halted);
+            return None;
         }
-        bytes.extend_from_slice(&chunk);
+        Some((permit, ticket))
     }
-    Ok(bytes)
+
+    /// One attempt: polled in background mode, streamed, or sent whole within the budget.
+    async fn submit(&self, endpoint: &Endpoint, wire: &Wire, lane: &Lane, deadline: Instant, ledger: Option<&dyn ResponseLedger>) -> Submitted {
+        if wire.background {
+            // Bounded by the budget inside: it cancels the response when the budget is spent.
+            let job = background::Job {
+                url: &wire.url,
+                headers: &wire.headers,
+                body: &wire.body,
+                shaping: &wire.shaping,
+                polling: self.config.polling,
+                retry: self.config.retry,
+                deadline,
+                max_response_bytes: self.config.max_response_bytes,
+            };
+            return background::run(&self.http, &job, &lane.pacer, ledger).await;
+        }
+        let send = transport::send_once(&self.http, &self.config, endpoint.kind, wire, &lane.pacer);
+        // A stream is bounded by its own idle and total timeouts, not the call's budget.
+        let result = if wire.streamed { send.await } else { timeout_at(deadline, send).await.unwrap_or(Err(CallError::Timeout)) };
+        Submitted { result, resubmit: true }
+    }
+
+    /// How long to wait before sending `error`'s call again, or `None` to stop: the retry
+    /// policy, except for attempts that could only fail (or bill) the same way again.
+    fn retry_delay(&self, wire: &Wire, error: &CallError, deadline: Instant, attempt_time: Duration, budget: &mut Budget) -> Option<Duration> {
+        let policy = self.config.retry;
+        let used = budget.used();
+        match error {
+            // A timed-out attempt is only tried again when a whole attempt still fits the
+            // call's budget: a long reasoning call cut by the budget would otherwise be sent,
+            // and billed, twice for nothing.
+            CallError::Timeout if !wire.streamed && deadline.saturating_duration_since(Instant::now()) < self.config.request_timeout => None,
+            // A stream that ran to its total cap is runaway: another would be too.
+            CallError::Timeout if wire.streamed && attempt_time >= self.config.stream_total_timeout => None,
+            CallError::RateLimited { retry_after } => {
+                budget.rate_limits += 1;
+                policy.rate_limit_delay(budget.rate_limits, *retry_after, used)
+            }
+            _ => {
+                budget.failures += 1;
+                policy.next_delay(budget.failures, error, used)
+            }
+        }
+    }
+}
+
+/// A call's time and retry budget across its attempts.
+struct Budget {
+    started: Instant,
+    total: Duration,
+    /// Time spent inside streamed attempts: a stream is bounded by its own timeouts (idle
+    /// and total), so the time it spends sending does not use up the call's budget, which
+    /// bounds only the waiting and the retrying (429s still end when it is spent).
+    streaming: Duration,
+    /// Failed attempts that use the retry budget (a 429 never does).
+    failures: u32,
+    /// 429s so far.
+    rate_limits: u32,
+}
+
+impl Budget {
+    fn deadline(&self) -> Instant {
+        self.started + self.total + self.streaming
+    }
+
+    fn used(&self) -> Duration {
+        self.started.elapsed().saturating_sub(self.streaming)
+    }
+}
+
+/// Tells the lane how the attempt went: a 429 pauses its pacer (before the permit is freed,
+/// so no waiting request slips past the pause), and the limiter learns from the outcome.
+fn settle_lane(lane: &Lane, permit: Permit<'_>, ticket: PaceTicket, result: &Result<ChatResponse, CallError>) {
+    if let Err(CallError::RateLimited { retry_after }) = result {
+        lane.pacer.rate_limited(ticket, *retry_after);
+    }
+    permit.finish(match feedback(result) {
+        // The pacer cut the rate already; cutting concurrency too would, after a few events,
+        // starve a lane whose limit is a rate, not a concurrency.
+        Feedback::RateLimited if ticket.paced() => Feedback::ServerTrouble,
+        other => other,
+    });
+}
+
+/// An answer, with the attempt's latency; another model answering is logged.
+fn answered(endpoint: &Endpoint, mut response: ChatResponse, sent: Instant) -> ChatResponse {
+    response.latency_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if answered_at(&endpoint.base_url, &endpoint.model, &response.answered_model) == Answered::Other {
+        tracing::warn!(provider = %endpoint.kind, requested = %endpoint.model, answered = %response.answered_model, "provider answered with a different model than requested");
+    }
+    response
 }
 
 #[cfg(test)]
@@ -647,6 +454,7 @@ mod tests {
     use super::super::testing::{KEY, KINDS, ask, client_with, mock_endpoint, quick_client, quick_config};
     use super::super::types::ToolCall;
     use super::*;
+    use crate::providers::{ConcurrencyMode, RetryPolicy};
 
     #[tokio::test]
     async fn transient_faults_are_retried_until_success() {

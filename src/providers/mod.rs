@@ -30,21 +30,20 @@ mod pacer;
 pub mod protocol;
 pub mod responses;
 mod retry;
+pub mod route;
 pub mod scripted;
 pub mod stream;
 mod switch;
 #[cfg(test)]
 pub(crate) mod testing;
+mod transport;
 mod types;
 mod wire;
 
 pub use attempt::AttemptClass;
 pub use background::{Background, PollConfig, ResponseLedger};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
-pub use client::{
-    CallOutcome, CallRecord, ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, Lane, LaneSnapshot,
-    ProviderClient, install_crypto_provider, request_body, request_fingerprint, request_url,
-};
+pub use client::{CallOutcome, CallRecord, Lane, LaneSnapshot, ProviderClient, request_body, request_fingerprint, request_url};
 pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
@@ -52,6 +51,7 @@ pub use protocol::Protocol;
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use stream::StreamMode;
 pub use switch::Switch;
+pub use transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, install_crypto_provider};
 pub use types::{
     Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
     ToolSpec, Usage, answered_as, answered_at, canonical_json,

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use super::background::PollConfig;
-use super::client::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, ProviderClient};
+use super::client::ProviderClient;
 use super::limiter::ConcurrencyMode;
 use super::mock::MockServer;
 use super::pacer::PacerConfig;
 use super::retry::RetryPolicy;
+use super::transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES};
 use super::types::{ChatRequest, Endpoint, Message, ProviderKind, Secret};
 
 /// The API key every mock endpoint presents (and leak tests look for).
