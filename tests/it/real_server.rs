@@ -251,7 +251,8 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     let table = outcomes_table(&md);
     for model in MODELS {
         let row = table.get(model).cloned().unwrap_or_default();
-        let share = row.get("context_exceeded %").or_else(|| row.get("context_exceeded")).and_then(|cell| cell.trim_end_matches('%').trim().parse::<f64>().ok());
+        let share =
+            row.get("context_exceeded %").or_else(|| row.get("context_exceeded")).and_then(|cell| cell.trim_end_matches('%').trim().parse::<f64>().ok());
         check(share.is_some_and(|share| share > 0.0), format!("{model}'s overflowing items are context_exceeded in the model-outcomes table: {row:?}"));
     }
 

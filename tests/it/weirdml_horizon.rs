@@ -152,7 +152,8 @@ fn own_runs_get_the_importers_horizons_beside_published_models() {
     // The published context: both models fitted the same way, and drawn with ours.
     let (_, context) = md_table(&md, "WeirdML time horizons of published models (context)");
     assert_eq!(context.keys().collect::<Vec<_>>(), ["gpt-4", "o4-mini-high-2025-04-16"]);
-    assert_eq!(context["gpt-4"][..2], ["678.000000", "36.000000"], "the spec's n_data and n_success");
+    let counts: Vec<f64> = context["gpt-4"][..2].iter().map(|cell| cell.parse().unwrap()).collect();
+    assert_eq!(counts, [678.0, 36.0], "the spec's n_data and n_success");
     let figure = std::fs::read_to_string(ws.path("reports/hz/figures/weirdml-timeline.csv")).unwrap();
     assert!(figure.contains("this pipeline,2025.") && figure.contains(",scripted-spec\n"), "{figure}");
     assert!(figure.contains("published models,") && figure.contains(",gpt-4-0613\n"), "{figure}");
