@@ -88,18 +88,23 @@ pub(crate) fn expected_record() -> Value {
     serde_json::to_value(e.record()).unwrap()
 }
 
-#[test]
-fn scripted_model_through_the_mock_yields_the_exact_record() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let server = runtime.block_on(MockServer::start(MockConfig { script: Script::function(model), ..MockConfig::default() })).unwrap();
-    let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
-    let ws = Workspace::new();
+/// `p.yaml`: one BBQ-Bench cell (`is_greater_than_58`, seed 0) for an API model at `url`.
+pub(crate) fn write_one_cell_pipeline(ws: &Workspace, url: &str) {
     ws.write(
         "p.yaml",
         &format!(
             "name: bbq-mock\nmodels:\n  - {{id: mock, provider: openai, model: mock-model, base_url: \"{url}\"}}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n"
         ),
     );
+}
+
+#[test]
+fn scripted_model_through_the_mock_yields_the_exact_record() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let server = runtime.block_on(MockServer::start(MockConfig { script: Script::function(model), ..MockConfig::default() })).unwrap();
+    let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
+    let ws = Workspace::new();
+    write_one_cell_pipeline(&ws, &url);
     let (shown, episode, llm, outcomes) = run_the_cell(&ws);
     assert_eq!(outcomes["mock"]["answers"], 9, "{outcomes}");
     assert_eq!(outcomes["mock"]["answered_by"], json!(["mock-model"]), "{outcomes}");

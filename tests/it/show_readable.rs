@@ -11,12 +11,7 @@ fn show_of_a_bbq_cell_is_an_outline_not_json() {
     let server = runtime.block_on(MockServer::start(MockConfig { script: Script::function(crate::bbq_llm::model), ..MockConfig::default() })).unwrap();
     let url = format!("{}/v1", server.base_url().trim_end_matches('/'));
     let ws = Workspace::new();
-    ws.write(
-        "p.yaml",
-        &format!(
-            "name: bbq-mock\nmodels:\n  - {{id: mock, provider: openai, model: mock-model, base_url: \"{url}\"}}\ntasks:\n  - benchmark: bbq\n    select: [is_greater_than_58]\nseeds: [0]\n"
-        ),
-    );
+    crate::bbq_llm::write_one_cell_pipeline(&ws, &url);
     let (shown, _, _, _) = crate::bbq_llm::run_the_cell(&ws);
     let out = ws.cmd().args(["show", "p.yaml", "mock/bbq/is_greater_than_58/0"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
