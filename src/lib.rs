@@ -11,6 +11,8 @@ pub mod cache;
 pub mod envs;
 pub mod exec;
 pub mod exhibit;
+#[cfg(test)]
+pub(crate) mod guard;
 pub mod metrics;
 pub mod plan;
 pub mod platform;

@@ -7,7 +7,8 @@ use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Map, Value};
 
-use crate::providers::openai::{ChatCompletions, Shaping};
+use crate::providers::openai::ChatCompletions;
+use crate::providers::shaping::Shaping;
 use crate::providers::protocol::Protocol;
 use crate::providers::stream::Fold;
 use crate::providers::{CallError, ChatRequest, ChatResponse, Endpoint, Secret};
@@ -45,6 +46,10 @@ impl Protocol for KeyedGateway {
 
     fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
         ChatCompletions.parse(status, headers, body, shaping)
+    }
+
+    fn settle(&self, response: ChatResponse, shaping: &Shaping) -> ChatResponse {
+        ChatCompletions.settle(response, shaping)
     }
 
     fn output_cap_fields(&self) -> &'static [&'static str] {

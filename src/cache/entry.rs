@@ -10,6 +10,18 @@ use serde_json::Value;
 
 use crate::plan::{StepKey, StepKind};
 
+/// What a put did, locally ([`super::Store::put`]) or on the remote.
+#[derive(Debug)]
+pub enum Stored {
+    /// This entry is now the stored one.
+    Written,
+    /// Another writer stored a valid entry under the key first; this is it.
+    Adopted(Entry),
+}
+
+/// Name of the versioned bucket inside the cache directory.
+pub const BUCKET: &str = "v1";
+
 /// Header tag; bump with the record format.
 const MAGIC: &str = "evalgrid-entry/1";
 

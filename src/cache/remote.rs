@@ -28,7 +28,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::entry::Entry;
-use super::store::{BUCKET, Stored};
+use super::entry::{BUCKET, Stored};
 use crate::plan::StepKey;
 
 /// How often a create whose outcome is unknown is tried again (each after a read).

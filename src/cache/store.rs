@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::commit::GroupCommit;
+pub use super::entry::{BUCKET, Stored};
 use super::entry::{DecodeError, Entry};
 use super::lock::KeyLock;
 use super::remote::{Remote, RemoteError};
@@ -54,18 +55,6 @@ use crate::plan::{StepKey, StepKind};
 fn safe_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
 }
-
-/// What [`Store::put`] did.
-#[derive(Debug)]
-pub enum Stored {
-    /// This entry is now the stored one.
-    Written,
-    /// Another writer stored a valid entry under the key first; this is it.
-    Adopted(Entry),
-}
-
-/// Name of the versioned bucket inside the cache directory.
-pub const BUCKET: &str = "v1";
 
 /// Errors from the store. A corrupt entry is *not* an error (it is a miss).
 #[derive(Debug, thiserror::Error)]

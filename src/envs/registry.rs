@@ -173,37 +173,17 @@ mod tests {
     fn no_layer_outside_envs_and_cli_names_a_benchmark() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut offenders = Vec::new();
-        let mut stack = vec![src.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-                let path = entry.path();
-                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-                if path.is_dir() {
-                    // Test-only folders (`foo/tests/`) may name benchmarks.
-                    if rel != "envs" && rel != "cli" && path.file_name().is_some_and(|n| n != "tests") {
-                        stack.push(path);
-                    }
-                    continue;
-                }
-                if !rel.ends_with(".rs") || rel.ends_with("tests.rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-                for (n, line) in code.lines().enumerate() {
-                    let line = line.trim_start();
-                    // The one benchmark-named setting of the pipeline file (`report.weirdml`, issue 25)
-                    // is checked against the pipeline's tasks where it is parsed.
-                    if line.starts_with("//") || (rel == "spec/resolve.rs" && line.contains("any(|b| b == \"weirdml\")")) {
-                        continue;
-                    }
-                    for b in ALL {
-                        let quoted = format!("\"{}", b.name());
-                        let path_use = format!("envs::{}", b.name());
-                        if line.contains(&quoted) || line.contains(&path_use) {
-                            offenders.push(format!("src/{rel}:{}: {line}", n + 1));
-                        }
-                    }
+        for line in crate::guard::production_lines(&src, &["envs", "cli"]) {
+            // The one benchmark-named setting of the pipeline file (`report.weirdml`, issue 25)
+            // is checked against the pipeline's tasks where it is parsed.
+            if line.file == "spec/resolve.rs" && line.text.contains("any(|b| b == \"weirdml\")") {
+                continue;
+            }
+            for b in ALL {
+                let quoted = format!("\"{}", b.name());
+                let path_use = format!("envs::{}", b.name());
+                if line.text.contains(&quoted) || line.text.contains(&path_use) {
+                    offenders.push(format!("src/{line}"));
                 }
             }
         }

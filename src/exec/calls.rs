@@ -35,8 +35,8 @@ use crate::plan::{StepKey, StepKind};
 use crate::providers::route;
 use crate::providers::scripted::ScriptError;
 use crate::providers::{
-    Answered, AttemptClass, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, ProviderClient, ResponseLedger, answered_at,
-    request_fingerprint,
+    Answered, AttemptClass, CallError, ChatRequest, ChatResponse, ConcurrencyMode, Endpoint, FinishReason, ProviderClient, ResponseLedger, Shaping,
+    answered_at, request_fingerprint,
 };
 use crate::spec::ModelConfig;
 
@@ -359,7 +359,6 @@ impl CallContext {
         // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
         let _ticket = self.gate(&model.id).acquire_owned().await.ok();
         let endpoint = endpoint(model, request)?;
-        let reasoning_tag = cached_reasoning_tag(&endpoint, request);
         let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint, request, site));
         // Declared before the lock guard so it is dropped after it.
         let joined = self.in_flight.join(step.key());
@@ -379,6 +378,7 @@ impl CallContext {
         let ledger = endpoint.background.then(|| CallLedger { pending: PendingResponses::of(&self.store), key: step.key() });
         let answered = AtomicBool::new(false);
         let lane_endpoint = endpoint.clone();
+        let endpoint_kind = endpoint.kind;
         let base_url = endpoint.base_url.clone();
         let done = step
             .run(&self.store, || async {
@@ -455,9 +455,7 @@ impl CallContext {
         let mut done = done?;
         if done.hit {
             self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
-            if let Some(tag) = &reasoning_tag {
-                done.value = settle_cached_reasoning(done.value, tag);
-            }
+            done.value = endpoint_kind.protocol().settle_cached(done.value, &Shaping::for_call(request, &base_url));
         } else if reask {
             self.usage.reasked.fetch_add(1, Ordering::Relaxed);
         }
@@ -564,23 +562,6 @@ impl ResponseLedger for CallLedger {
             tracing::warn!(call = %self.key.short(), "cannot remove the record of a finished background response: {error}");
         }
     }
-}
-
-/// The tag whose leading block the provider layer moves to `reasoning` for this call
-/// (OpenAI-compatible servers), so a cached answer can be held to the same rule.
-fn cached_reasoning_tag(endpoint: &Endpoint, request: &ChatRequest) -> Option<String> {
-    endpoint.kind.protocol().reasoning_tag(request, &endpoint.base_url)
-}
-
-/// A cached answer stored before the provider layer split reasoning off (its key is the
-/// same: the default split sends nothing new) still starts with the `<think>` block; it
-/// is split now, so no benchmark scores or executes a draft written while thinking. An
-/// answer split when it arrived already has its reasoning and is left exactly as stored.
-fn settle_cached_reasoning(response: ChatResponse, tag: &str) -> ChatResponse {
-    if response.reasoning.as_deref().is_some_and(|r| !r.is_empty()) {
-        return response;
-    }
-    crate::providers::openai::split_reasoning(response, tag)
 }
 
 /// The cache key a call would have; `None` for built-in models.

@@ -8,29 +8,10 @@ use super::*;
 fn no_os_specific_call_outside_the_platform_module() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut offenders = Vec::new();
-    let mut stack = vec![root.join("src"), root.join("tests")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if path.is_dir() {
-                if rel != "src/platform" {
-                    stack.push(path);
-                }
-                continue;
-            }
-            if !rel.ends_with(".rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                let line = line.trim_start();
-                if line.starts_with("//") {
-                    continue;
-                }
-                if ["rustix::", "libc::", "use rustix", "use libc", "extern crate libc"].iter().any(|call| line.contains(call)) {
-                    offenders.push(format!("{rel}:{}: {line}", n + 1));
-                }
+    for (dir, skip) in [("src", &["platform"][..]), ("tests", &[][..])] {
+        for line in crate::guard::all_lines(&root.join(dir), skip) {
+            if ["rustix::", "libc::", "use rustix", "use libc", "extern crate libc"].iter().any(|call| line.text.contains(call)) {
+                offenders.push(format!("{dir}/{line}"));
             }
         }
     }

@@ -24,6 +24,9 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::families::{ClaudeThinking, claude_max_output, claude_thinking};
+use super::protocol::Protocol;
+use super::shaping::Shaping;
+use super::stream::Fold;
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Message, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
@@ -46,34 +49,9 @@ pub fn default_max_tokens(model: &str, thinking_budget: u64) -> u64 {
 /// Sentence appended to the system prompt in JSON mode.
 pub const JSON_MODE_INSTRUCTION: &str = "Respond with a single JSON object and nothing else.";
 
-/// The request URL: `base_url` as given plus `/messages` (a bare origin gets `/v1`).
-#[must_use]
-pub fn url(base_url: &str, _model: &str) -> String {
-    endpoint_url(base_url, "/v1", "/messages")
-}
-
-/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
-#[must_use]
-pub fn legacy_url(base_url: &str, _model: &str) -> String {
-    join_url(base_url, "/v1", "/messages")
-}
-
-/// `x-api-key` (sensitive, when a key is given) and `anthropic-version`.
-///
-/// # Errors
-/// `Config` if the key has bytes not allowed in a header.
-pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-    let mut headers = HeaderMap::new();
-    headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION));
-    if let Some(key) = api_key {
-        secret_header(&mut headers, "x-api-key", "", key)?;
-    }
-    Ok(headers)
-}
-
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     let model = endpoint.model.as_str();
     let mut body = Map::new();
     let mut thinking_budget = None;
@@ -198,7 +176,7 @@ fn replayable(block: &Value) -> Value {
 /// # Errors
 /// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
 /// outputs and refusals.
-pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
+fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let blocks = json.get("content").and_then(Value::as_array).ok_or_else(|| CallError::Protocol { detail: "response has no `content` array".into() })?;
     let mut answer = String::new();
@@ -264,28 +242,35 @@ fn finish_reason(reason: &str) -> FinishReason {
 #[derive(Debug, Clone, Copy)]
 pub struct Messages;
 
-impl super::protocol::Protocol for Messages {
+impl Protocol for Messages {
     fn default_base_url(&self) -> &'static str {
         "https://api.anthropic.com"
     }
 
-    fn url(&self, base_url: &str, model: &str) -> String {
-        url(base_url, model)
+    /// `base_url` as given plus `/messages` (a bare origin gets `/v1`).
+    fn url(&self, base_url: &str, _model: &str) -> String {
+        endpoint_url(base_url, "/v1", "/messages")
     }
 
-    fn legacy_url(&self, base_url: &str, model: &str) -> String {
-        legacy_url(base_url, model)
+    fn legacy_url(&self, base_url: &str, _model: &str) -> String {
+        join_url(base_url, "/v1", "/messages")
     }
 
+    /// `x-api-key` (sensitive, when a key is given) and `anthropic-version`.
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-        headers(api_key)
+        let mut headers = HeaderMap::new();
+        headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION));
+        if let Some(key) = api_key {
+            secret_header(&mut headers, "x-api-key", "", key)?;
+        }
+        Ok(headers)
     }
 
     fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
         build_body(request, endpoint)
     }
 
-    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &Shaping) -> Result<ChatResponse, CallError> {
         parse_response(status, headers, body)
     }
 
@@ -300,7 +285,7 @@ impl super::protocol::Protocol for Messages {
         body.insert("stream".into(), serde_json::json!(true));
     }
 
-    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
+    fn stream_fold(&self) -> Box<dyn Fold> {
         super::stream::fold_anthropic()
     }
 }

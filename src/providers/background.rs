@@ -29,12 +29,12 @@ use serde_json::Value;
 use tokio::time::{Instant, sleep, timeout_at};
 
 use super::error::{CallError, error_in_ok_body, parse_json, success_json};
-use super::openai::Shaping;
+use super::families::is_openai_api;
 use super::pacer::Pacer;
-use super::responses::{self, is_openai_api};
 use super::retry::{RateLimitHeaders, RetryPolicy};
-use super::transport::{read_capped, transport_error};
-use super::types::ChatResponse;
+use super::shaping::Shaping;
+use super::transport::{PollConfig, parse, read_capped, transport_error};
+use super::types::{ChatResponse, ProviderKind};
 use super::wire::text;
 
 /// Longest wait for the cancel request sent when a call's budget has run out.
@@ -64,22 +64,6 @@ fn long_running(model: &str) -> bool {
     id.contains("deep-research") || id.ends_with("-pro") || id.contains("-pro-")
 }
 
-/// How a background response is polled; transport, never keyed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PollConfig {
-    /// Wait before the first poll.
-    pub first: Duration,
-    /// Longest wait between polls; the wait doubles from `first` up to it.
-    pub max: Duration,
-}
-
-impl Default for PollConfig {
-    /// 1 s, doubling to 10 s: quick answers are seen quickly, long ones cost a poll per 10 s.
-    fn default() -> Self {
-        Self { first: Duration::from_secs(1), max: Duration::from_secs(10) }
-    }
-}
-
 /// The body sent in background mode: the keyed body plus `background: true` and the
 /// `store: true` the API requires for it.
 #[must_use]
@@ -100,6 +84,8 @@ pub(super) struct Job<'a> {
     pub(super) headers: &'a HeaderMap,
     /// The wire body ([`wire_body`]).
     pub(super) body: &'a [u8],
+    /// The protocol the final response is parsed with.
+    pub(super) kind: ProviderKind,
     /// How the final response is parsed.
     pub(super) shaping: &'a Shaping,
     /// Poll waits.
@@ -235,7 +221,7 @@ struct Polled {
 
 /// A terminal response object parsed as an answer; `cancelled` is no answer at all, and
 /// `failed` is an error (never an answer), which a new run may fix.
-fn finish(status: StatusCode, headers: &HeaderMap, bytes: &[u8], json: &Value, shaping: &Shaping) -> Polled {
+fn finish(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, bytes: &[u8], json: &Value, shaping: &Shaping) -> Polled {
     match text(json, "/status").as_str() {
         "cancelled" => {
             Polled { submitted: Submitted::settled(Err(CallError::Protocol { detail: "the background response was cancelled".into() })), end: End::Cancelled }
@@ -245,7 +231,7 @@ fn finish(status: StatusCode, headers: &HeaderMap, bytes: &[u8], json: &Value, s
             end: End::Failed,
         },
         _ => {
-            let result = responses::parse_shaped(status, headers, bytes, shaping);
+            let result = parse(kind, status, headers, bytes, shaping);
             let end = if result.is_ok() { End::Answered } else { End::Unusable };
             Polled { submitted: Submitted::settled(result), end }
         }
@@ -286,7 +272,7 @@ pub(super) async fn run(http: &reqwest::Client, job: &Job<'_>, pacer: &Pacer, le
         Err(error) => return Submitted::retry(Err(error)),
     };
     if !pending(&json) {
-        return finish(status, &headers, &bytes, &json, job.shaping).submitted;
+        return finish(job.kind, status, &headers, &bytes, &json, job.shaping).submitted;
     }
     let id = text(&json, "/id");
     if id.is_empty() {
@@ -360,7 +346,7 @@ async fn poll_until_done(http: &reqwest::Client, job: &Job<'_>, id: &str, first:
         match polled {
             Ok((status, headers, bytes, json)) => {
                 if !pending(&json) {
-                    return finish(status, &headers, &bytes, &json, job.shaping);
+                    return finish(job.kind, status, &headers, &bytes, &json, job.shaping);
                 }
                 failures = 0;
                 tracing::debug!(response = id, status = %text(&json, "/status"), "background response not done yet");

@@ -26,8 +26,8 @@ use super::attempt::AttemptClass;
 use super::background::{self, ResponseLedger, Submitted};
 use super::error::CallError;
 use super::limiter::{Feedback, Limiter, LimiterSnapshot, Permit};
-use super::openai;
 use super::pacer::{PaceTicket, Pacer, PacerSnapshot};
+use super::shaping::{REASONING_TAG, Shaping};
 use super::stream::{streamed_body, streamed_url};
 use super::transport::{self, ClientConfig, Wire, request_headers};
 use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as, answered_at};
@@ -155,7 +155,7 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
         fingerprint["headers"] = Value::Object(literal);
     }
     // Read by evalgrid, never sent, yet it changes the stored answer.
-    if let Some(tag) = request.params.get(openai::REASONING_TAG) {
+    if let Some(tag) = request.params.get(REASONING_TAG) {
         fingerprint["reasoning_tag"] = tag.clone();
     }
     fingerprint
@@ -248,7 +248,7 @@ impl ProviderClient {
     pub async fn call_resumable(&self, endpoint: &Endpoint, request: &ChatRequest, ledger: Option<&dyn ResponseLedger>) -> CallRecord {
         let request_body = request_body(endpoint, request);
         // A background call is polled, never streamed.
-        let background = endpoint.background && endpoint.kind == ProviderKind::OpenAiResponses;
+        let background = endpoint.background && endpoint.kind.protocol().polls_in_background();
         let streamed = !background && endpoint.stream.streams(endpoint.kind, &request_body);
         let started = Instant::now();
         let mut record =
@@ -266,7 +266,7 @@ impl ProviderClient {
             .and_then(|bytes| Ok((bytes, request_headers(endpoint)?)));
         match prepared {
             Ok((body, headers)) => {
-                let shaping = openai::Shaping::for_call(request, &endpoint.base_url);
+                let shaping = Shaping::for_call(request, &endpoint.base_url);
                 let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
                 let wire = Wire { url, headers, body, shaping, streamed, background };
                 self.attempt_loop(endpoint, &wire, started, &mut record, ledger).await;
@@ -361,6 +361,7 @@ impl ProviderClient {
             // Bounded by the budget inside: it cancels the response when the budget is spent.
             let job = background::Job {
                 url: &wire.url,
+                kind: endpoint.kind,
                 headers: &wire.headers,
                 body: &wire.body,
                 shaping: &wire.shaping,

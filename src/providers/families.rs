@@ -23,6 +23,12 @@ pub fn is_openai_platform(base_url: &str) -> bool {
     host(base_url).as_deref() == Some("api.openai.com") || host_is(base_url, "openai.azure.com") || host_is(base_url, "cognitiveservices.azure.com")
 }
 
+/// Whether `base_url` is OpenAI's own API, the only server `auto` settings act on.
+#[must_use]
+pub fn is_openai_api(base_url: &str) -> bool {
+    reqwest::Url::parse(base_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)).as_deref() == Some("api.openai.com")
+}
+
 /// xAI's API, whose `completion_tokens` leaves out the reasoning tokens it bills.
 #[must_use]
 pub fn is_xai(base_url: &str) -> bool {

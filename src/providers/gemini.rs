@@ -24,40 +24,15 @@ use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
 use super::families::gemini_generation;
+use super::protocol::Protocol;
+use super::shaping::Shaping;
+use super::stream::Fold;
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Message, Role, Secret, ToolCall, Usage};
 use super::wire::{count, endpoint_url, join_url, refused, secret_header, settle, text, tool_objects};
 
-/// The request URL: `base_url` as given plus `/models/{model}:generateContent` (a bare
-/// origin gets `/v1beta`); a `models/` prefix on the model id is tolerated.
-#[must_use]
-pub fn url(base_url: &str, model: &str) -> String {
-    let model = model.strip_prefix("models/").unwrap_or(model);
-    endpoint_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
-}
-
-/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
-#[must_use]
-pub fn legacy_url(base_url: &str, model: &str) -> String {
-    let model = model.strip_prefix("models/").unwrap_or(model);
-    join_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
-}
-
-/// `x-goog-api-key` (sensitive) rather than `?key=`, so the key never appears in URLs or
-/// in transport errors that quote them.
-///
-/// # Errors
-/// `Config` if the key has bytes not allowed in a header.
-pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-    let mut headers = HeaderMap::new();
-    if let Some(key) = api_key {
-        secret_header(&mut headers, "x-goog-api-key", "", key)?;
-    }
-    Ok(headers)
-}
-
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     // Gemini 2.x takes only a token budget, 3.x a level (both at once is a 400).
     let budget_only = gemini_generation(&endpoint.model).is_some_and(|generation| generation < 3);
     let mut config = Map::new();
@@ -187,7 +162,7 @@ pub fn effort_budget(effort: &str) -> Option<u64> {
 /// # Errors
 /// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies, empty
 /// outputs and refusals.
-pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
+fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let thoughts = count(&json, "/usageMetadata/thoughtsTokenCount");
     let usage = Usage {
@@ -260,28 +235,38 @@ fn finish_reason(reason: &str) -> FinishReason {
 #[derive(Debug, Clone, Copy)]
 pub struct GenerateContent;
 
-impl super::protocol::Protocol for GenerateContent {
+impl Protocol for GenerateContent {
     fn default_base_url(&self) -> &'static str {
         "https://generativelanguage.googleapis.com"
     }
 
+    /// `base_url` as given plus `/models/{model}:generateContent` (a bare origin gets
+    /// `/v1beta`); a `models/` prefix on the model id is tolerated.
     fn url(&self, base_url: &str, model: &str) -> String {
-        url(base_url, model)
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        endpoint_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
     }
 
     fn legacy_url(&self, base_url: &str, model: &str) -> String {
-        legacy_url(base_url, model)
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        join_url(base_url, "/v1beta", &format!("/models/{model}:generateContent"))
     }
 
+    /// `x-goog-api-key` (sensitive) rather than `?key=`, so the key never appears in URLs or
+    /// in transport errors that quote them.
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-        headers(api_key)
+        let mut headers = HeaderMap::new();
+        if let Some(key) = api_key {
+            secret_header(&mut headers, "x-goog-api-key", "", key)?;
+        }
+        Ok(headers)
     }
 
     fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
         build_body(request, endpoint)
     }
 
-    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &Shaping) -> Result<ChatResponse, CallError> {
         parse_response(status, headers, body)
     }
 
@@ -297,7 +282,7 @@ impl super::protocol::Protocol for GenerateContent {
         super::stream::gemini_streamed_url(url)
     }
 
-    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
+    fn stream_fold(&self) -> Box<dyn Fold> {
         super::stream::fold_gemini()
     }
 }
@@ -337,7 +322,7 @@ mod tests {
                 "thinkingConfig": {"thinkingBudget": 512, "includeThoughts": true}},
         });
         assert_eq!(body, expected);
-        assert_eq!(url("http://h/", "models/gemini-x"), "http://h/v1beta/models/gemini-x:generateContent");
+        assert_eq!(GenerateContent.url("http://h/", "models/gemini-x"), "http://h/v1beta/models/gemini-x:generateContent");
     }
 
     #[test]

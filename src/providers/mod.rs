@@ -28,10 +28,12 @@ pub mod openai;
 pub mod overflow;
 mod pacer;
 pub mod protocol;
+mod registry;
 pub mod responses;
 mod retry;
 pub mod route;
 pub mod scripted;
+pub mod shaping;
 pub mod stream;
 mod switch;
 #[cfg(test)]
@@ -41,7 +43,7 @@ mod types;
 mod wire;
 
 pub use attempt::AttemptClass;
-pub use background::{Background, PollConfig, ResponseLedger};
+pub use background::{Background, ResponseLedger};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
 pub use client::{CallOutcome, CallRecord, Lane, LaneSnapshot, ProviderClient, request_body, request_fingerprint, request_url};
 pub use error::{CallError, REDACTED};
@@ -49,9 +51,10 @@ pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapsho
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use protocol::Protocol;
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
+pub use shaping::Shaping;
 pub use stream::StreamMode;
 pub use switch::Switch;
-pub use transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, install_crypto_provider};
+pub use transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, PollConfig, install_crypto_provider};
 pub use types::{
     Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
     ToolSpec, Usage, answered_as, answered_at, canonical_json,

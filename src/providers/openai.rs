@@ -13,42 +13,16 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::families::{is_openai_platform, is_xai};
+use super::families::is_openai_platform;
+use super::protocol::Protocol;
+use super::shaping::{MAX_TOKENS_FIELD, REASONING_TAG, Shaping, split_by_tag};
+use super::stream::{Fold, fold_chat};
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
-use super::wire::{count, endpoint_url, join_url, parse_arguments, refused, secret_header, settle, text, tool_objects};
-
-/// The request URL: `base_url` as given plus `/chat/completions` (a bare origin gets `/v1`).
-#[must_use]
-pub fn url(base_url: &str, _model: &str) -> String {
-    endpoint_url(base_url, "/v1", "/chat/completions")
-}
-
-/// The URL evalgrid used before base URLs were taken as given (for cache-key stability).
-#[must_use]
-pub fn legacy_url(base_url: &str, _model: &str) -> String {
-    join_url(base_url, "/v1", "/chat/completions")
-}
-
-/// Auth header `Authorization: Bearer <key>` (marked sensitive); none without a key.
-///
-/// # Errors
-/// `Config` if the key has bytes not allowed in a header.
-pub fn headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-    let mut headers = HeaderMap::new();
-    if let Some(key) = api_key {
-        secret_header(&mut headers, "authorization", "Bearer ", key)?;
-    }
-    Ok(headers)
-}
-
-/// Param naming the output-cap field explicitly (`max_tokens` or `max_completion_tokens`);
-/// read by evalgrid, never sent.
-pub const MAX_TOKENS_FIELD: &str = "max_tokens_field";
+use super::wire::{bearer_headers, count, endpoint_url, join_url, parse_arguments, refused, settle, text, tool_objects};
 
 /// The name the output cap goes under for this server: `params.max_tokens_field` when set,
 /// else `max_completion_tokens` for OpenAI's own API and Azure, `max_tokens` elsewhere.
-#[must_use]
-pub fn max_tokens_field<'a>(request: &'a ChatRequest, base_url: &str) -> &'a str {
+fn max_tokens_field<'a>(request: &'a ChatRequest, base_url: &str) -> &'a str {
     match request.params.get(MAX_TOKENS_FIELD).and_then(Value::as_str) {
         Some(field) if !field.is_empty() => field,
         _ if is_openai_platform(base_url) => "max_completion_tokens",
@@ -58,8 +32,7 @@ pub fn max_tokens_field<'a>(request: &'a ChatRequest, base_url: &str) -> &'a str
 
 /// The exact JSON body sent, a pure function of its inputs; hash it with
 /// [`super::canonical_json`], which sorts keys even if serde_json's `preserve_order` is on.
-#[must_use]
-pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     let model = endpoint.model.as_str();
     let cap_field = max_tokens_field(request, &endpoint.base_url);
     let mut body = Map::new();
@@ -94,80 +67,9 @@ pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     Value::Object(body)
 }
 
-/// Param naming the tag whose leading block is reasoning (`think` by default), or `false`
-/// to keep the answer text exactly as sent; read by evalgrid, never sent.
-pub const REASONING_TAG: &str = "reasoning_tag";
-
-/// How one server's answers are normalised before any benchmark sees them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shaping {
-    /// A leading `<tag>…</tag>` block in the answer is moved to `reasoning` (vLLM without a
-    /// reasoning parser, llama.cpp `--reasoning-format none`); `None` keeps the text whole.
-    pub reasoning_tag: Option<String>,
-    /// The server is xAI, whose `completion_tokens` leaves out reasoning tokens.
-    pub xai: bool,
-}
-
-impl Default for Shaping {
-    /// `<think>` blocks split off; not xAI.
-    fn default() -> Self {
-        Self { reasoning_tag: Some("think".into()), xai: false }
-    }
-}
-
-impl Shaping {
-    /// The shaping for a call: `params.reasoning_tag` (a tag name, or `false`/`null` for
-    /// none) and the server's family from its base URL.
-    #[must_use]
-    pub fn for_call(request: &ChatRequest, base_url: &str) -> Self {
-        let reasoning_tag = match request.params.get(REASONING_TAG) {
-            None => Some("think".to_owned()),
-            Some(Value::String(tag)) if !tag.is_empty() => Some(tag.clone()),
-            Some(_) => None,
-        };
-        Self { reasoning_tag, xai: is_xai(base_url) }
-    }
-}
-
-/// Moves a leading `<tag>…</tag>` block (leading whitespace allowed) from `text` into
-/// `reasoning`, after any reasoning the server already separated; an unclosed block (the
-/// cap cut the thinking) is all reasoning. Text without the block is left untouched.
-#[must_use]
-pub fn split_reasoning(mut response: ChatResponse, tag: &str) -> ChatResponse {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let Some(inner) = response.text.trim_start().strip_prefix(open.as_str()) else {
-        return response;
-    };
-    let (thought, answer) = match inner.find(close.as_str()) {
-        Some(end) => (&inner[..end], inner[end + close.len()..].trim_start()),
-        None => (inner, ""),
-    };
-    let thought = thought.trim();
-    response.reasoning = match (response.reasoning.take(), thought.is_empty()) {
-        (Some(before), false) => Some(format!("{before}\n{thought}")),
-        (before, true) => before,
-        (None, false) => Some(thought.to_owned()),
-    };
-    response.text = answer.to_owned();
-    response
-}
-
-/// Parses a response (any status) with the default [`Shaping`].
-///
-/// # Errors
-/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
-pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
-    parse_shaped(status, headers, body, &Shaping::default())
-}
-
 /// Parses a response (any status) into an answer or a classified error, normalised for
-/// the server: reasoning tags split off, xAI's reasoning tokens added to output, a
-/// reported `usage.cost` kept.
-///
-/// # Errors
-/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
-pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
+/// the server: xAI's reasoning tokens added to output, a reported `usage.cost` kept.
+fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let message = json.pointer("/choices/0/message").ok_or_else(|| CallError::Protocol { detail: "response has no `choices[0].message`".into() })?;
     let response = ChatResponse {
@@ -186,10 +88,7 @@ pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shapin
         usage_reported: true,
         items: Vec::new(),
     };
-    let mut response = settle(response, json.get("usage").is_some_and(Value::is_object));
-    if let Some(tag) = &shaping.reasoning_tag {
-        response = split_reasoning(response, tag);
-    }
+    let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if let Some(message) = message.get("refusal").and_then(Value::as_str).filter(|text| !text.is_empty()) {
         return Ok(refused(response, message));
     }
@@ -256,29 +155,35 @@ fn finish_reason(reason: &str) -> FinishReason {
 #[derive(Debug, Clone, Copy)]
 pub struct ChatCompletions;
 
-impl super::protocol::Protocol for ChatCompletions {
+impl Protocol for ChatCompletions {
     fn default_base_url(&self) -> &'static str {
         "https://api.openai.com"
     }
 
-    fn url(&self, base_url: &str, model: &str) -> String {
-        url(base_url, model)
+    /// `base_url` as given plus `/chat/completions` (a bare origin gets `/v1`).
+    fn url(&self, base_url: &str, _model: &str) -> String {
+        endpoint_url(base_url, "/v1", "/chat/completions")
     }
 
-    fn legacy_url(&self, base_url: &str, model: &str) -> String {
-        legacy_url(base_url, model)
+    fn legacy_url(&self, base_url: &str, _model: &str) -> String {
+        join_url(base_url, "/v1", "/chat/completions")
     }
 
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-        headers(api_key)
+        bearer_headers(api_key)
     }
 
     fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
         build_body(request, endpoint)
     }
 
-    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
         parse_shaped(status, headers, body, shaping)
+    }
+
+    /// A leading reasoning block in the text is moved to `reasoning` ([`Shaping::reasoning_tag`]).
+    fn settle(&self, response: ChatResponse, shaping: &Shaping) -> ChatResponse {
+        split_by_tag(response, shaping)
     }
 
     fn output_cap_fields(&self) -> &'static [&'static str] {
@@ -290,12 +195,8 @@ impl super::protocol::Protocol for ChatCompletions {
         body.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
     }
 
-    fn reasoning_tag(&self, request: &ChatRequest, base_url: &str) -> Option<String> {
-        super::openai::Shaping::for_call(request, base_url).reasoning_tag
-    }
-
-    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
-        super::stream::fold_chat()
+    fn stream_fold(&self) -> Box<dyn Fold> {
+        fold_chat()
     }
 }
 
@@ -333,12 +234,13 @@ mod tests {
         });
         assert_eq!(body, expected);
         assert_eq!(body.to_string(), build_body(&request(), &Endpoint::new(ProviderKind::OpenAi, "gpt-test")).to_string());
-        assert_eq!(url("http://x/v1/", "m"), "http://x/v1/chat/completions");
+        assert_eq!(ChatCompletions.url("http://x/v1/", "m"), "http://x/v1/chat/completions");
     }
 
     #[test]
     fn parses_refusal_tool_calls_and_bad_json() {
         let ok = StatusCode::OK;
+        let parse_response = |status, headers: &HeaderMap, body: &[u8]| ChatCompletions.parse(status, headers, body, &Shaping::default());
         let refused = br#"{"model":"m","choices":[{"message":{"content":null,"refusal":"I can't help"},"finish_reason":"stop"}]}"#;
         let refused = parse_response(ok, &HeaderMap::new(), refused).unwrap();
         assert_eq!(refused.finish_reason, FinishReason::Refusal);

@@ -22,23 +22,12 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{CallError, success_json};
-use super::families::family_version;
-use super::openai::{MAX_TOKENS_FIELD, REASONING_TAG, Shaping, split_reasoning};
+use super::families::{family_version, is_openai_api};
+use super::protocol::Protocol;
+use super::shaping::{MAX_TOKENS_FIELD, REASONING_TAG, Shaping, split_by_tag};
+use super::stream::{Fold, fold_responses};
 use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, OpenAiApi, ProviderKind, Role, Secret, ToolCall, Usage};
-use super::wire::{count, endpoint_url, join_url, parse_arguments, refused, settle, text, tool_objects};
-
-/// The request URL: `base_url` as given plus `/responses` (a bare origin gets `/v1`).
-#[must_use]
-pub fn url(base_url: &str, _model: &str) -> String {
-    endpoint_url(base_url, "/v1", "/responses")
-}
-
-/// The URL the pre-issue-13 joining rule would give, so fingerprints name the URL only
-/// where the two rules differ (as for Chat Completions).
-#[must_use]
-pub fn legacy_url(base_url: &str, _model: &str) -> String {
-    join_url(base_url, "/v1", "/responses")
-}
+use super::wire::{bearer_headers, count, endpoint_url, join_url, parse_arguments, refused, settle, text, tool_objects};
 
 /// Model families only the Responses API serves on OpenAI's own API (Chat Completions
 /// answers 404): matched against the model id after any `vendor/` prefix.
@@ -61,11 +50,6 @@ pub fn route(api: OpenAiApi, model: &str, base_url: &str, request: &ChatRequest)
     }
 }
 
-/// Whether `base_url` is OpenAI's own API, the only server `auto` settings act on.
-pub(super) fn is_openai_api(base_url: &str) -> bool {
-    reqwest::Url::parse(base_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)).as_deref() == Some("api.openai.com")
-}
-
 fn needs_responses(model: &str, request: &ChatRequest) -> bool {
     let id = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
     if RESPONSES_ONLY.iter().any(|family| id.contains(family)) || id.ends_with("-pro") || id.contains("-pro-") {
@@ -86,8 +70,7 @@ fn is_reasoning_model(model: &str) -> bool {
 
 /// The exact JSON body sent, a pure function of its inputs (hash it with
 /// [`super::canonical_json`]).
-#[must_use]
-pub fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
+fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
     let mut body = Map::new();
     let mut effort = None;
     for (key, value) in &request.params {
@@ -156,14 +139,6 @@ fn input_items(request: &ChatRequest) -> Vec<Value> {
     input
 }
 
-/// Parses a response (any status) with the default [`Shaping`].
-///
-/// # Errors
-/// Any [`CallError`] class: HTTP failures, errors inside a 200, malformed bodies.
-pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
-    parse_shaped(status, headers, body, &Shaping::default())
-}
-
 /// Parses a response into an answer or a classified error: text from `output_text`
 /// parts, tool calls from `function_call` items (`call_id` as the id), reasoning from
 /// the reasoning items' summaries, the outcome from `status` and `incomplete_details`.
@@ -171,7 +146,7 @@ pub fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> R
 /// # Errors
 /// Any [`CallError`] class; a `queued`/`in_progress` response (background mode, which
 /// is polled until done before it is parsed) is a protocol error.
-pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
+fn parse_answer(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let output = json.get("output").and_then(Value::as_array).ok_or_else(|| CallError::Protocol { detail: "response has no `output` array".into() })?;
     let state = text(&json, "/status");
@@ -235,10 +210,7 @@ pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shapin
         usage_reported: true,
         items: output.clone(),
     };
-    let mut response = settle(response, json.get("usage").is_some_and(Value::is_object));
-    if let Some(tag) = &shaping.reasoning_tag {
-        response = split_reasoning(response, tag);
-    }
+    let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     match refusal {
         Some(message) => Ok(refused(response, &message)),
         None => Ok(response),
@@ -249,29 +221,37 @@ pub fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shapin
 #[derive(Debug, Clone, Copy)]
 pub struct Responses;
 
-impl super::protocol::Protocol for Responses {
+impl Protocol for Responses {
     fn default_base_url(&self) -> &'static str {
         "https://api.openai.com"
     }
 
-    fn url(&self, base_url: &str, model: &str) -> String {
-        url(base_url, model)
+    /// `base_url` as given plus `/responses` (a bare origin gets `/v1`).
+    fn url(&self, base_url: &str, _model: &str) -> String {
+        endpoint_url(base_url, "/v1", "/responses")
     }
 
-    fn legacy_url(&self, base_url: &str, model: &str) -> String {
-        legacy_url(base_url, model)
+    /// The URL the pre-issue-13 joining rule would give, so fingerprints name the URL only
+    /// where the two rules differ (as for Chat Completions).
+    fn legacy_url(&self, base_url: &str, _model: &str) -> String {
+        join_url(base_url, "/v1", "/responses")
     }
 
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
-        super::openai::headers(api_key)
+        bearer_headers(api_key)
     }
 
     fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {
         build_body(request, endpoint)
     }
 
-    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &super::openai::Shaping) -> Result<ChatResponse, CallError> {
-        parse_shaped(status, headers, body, shaping)
+    fn parse(&self, status: StatusCode, headers: &HeaderMap, body: &[u8], _shaping: &Shaping) -> Result<ChatResponse, CallError> {
+        parse_answer(status, headers, body)
+    }
+
+    /// A leading reasoning block in the text is moved to `reasoning` ([`Shaping::reasoning_tag`]).
+    fn settle(&self, response: ChatResponse, shaping: &Shaping) -> ChatResponse {
+        split_by_tag(response, shaping)
     }
 
     fn output_cap_fields(&self) -> &'static [&'static str] {
@@ -282,12 +262,12 @@ impl super::protocol::Protocol for Responses {
         body.insert("stream".into(), serde_json::json!(true));
     }
 
-    fn reasoning_tag(&self, request: &ChatRequest, base_url: &str) -> Option<String> {
-        super::openai::Shaping::for_call(request, base_url).reasoning_tag
+    fn polls_in_background(&self) -> bool {
+        true
     }
 
-    fn stream_fold(&self) -> Box<dyn super::stream::Fold> {
-        super::stream::fold_responses()
+    fn stream_fold(&self) -> Box<dyn Fold> {
+        fold_responses()
     }
 }
 
@@ -298,6 +278,12 @@ mod tests {
     use super::super::testing::{mock_endpoint, quick_client};
     use super::super::types::{Message, ToolSpec, canonical_json};
     use super::*;
+
+    /// Parsed and settled, as the transport reads an answer.
+    fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
+        let shaping = Shaping::default();
+        Responses.parse(status, headers, body, &shaping).map(|response| Responses.settle(response, &shaping))
+    }
 
     fn parse(body: &Value) -> ChatResponse {
         parse_response(StatusCode::OK, &HeaderMap::new(), body.to_string().as_bytes()).unwrap()

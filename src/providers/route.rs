@@ -3,8 +3,8 @@
 //! (keyed), and, at call time only, the key and secret headers read from the environment.
 
 use super::ChatRequest;
-use super::types::{Endpoint, HeaderValueOf, ProviderKind, Secret};
-use crate::spec::{HeaderSource, ModelConfig};
+use super::types::{Endpoint, HeaderValueOf, Secret};
+use crate::spec::{HeaderSource, ModelConfig, Provider};
 
 /// Why a model entry has no usable endpoint.
 #[derive(Debug, thiserror::Error)]
@@ -35,11 +35,11 @@ pub fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, 
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
     }
-    if kind == ProviderKind::OpenAi {
+    if model.provider == Provider::OpenAi {
         kind = super::responses::route(model.api, &model.model, &endpoint.base_url, request);
         endpoint.kind = kind;
         // Transport: the endpoint's fingerprint (the call key) leaves it out.
-        endpoint.background = kind == ProviderKind::OpenAiResponses && model.background.applies(&model.model, &endpoint.base_url);
+        endpoint.background = kind.protocol().polls_in_background() && model.background.applies(&model.model, &endpoint.base_url);
     }
     for (name, source) in &model.headers {
         if let HeaderSource::Value(text) = source {

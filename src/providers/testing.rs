@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use super::background::PollConfig;
 use super::client::ProviderClient;
 use super::limiter::ConcurrencyMode;
 use super::mock::MockServer;
 use super::pacer::PacerConfig;
 use super::retry::RetryPolicy;
+use super::transport::PollConfig;
 use super::transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES};
 use super::types::{ChatRequest, Endpoint, Message, ProviderKind, Secret};
 

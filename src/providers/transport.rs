@@ -10,12 +10,11 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use tokio::time::timeout;
 
-use super::background::PollConfig;
 use super::error::CallError;
 use super::limiter::ConcurrencyMode;
-use super::openai;
 use super::pacer::{Pacer, PacerConfig};
 use super::retry::{RateLimitHeaders, RetryPolicy};
+use super::shaping::Shaping;
 use super::stream::StreamReader;
 use super::types::{ChatResponse, Endpoint, HeaderValueOf, ProviderKind};
 
@@ -23,6 +22,22 @@ use super::types::{ChatResponse, Endpoint, HeaderValueOf, ProviderKind};
 /// (no aws-lc C build) and panics at client build time if none is installed. Idempotent.
 pub fn install_crypto_provider() {
     let _already_installed = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// How a background response is polled; transport, never keyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollConfig {
+    /// Wait before the first poll.
+    pub first: Duration,
+    /// Longest wait between polls; the wait doubles from `first` up to it.
+    pub max: Duration,
+}
+
+impl Default for PollConfig {
+    /// 1 s, doubling to 10 s: quick answers are seen quickly, long ones cost a poll per 10 s.
+    fn default() -> Self {
+        Self { first: Duration::from_secs(1), max: Duration::from_secs(10) }
+    }
 }
 
 /// Transport and retry settings; none of these belong in a cache key (lessons §2).
@@ -111,8 +126,10 @@ pub(super) fn request_headers(endpoint: &Endpoint) -> Result<HeaderMap, CallErro
     Ok(headers)
 }
 
-pub(super) fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &openai::Shaping) -> Result<ChatResponse, CallError> {
-    kind.protocol().parse(status, headers, body, shaping)
+/// Reads a response with `kind`'s protocol: parsed, then settled for the server.
+pub(super) fn parse(kind: ProviderKind, status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, CallError> {
+    let protocol = kind.protocol();
+    protocol.parse(status, headers, body, shaping).map(|response| protocol.settle(response, shaping))
 }
 
 /// The one HTTP client of a [`super::ProviderClient`], with the settings' timeouts and proxy.
@@ -234,7 +251,7 @@ pub(super) struct Wire {
     pub(super) headers: HeaderMap,
     /// The bytes sent (for a streamed call, the keyed body plus the protocol's switch).
     pub(super) body: Vec<u8>,
-    pub(super) shaping: openai::Shaping,
+    pub(super) shaping: Shaping,
     pub(super) streamed: bool,
     /// Polled in background mode (Responses API only; never streamed).
     pub(super) background: bool,

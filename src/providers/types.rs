@@ -11,9 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::REDACTED;
-use super::stream::StreamMode;
-
-pub use super::protocol::ProviderKind;
+use super::switch::Switch as StreamMode;
 
 /// Which OpenAI API a `provider: openai` model entry uses (`api:` in the pipeline).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,6 +43,35 @@ impl OpenAiApi {
     #[must_use]
     pub fn is_auto(&self) -> bool {
         *self == Self::Auto
+    }
+}
+
+/// Which wire protocol an endpoint speaks; serialized lowercase for configs and cache keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (`/v1/chat/completions`), also used by compatible gateways.
+    OpenAi,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+    /// Google Gemini `generateContent` (`/v1beta/models/{model}:generateContent`).
+    Gemini,
+    /// OpenAI Responses (`/v1/responses`): `provider: openai` with `api: responses` (or
+    /// `auto` routing a model that Chat Completions cannot serve).
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+}
+
+impl ProviderKind {
+    /// Stable lowercase name, identical to the serde form, for logs and limiter keys.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::OpenAiResponses => "openai_responses",
+        }
     }
 }
 

@@ -43,6 +43,16 @@ pub(super) fn secret_header(headers: &mut HeaderMap, name: &'static str, prefix:
     Ok(())
 }
 
+/// `Authorization: Bearer <key>` (marked sensitive); none without a key. Shared by the
+/// protocols that authenticate with a bearer token (both OpenAI APIs).
+pub(super) fn bearer_headers(api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
+    let mut headers = HeaderMap::new();
+    if let Some(key) = api_key {
+        secret_header(&mut headers, "authorization", "Bearer ", key)?;
+    }
+    Ok(headers)
+}
+
 /// A token count at a JSON pointer, 0 when absent (providers omit fields freely).
 pub(super) fn count(json: &Value, pointer: &str) -> u64 {
     json.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)

@@ -477,7 +477,7 @@ const CONTEXT_EXCEEDED: &str = "context_exceeded";
 /// with the benchmark that made each, in pipeline order.
 fn benchmark_sections(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store) -> Result<Vec<(String, Section)>, ReportError> {
     let mut out = Vec::new();
-    for name in benchmarks_in(pipeline) {
+    for name in pipeline.benchmarks() {
         let Some(bench) = registry::get(name) else { continue };
         let mine: Vec<&(&Cell, Value)> = scored.iter().filter(|(c, _)| pipeline.tasks[c.task].benchmark == name).collect();
         if mine.is_empty() {
@@ -494,17 +494,6 @@ fn benchmark_sections(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)
         out.extend(sections.into_iter().map(|s| (name.to_owned(), s)));
     }
     Ok(out)
-}
-
-/// The benchmarks of the pipeline's tasks, each once, in pipeline order.
-pub(super) fn benchmarks_in(pipeline: &Pipeline) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for t in &pipeline.tasks {
-        if !names.contains(&t.benchmark.as_str()) {
-            names.push(&t.benchmark);
-        }
-    }
-    names
 }
 
 /// Numbers and booleans at the top level of a score record, as f64.

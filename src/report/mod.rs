@@ -1,6 +1,7 @@
 //! Reports: the metrics and report steps, rendered to `reports/<pipeline>/`.
 
 pub mod build;
+pub mod escape;
 pub mod html;
 pub mod page;
 pub mod render;

@@ -163,7 +163,7 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
             let ids: Vec<String> = answered.iter().map(|id| format!("`{id}`")).collect();
             line.push_str(&format!(", answered as {}", ids.join(", ")));
         }
-        for b in super::build::benchmarks_in(pipeline) {
+        for b in pipeline.benchmarks() {
             let added = crate::envs::Registry::injected_params(b, m);
             if !added.is_empty() {
                 line.push_str(&format!("; {b} adds {}", added.join(", ")));
@@ -180,7 +180,7 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
 /// Figures per benchmark, drawn by the benchmark from its tables, sections and scores.
 fn figures(pipeline: &Pipeline, input: &PageInput<'_>) -> Vec<Figure> {
     let mut out = Vec::new();
-    for name in super::build::benchmarks_in(pipeline) {
+    for name in pipeline.benchmarks() {
         let Some(bench) = registry::get(name) else { continue };
         let suites: Vec<&str> = pipeline.tasks.iter().filter(|t| t.benchmark == name).map(|t| t.suite.as_str()).collect();
         let tables = input.tables.iter().filter(|t| suites.contains(&t.benchmark.as_str())).map(table_view).collect();

@@ -5,14 +5,14 @@
 //! Output is a pure function of the [`Figure`]: coordinates are printed with
 //! two fixed decimals (trailing zeros trimmed), tick values come from integer
 //! multiples of a 1/2/5 step, and all text goes through
-//! [`escape_html`](super::html::escape_html), so the same figure gives the
+//! [`escape_html`](super::escape::escape_html), so the same figure gives the
 //! same bytes and model-chosen names never become markup. Data marks carry
 //! `class="mark"`; axes, grid and the diagonal are `<line>`s.
 
 use crate::exhibit::csv_field;
 use std::fmt::Write as _;
 
-use super::html::{escape_html, push_escaped};
+use super::escape::{escape_html, push_escaped};
 
 /// Most marks drawn per series; longer series are thinned to every k-th
 /// point (the CSV keeps them all) so one figure cannot blow up the page.

@@ -91,6 +91,21 @@ pub struct TransportConfig {
     pub stream_total_timeout_s: u64,
 }
 
+impl Pipeline {
+    /// The benchmarks of the pipeline's tasks, each once, in pipeline order (the report's
+    /// sections and warnings follow it).
+    #[must_use]
+    pub fn benchmarks(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for t in &self.tasks {
+            if !names.contains(&t.benchmark.as_str()) {
+                names.push(&t.benchmark);
+            }
+        }
+        names
+    }
+}
+
 impl Default for TransportConfig {
     fn default() -> Self {
         Self {

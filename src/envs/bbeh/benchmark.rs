@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::answer_space::{ANSWER_SPACE_VERSION, random_answer};
+pub use super::dataset::data_path;
 use super::dataset::{Item, TASKS, load_task_shared, mini_indices};
 use super::prompt::{SUFFIX, SUFFIX_VERSION, build_prompt_with};
 use super::scorer::{SCORER_VERSION, score as score_item};
@@ -41,12 +42,6 @@ pub fn metrics() -> Vec<MetricDef> {
         ratio("harmonic_mean", Agg::HarmonicPercent, "correct"),
         ratio("extraction_failure_rate", Agg::Ratio, "extraction_failures"),
     ]
-}
-
-/// Where installed BBEH data lives under the data directory.
-#[must_use]
-pub fn data_path(data_dir: &Path) -> std::path::PathBuf {
-    data_dir.join(NAME)
 }
 
 fn not_installed(data_dir: &Path) -> CatalogIssue {

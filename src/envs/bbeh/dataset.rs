@@ -12,6 +12,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// Where installed BBEH data lives under the data directory (`data/bbeh/`).
+#[must_use]
+pub fn data_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("bbeh")
+}
+
 /// The 23 BBEH task directory names, in upstream (alphabetical) order; also the task ids.
 pub const TASKS: [&str; 23] = [
     "bbeh_boardgame_qa",

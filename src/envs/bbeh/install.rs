@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::benchmark::data_path;
+use super::dataset::data_path;
 use super::dataset::{DatasetError, Manifest, sha256_file};
 
 /// The manifest shipped with evalgrid (`datasets/bbeh.yaml`).

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::aggregate::harmonic_mean;
-use super::benchmark::data_path;
+use super::dataset::data_path;
 use super::dataset::{DatasetError, Item, TASKS, load_task, mini_indices};
 use super::scorer::{ScoreDetail, score};
 use crate::envs::tool::{ToolContext, ToolError, ToolOutput};

@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::super::types::{FinishReason, ProviderKind, ToolCall, Usage};
-pub use super::stream::HostileStream;
 
 /// A successful answer, rendered in whichever protocol the request used.
 #[derive(Debug, Clone, PartialEq)]
@@ -281,6 +280,30 @@ fn splitmix64(mut value: u64) -> u64 {
     value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     value ^ (value >> 31)
+}
+
+/// A stream built to break a client (issue 21): each one, accepted, would cache something
+/// that is not the model's whole answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostileStream {
+    /// The answer's events with a byte that is not UTF-8 inside the answer text (unstreamed:
+    /// the same byte inside the JSON body).
+    InvalidUtf8,
+    /// The answer's events without its finish reason, ended as the protocol ends: Chat's
+    /// `[DONE]` after chunks whose `finish_reason` stays null, Anthropic's `message_stop`
+    /// after a `message_delta` without `stop_reason`, Gemini chunks without `finishReason`,
+    /// Responses events without the terminal one.
+    NoFinish,
+    /// The answer's events with the second of those that name a model naming
+    /// `switched-model`, and the ones before and after it the requested model, so a client
+    /// that reads one id (the first or the last) misses the switch. Anthropic names the
+    /// model only once, in `message_start`: sent unchanged.
+    ModelSwitch,
+    /// A `data:` line of `bytes` bytes that never ends, generated 64 KiB at a time.
+    EndlessLine {
+        /// Bytes sent before the connection closes.
+        bytes: u64,
+    },
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::super::types::ProviderKind;
-use super::script::MockRequest;
+use super::script::{HostileStream, MockRequest};
 use super::wire::wire;
 
 /// How a streamed reply is paced.
@@ -290,30 +290,6 @@ where
     let mut response = Response::new(Body::from_stream(stream));
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     response
-}
-
-/// A stream built to break a client (issue 21): each one, accepted, would cache something
-/// that is not the model's whole answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostileStream {
-    /// The answer's events with a byte that is not UTF-8 inside the answer text (unstreamed:
-    /// the same byte inside the JSON body).
-    InvalidUtf8,
-    /// The answer's events without its finish reason, ended as the protocol ends: Chat's
-    /// `[DONE]` after chunks whose `finish_reason` stays null, Anthropic's `message_stop`
-    /// after a `message_delta` without `stop_reason`, Gemini chunks without `finishReason`,
-    /// Responses events without the terminal one.
-    NoFinish,
-    /// The answer's events with the second of those that name a model naming
-    /// `switched-model`, and the ones before and after it the requested model, so a client
-    /// that reads one id (the first or the last) misses the switch. Anthropic names the
-    /// model only once, in `message_start`: sent unchanged.
-    ModelSwitch,
-    /// A `data:` line of `bytes` bytes that never ends, generated 64 KiB at a time.
-    EndlessLine {
-        /// Bytes sent before the connection closes.
-        bytes: u64,
-    },
 }
 
 /// The model a [`HostileStream::ModelSwitch`] switches to.

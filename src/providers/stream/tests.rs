@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::super::attempt::AttemptClass;
 use super::super::client::{ProviderClient, request_fingerprint};
 use super::super::mock::{Fault, FaultPlan, HostileStream, MockConfig, MockOutcome, MockReply, MockServer, RetryHeader, SWITCHED_MODEL, Script};
-use super::super::openai;
 use super::super::retry::RetryPolicy;
+use super::super::shaping::Shaping;
 use super::super::testing::{KINDS, ask, mock_endpoint, quick_config};
 use super::super::transport::ClientConfig;
 use super::super::types::{Answered, ChatResponse, Endpoint, FinishReason, ProviderKind, ToolCall, answered_as, canonical_json};
@@ -308,7 +308,7 @@ async fn a_json_answer_to_a_streamed_request_is_parsed() {
 
 fn parsed(kind: ProviderKind, stream: &str) -> Result<ChatResponse, CallError> {
     let body = serde_json::to_vec(&assemble(kind, stream.as_bytes())?).unwrap();
-    super::super::transport::parse(kind, reqwest::StatusCode::OK, &reqwest::header::HeaderMap::new(), &body, &openai::Shaping::default())
+    super::super::transport::parse(kind, reqwest::StatusCode::OK, &reqwest::header::HeaderMap::new(), &body, &Shaping::default())
 }
 
 #[test]

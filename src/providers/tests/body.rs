@@ -3,10 +3,13 @@
 
 use serde_json::{Map, Value, json};
 
+use super::anthropic::Messages;
 use super::client::request_body;
+use super::gemini::GenerateContent;
+use super::protocol::Protocol;
 use super::signature::fixture;
 use super::types::{ChatRequest, Endpoint, Message, ProviderKind, ToolSpec};
-use super::{anthropic, gemini};
+use crate::providers::shaping::Shaping;
 
 fn request(params: Value) -> ChatRequest {
     let params: Map<String, Value> = params.as_object().cloned().unwrap_or_default();
@@ -139,7 +142,7 @@ fn weather_tool(name: &str) -> Vec<ToolSpec> {
 #[test]
 fn anthropic_second_round_carries_the_thinking_signature() {
     let ok = reqwest::StatusCode::OK;
-    let called = anthropic::parse_response(ok, &reqwest::header::HeaderMap::new(), &fixture("anthropic_thinking_tool_use")).unwrap();
+    let called = Messages.parse(ok, &reqwest::header::HeaderMap::new(), &fixture("anthropic_thinking_tool_use"), &Shaping::default()).unwrap();
     let params: Map<String, Value> = json!({"thinking_budget": 10000, "max_tokens": 16000}).as_object().cloned().unwrap_or_default();
     let request = ChatRequest {
         messages: vec![
@@ -161,7 +164,7 @@ fn anthropic_second_round_carries_the_thinking_signature() {
 #[test]
 fn gemini_second_round_carries_the_thought_signatures() {
     let ok = reqwest::StatusCode::OK;
-    let parse = |name: &str| gemini::parse_response(ok, &reqwest::header::HeaderMap::new(), &fixture(name)).unwrap();
+    let parse = |name: &str| GenerateContent.parse(ok, &reqwest::header::HeaderMap::new(), &fixture(name), &Shaping::default()).unwrap();
     let request = ChatRequest {
         messages: vec![
             Message::user("Which is warmer now, Paris or London?"),

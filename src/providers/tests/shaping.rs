@@ -6,9 +6,16 @@ use reqwest::header::HeaderMap;
 use serde_json::json;
 
 use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
-use super::openai::{Shaping, parse_shaped, split_reasoning};
+use super::openai::ChatCompletions;
+use super::protocol::Protocol;
 use super::testing::{ask, mock_endpoint, quick_client};
 use super::types::{ChatRequest, ChatResponse, FinishReason, ProviderKind, Usage};
+use crate::providers::shaping::{Shaping, split_reasoning};
+
+/// A Chat Completions body parsed and settled, as the transport reads it.
+fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &Shaping) -> Result<ChatResponse, super::CallError> {
+    ChatCompletions.parse(status, headers, body, shaping).map(|response| ChatCompletions.settle(response, shaping))
+}
 
 fn answer(text: &str) -> ChatResponse {
     ChatResponse {
