@@ -58,6 +58,8 @@ pub struct Done<T> {
     pub value: T,
     /// `true` when served from the cache.
     pub hit: bool,
+    /// `true` when a cached value was computed again and stored over (`--retry-outcome`).
+    pub refreshed: bool,
 }
 
 /// Why a blocking sub-step failed: its own computation, or the cache.
@@ -142,15 +144,15 @@ impl SubStep {
         T: Serialize + DeserializeOwned,
     {
         if let Some(value) = self.lookup_blocking(store)? {
-            return Ok(Done { value, hit: true });
+            return Ok(Done { value, hit: true, refreshed: false });
         }
         let started = Instant::now();
         let fresh = compute().map_err(SubStepError::Compute)?;
         if !fresh.cacheable {
-            return Ok(Done { value: fresh.value, hit: false });
+            return Ok(Done { value: fresh.value, hit: false, refreshed: false });
         }
         let value = self.store_blocking(store, fresh.value, millis(started))?;
-        Ok(Done { value, hit: false })
+        Ok(Done { value, hit: false, refreshed: false })
     }
 
     /// The cached value, or `compute`'s, stored when cacheable; cache I/O
@@ -163,23 +165,34 @@ impl SubStep {
     {
         let hit = self.cache_io(store, |me, s| me.lookup_blocking::<T>(s)).await?;
         if let Some(value) = hit {
-            return Ok(Done { value, hit: true });
+            return Ok(Done { value, hit: true, refreshed: false });
         }
         let started = Instant::now();
         let fresh = compute().await?;
         if !fresh.cacheable {
-            return Ok(Done { value: fresh.value, hit: false });
+            return Ok(Done { value: fresh.value, hit: false, refreshed: false });
         }
         let ms = millis(started);
         // Let the tasks this answer woke (the next call waiting for the freed slot) send
         // before this worker spends its time writing the entry.
         tokio::task::yield_now().await;
         let value = self.cache_io(store, move |me, s| me.store_blocking(s, fresh.value, ms)).await?;
-        Ok(Done { value, hit: false })
+        Ok(Done { value, hit: false, refreshed: false })
     }
 }
 
 impl SubStep {
+    /// The cached value, if there is one that decodes as `T`, without recording a use.
+    pub(super) async fn peek<T: DeserializeOwned + Send + 'static>(&self, store: &Store) -> Result<Option<T>, StepError> {
+        self.cache_io(store, |me, s| Ok(s.get(me.key)?.and_then(|e| serde_json::from_value::<T>(e.output).ok()))).await
+    }
+
+    /// `value`, read from the cache, as a hit recorded under the episode.
+    pub(super) async fn hit<T>(&self, store: &Store, value: T) -> Result<Done<T>, StepError> {
+        self.cache_io(store, |me, s| s.record_substep(me.episode, me.key, false)).await?;
+        Ok(Done { value, hit: true, refreshed: false })
+    }
+
     /// Runs `work` against the cache: on the calling async worker when the cache is on a
     /// local disk (microseconds; a blocking-thread hand-off costs more), else on a blocking
     /// thread (a network filesystem or an S3 remote makes each operation a round trip).

@@ -28,6 +28,7 @@ use super::error::CallError;
 use super::limiter::{Feedback, Limiter, LimiterSnapshot, Permit};
 use super::pacer::{PaceTicket, Pacer, PacerSnapshot};
 use super::shaping::{REASONING_TAG, Shaping};
+use super::stop::StopSwitch;
 use super::stream::{streamed_body, streamed_url};
 use super::transport::{self, ClientConfig, Wire, request_headers};
 use super::types::{Answered, ChatRequest, ChatResponse, Endpoint, HeaderValueOf, ProviderKind, answered_as, answered_at};
@@ -72,6 +73,21 @@ pub struct CallRecord {
     pub elapsed: Duration,
     /// Whether the call was streamed (server-sent events).
     pub streamed: bool,
+    /// How the model the server says answered relates to the one asked for (`Same` until
+    /// an answer came).
+    pub answered: Answered,
+}
+
+/// What a caller hands one call beyond its endpoint and request.
+#[derive(Default)]
+pub struct CallOptions<'a> {
+    /// The body, when the caller built it already (for the call's key): built once per call.
+    pub body: Option<Value>,
+    /// Where a background-mode call keeps its response id, so an interrupted call is polled,
+    /// not sent again, by the next run.
+    pub ledger: Option<&'a dyn ResponseLedger>,
+    /// The model's stop switch, checked at the last moment before each attempt is sent.
+    pub stop: Option<&'a StopSwitch>,
 }
 
 /// Everything that paces one (provider, base URL, model): calls to the same model share
@@ -82,8 +98,6 @@ pub struct Lane {
     pub limiter: Limiter,
     /// Request starts per second (learned from 429s and headers).
     pub pacer: Pacer,
-    /// Why this lane's requests are no longer sent (see [`ProviderClient::halt_lane`]).
-    halted: Mutex<Option<String>>,
 }
 
 /// A lane's name and state, for the progress line.
@@ -133,11 +147,18 @@ fn legacy_request_url(endpoint: &Endpoint) -> String {
 /// Never contains the key or a secret header value.
 #[must_use]
 pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value {
+    request_fingerprint_of(endpoint, request, &request_body(endpoint, request))
+}
+
+/// [`request_fingerprint`] of a body already built with [`request_body`], so a caller that
+/// keys the call and then sends it builds the body once.
+#[must_use]
+pub fn request_fingerprint_of(endpoint: &Endpoint, request: &ChatRequest, body: &Value) -> Value {
     let mut fingerprint = json!({
         "kind": endpoint.kind,
         "model": endpoint.model,
         "base_url": endpoint.base_url.trim_end_matches('/'),
-        "body": request_body(endpoint, request),
+        "body": body,
     });
     let url = request_url(endpoint);
     if url != legacy_request_url(endpoint) {
@@ -187,13 +208,6 @@ impl ProviderClient {
         self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
     }
 
-    /// Like [`Self::halt`] for one lane (provider, base URL, model): its requests not yet on
-    /// the wire fail with [`CallError::Halted`], other lanes go on. For a failure every
-    /// request of the lane would hit (a refused key, an unknown model).
-    pub fn halt_lane(&self, endpoint: &Endpoint, reason: &str) {
-        self.lane(endpoint).halted.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
-    }
-
     fn halted(&self) -> Option<CallError> {
         self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason })
     }
@@ -208,9 +222,7 @@ impl ProviderClient {
     pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
         let key = (endpoint.kind, endpoint.base_url.trim_end_matches('/').to_owned(), endpoint.model.clone());
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(lanes.entry(key).or_insert_with(|| {
-            Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing), halted: Mutex::new(None) })
-        }))
+        Arc::clone(lanes.entry(key).or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing) })))
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
@@ -246,13 +258,26 @@ impl ProviderClient {
     /// Like [`Self::call_recorded`]; a background-mode call keeps its response id in
     /// `ledger`, so an interrupted call is polled, not sent again, by the next run.
     pub async fn call_resumable(&self, endpoint: &Endpoint, request: &ChatRequest, ledger: Option<&dyn ResponseLedger>) -> CallRecord {
-        let request_body = request_body(endpoint, request);
+        self.call_with(endpoint, request, CallOptions { ledger, ..CallOptions::default() }).await
+    }
+
+    /// Like [`Self::call_resumable`], with the caller's body and stop switch ([`CallOptions`]).
+    pub async fn call_with(&self, endpoint: &Endpoint, request: &ChatRequest, options: CallOptions<'_>) -> CallRecord {
+        let CallOptions { body, ledger, stop } = options;
+        let request_body = body.unwrap_or_else(|| request_body(endpoint, request));
         // A background call is polled, never streamed.
         let background = endpoint.background && endpoint.kind.protocol().polls_in_background();
         let streamed = !background && endpoint.stream.streams(endpoint.kind, &request_body);
         let started = Instant::now();
-        let mut record =
-            CallRecord { result: Err(CallError::Timeout), attempts: 0, failed_attempts: Vec::new(), request_body, elapsed: Duration::ZERO, streamed };
+        let mut record = CallRecord {
+            result: Err(CallError::Timeout),
+            attempts: 0,
+            failed_attempts: Vec::new(),
+            request_body,
+            elapsed: Duration::ZERO,
+            streamed,
+            answered: Answered::Same,
+        };
         // The switches are added to the bytes sent only: the recorded (keyed) body never has them.
         let switched = if background {
             Some(background::wire_body(&record.request_body))
@@ -269,7 +294,7 @@ impl ProviderClient {
                 let shaping = Shaping::for_call(request, &endpoint.base_url);
                 let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
                 let wire = Wire { url, headers, body, shaping, streamed, background };
-                self.attempt_loop(endpoint, &wire, started, &mut record, ledger).await;
+                self.attempt_loop(endpoint, &wire, started, &mut record, (ledger, stop)).await;
             }
             Err(error) => record.result = Err(error),
         }
@@ -290,12 +315,19 @@ impl ProviderClient {
         record
     }
 
-    async fn attempt_loop(&self, endpoint: &Endpoint, wire: &Wire, started: Instant, record: &mut CallRecord, ledger: Option<&dyn ResponseLedger>) {
+    async fn attempt_loop(
+        &self,
+        endpoint: &Endpoint,
+        wire: &Wire,
+        started: Instant,
+        record: &mut CallRecord,
+        (ledger, stop): (Option<&dyn ResponseLedger>, Option<&StopSwitch>),
+    ) {
         let lane = self.lane(endpoint);
         let mut budget = Budget { started, total: self.config.retry.total_timeout, streaming: Duration::ZERO, failures: 0, rate_limits: 0 };
         loop {
             let deadline = budget.deadline();
-            let Some((permit, ticket)) = self.slot(&lane, deadline, record).await else { return };
+            let Some((permit, ticket)) = self.slot(&lane, deadline, record, stop).await else { return };
             record.attempts += 1;
             let sent = Instant::now();
             let Submitted { result, resubmit } = self.submit(endpoint, wire, &lane, deadline, ledger).await;
@@ -306,7 +338,8 @@ impl ProviderClient {
             settle_lane(&lane, permit, ticket, &result);
             let error = match result {
                 Ok(response) => {
-                    record.result = Ok(answered(endpoint, response, sent));
+                    let (response, answered) = answered(endpoint, response, sent);
+                    (record.result, record.answered) = (Ok(response), answered);
                     return;
                 }
                 Err(error) => error,
@@ -332,7 +365,7 @@ impl ProviderClient {
 
     /// Waits for a concurrency slot and the pacer within the call's budget; `None` (with the
     /// reason in `record`) when the budget ran out or the run or lane was halted meanwhile.
-    async fn slot<'l>(&self, lane: &'l Lane, deadline: Instant, record: &mut CallRecord) -> Option<(Permit<'l>, PaceTicket)> {
+    async fn slot<'l>(&self, lane: &'l Lane, deadline: Instant, record: &mut CallRecord, stop: Option<&StopSwitch>) -> Option<(Permit<'l>, PaceTicket)> {
         let Ok(permit) = timeout_at(deadline, lane.limiter.acquire()).await else {
             record.result = Err(CallError::Timeout);
             return None;
@@ -346,9 +379,7 @@ impl ProviderClient {
         };
         // Checked at the last moment before sending: calls that waited for a slot while
         // the run was halted are not sent either.
-        if let Some(halted) =
-            self.halted().or_else(|| lane.halted.lock().unwrap_or_else(PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason }))
-        {
+        if let Some(halted) = self.halted().or_else(|| stop.and_then(StopSwitch::halted).map(|reason| CallError::Halted { reason })) {
             record.result = Err(halted);
             return None;
         }
@@ -440,13 +471,15 @@ fn settle_lane(lane: &Lane, permit: Permit<'_>, ticket: PaceTicket, result: &Res
     });
 }
 
-/// An answer, with the attempt's latency; another model answering is logged.
-fn answered(endpoint: &Endpoint, mut response: ChatResponse, sent: Instant) -> ChatResponse {
+/// An answer, with the attempt's latency, and how the model that answered relates to the
+/// one asked for (another model answering is logged).
+fn answered(endpoint: &Endpoint, mut response: ChatResponse, sent: Instant) -> (ChatResponse, Answered) {
     response.latency_ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
-    if answered_at(&endpoint.base_url, &endpoint.model, &response.answered_model) == Answered::Other {
+    let answered = answered_at(&endpoint.base_url, &endpoint.model, &response.answered_model);
+    if answered == Answered::Other {
         tracing::warn!(provider = %endpoint.kind, requested = %endpoint.model, answered = %response.answered_model, "provider answered with a different model than requested");
     }
-    response
+    (response, answered)
 }
 
 #[cfg(test)]

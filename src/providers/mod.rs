@@ -34,6 +34,7 @@ mod retry;
 pub mod route;
 pub mod scripted;
 pub mod shaping;
+mod stop;
 pub mod stream;
 mod switch;
 #[cfg(test)]
@@ -45,13 +46,16 @@ mod wire;
 pub use attempt::AttemptClass;
 pub use background::{Background, ResponseLedger};
 pub use bench::{BenchReport, ProxyError, RateLimitedProxy, bench_throughput};
-pub use client::{CallOutcome, CallRecord, Lane, LaneSnapshot, ProviderClient, request_body, request_fingerprint, request_url};
+pub use client::{
+    CallOptions, CallOutcome, CallRecord, Lane, LaneSnapshot, ProviderClient, request_body, request_fingerprint, request_fingerprint_of, request_url,
+};
 pub use error::{CallError, REDACTED};
 pub use limiter::{AimdConfig, ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use protocol::Protocol;
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use shaping::Shaping;
+pub use stop::StopSwitch;
 pub use stream::StreamMode;
 pub use switch::Switch;
 pub use transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, PollConfig, install_crypto_provider};

@@ -1,0 +1,119 @@
+//! Per model: the gate its calls pass, what the run knows of its calls, and its one stop
+//! switch; and the run-wide disk-full switch. The fail-fast rule ([`lane_wide`]) is a pure
+//! function of a lane's state and one failure.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::exec::step_error::StepError;
+use crate::providers::{CallError, ClientConfig, ConcurrencyMode, StopSwitch};
+
+/// Requests rejected in a row with the same message, before a model's first answer, that stop
+/// its calls: one could be the prompt's fault, three alike with nothing answered are the
+/// endpoint's (a parameter or a template the server refuses).
+pub const LANE_BAD_REQUESTS: u32 = 3;
+
+/// What a run knows of one model's calls, to stop sending them at a failure they all share.
+#[derive(Debug, Default)]
+pub(super) struct LaneState {
+    answered: bool,
+    bad_requests: u32,
+    last_rejection: Option<String>,
+}
+
+impl LaneState {
+    /// Counts a rejected request: the same message again adds one, another starts over.
+    fn rejected(&mut self, message: &str) {
+        if self.last_rejection.as_deref() == Some(message) {
+            self.bad_requests += 1;
+        } else {
+            (self.bad_requests, self.last_rejection) = (1, Some(message.to_owned()));
+        }
+    }
+}
+
+/// Whether `error` is one every call of the lane would hit: the key refused (401/403), the
+/// quota used up, an unusable endpoint, an unknown model or route (404), and, before the model
+/// has answered at all, a server that cannot be reached or [`LANE_BAD_REQUESTS`] requests
+/// rejected alike (a parameter the server refuses).
+pub(super) fn lane_wide(lane: &LaneState, error: &CallError) -> bool {
+    match error {
+        CallError::Auth { .. } | CallError::Quota { .. } | CallError::Config { .. } | CallError::BadRequest { status: 404, .. } => true,
+        CallError::Connect { .. } => !lane.answered,
+        CallError::BadRequest { .. } => !lane.answered && lane.bad_requests >= LANE_BAD_REQUESTS,
+        _ => false,
+    }
+}
+
+/// The lanes of a run, by model id.
+#[derive(Debug, Default)]
+pub(super) struct Lanes {
+    /// Per model id: the calls being prepared or sent, bounded (see [`Lanes::gate`]).
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    /// Per model id: whether it has answered, and its stop switch.
+    states: Mutex<HashMap<String, (LaneState, Arc<StopSwitch>)>>,
+    /// Set at the first cache write that failed for lack of space: from then on no call is
+    /// sent, so the answers lost are at most those already in flight.
+    disk_full: AtomicBool,
+}
+
+impl Lanes {
+    /// The gate a model's calls pass, first come first served: twice the lane's concurrency
+    /// may be keyed, looked up and built at once. A benchmark that asks all its items at once
+    /// (BBEH: 200 per cell, a cell per task and seed) would otherwise prepare thousands of
+    /// requests before the first is sent, and prepare each long before a slot is free.
+    pub(super) fn gate(&self, model: &str, config: &ClientConfig) -> Arc<tokio::sync::Semaphore> {
+        let mut gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        let gate = gates.entry(model.to_owned()).or_insert_with(|| {
+            let cap = match config.concurrency {
+                ConcurrencyMode::Static { max_concurrency } => max_concurrency,
+                ConcurrencyMode::Adaptive(config) => config.cap,
+            };
+            Arc::new(tokio::sync::Semaphore::new(cap.saturating_mul(2).clamp(16, tokio::sync::Semaphore::MAX_PERMITS)))
+        });
+        Arc::clone(gate)
+    }
+
+    fn with<T>(&self, model: &str, f: impl FnOnce(&mut LaneState, &Arc<StopSwitch>) -> T) -> T {
+        let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
+        let (state, switch) = states.entry(model.to_owned()).or_insert_with(|| (LaneState::default(), Arc::new(StopSwitch::new(model))));
+        f(state, switch)
+    }
+
+    /// The model's stop switch, which the transport also checks before each attempt.
+    pub(super) fn switch(&self, model: &str) -> Arc<StopSwitch> {
+        self.with(model, |_, switch| Arc::clone(switch))
+    }
+
+    /// Notes that `model` answered: from then on a failure is the call's, not the lane's.
+    pub(super) fn answered(&self, model: &str) {
+        self.with(model, |lane, _| lane.answered = true);
+    }
+
+    /// Why `model`'s calls must stop now that `error` failed one of them ([`lane_wide`]);
+    /// `None` when it is the call's own failure or the lane has stopped already.
+    pub(super) fn failed(&self, model: &str, error: &StepError) -> Option<String> {
+        let StepError::Call { error: call, .. } = error else { return None };
+        self.with(model, |lane, switch| {
+            if let CallError::BadRequest { message, .. } = call {
+                lane.rejected(message);
+            }
+            (lane_wide(lane, call) && switch.reason().is_none()).then(|| error.to_string())
+        })
+    }
+
+    /// Why no call of `model` may be sent now: the cache disk is full, or its lane stopped.
+    pub(super) fn refusal(&self, model: &str) -> Option<StepError> {
+        if self.disk_full.load(Ordering::SeqCst) {
+            return Some(StepError::DiskFull);
+        }
+        let reason = self.with(model, |_, switch| switch.reason().map(str::to_owned))?;
+        Some(StepError::episode_msg(format!("not sent: model `{model}` stopped at a failure every call of it would hit: {reason}")))
+    }
+
+    /// Marks the cache disk full; `true` only the first time.
+    pub(super) fn mark_disk_full(&self) -> bool {
+        !self.disk_full.swap(true, Ordering::SeqCst)
+    }
+}

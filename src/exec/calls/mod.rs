@@ -1,0 +1,179 @@
+//! Cached model calls: every call an episode makes is a step of its own.
+//!
+//! The key covers the provider, exact model id, base URL and the exact request body, the
+//! sample index, and the call's position in its episode ([`key`]), so k samples are k entries
+//! and a resumed episode replays finished calls for free. Errors are never stored; empty,
+//! refused, filtered and truncated answers are the model's answers and are. An answer from a
+//! model other than the one asked for fails the call (never scored, never cached) unless the
+//! model entry says `accept_other_model`; a dated snapshot of the requested alias is the same
+//! model. API keys are read from the environment at call time and never enter a key, an
+//! entry, a log line or an error message. Identical calls in flight make one request
+//! ([`crate::exec::flight`]). Transport knobs (concurrency, retries, timeouts, pacing) never
+//! enter a key.
+//!
+//! One call is a pipeline: scripted → lane ticket → route → key → run once → settle.
+
+mod key;
+mod lanes;
+mod ledger;
+mod scripted;
+mod send;
+#[cfg(test)]
+mod tests;
+mod usage;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub use key::{CALL_VERSION, CallSite, call_components, call_key};
+pub(crate) use key::{endpoint, with_key};
+pub use lanes::LANE_BAD_REQUESTS;
+pub use usage::Usage;
+
+use self::ledger::CallLedger;
+use super::flight::{Flights, Once};
+use super::progress::Progress;
+use super::step_error::StepError;
+use super::substep::{Done, SubStep};
+use crate::cache::Store;
+use crate::plan::{StepKey, StepKind};
+use crate::providers::{ChatRequest, ChatResponse, Endpoint, FinishReason, ProviderClient, Shaping, request_body};
+use crate::spec::ModelConfig;
+
+/// Shared state for making model calls during a run.
+#[derive(Debug)]
+pub struct CallContext {
+    store: Store,
+    client: Arc<ProviderClient>,
+    offline: bool,
+    flights: Flights,
+    lanes: lanes::Lanes,
+    /// Where run-log lines go while cells run: above the progress bar once attached.
+    log: Mutex<Option<Progress>>,
+    /// Finish classes (`context_exceeded`, `length`, …) whose cached answers are asked again
+    /// (`run --retry-outcome`); empty: every cached answer is used.
+    retry_outcomes: Vec<String>,
+    /// The `scripted` provider's replies files, each read once per run.
+    scripts: crate::providers::scripted::Scripts,
+    /// Counters.
+    pub usage: Usage,
+}
+
+/// One live call on its way: what it asks of which model, under which key.
+struct Call<'a> {
+    model: &'a ModelConfig,
+    request: &'a ChatRequest,
+    endpoint: Endpoint,
+    key: StepKey,
+}
+
+impl CallContext {
+    /// Creates the context; `offline` serves only from the cache.
+    #[must_use]
+    pub fn new(store: Store, client: Arc<ProviderClient>, offline: bool) -> Self {
+        Self {
+            store,
+            client,
+            offline,
+            flights: Flights::default(),
+            lanes: lanes::Lanes::default(),
+            log: Mutex::new(None),
+            retry_outcomes: Vec::new(),
+            scripts: crate::providers::scripted::Scripts::default(),
+            usage: Usage::default(),
+        }
+    }
+
+    /// Asks again the calls whose cached answer has one of these finish classes
+    /// (`run --retry-outcome`), and stores the new answer over the old.
+    #[must_use]
+    pub fn with_retry_outcomes(mut self, classes: Vec<String>) -> Self {
+        self.retry_outcomes = classes;
+        self
+    }
+
+    /// Sends later run-log lines above `progress` (which hides itself off a terminal), so
+    /// they never garble the bar.
+    pub fn attach_progress(&self, progress: Progress) {
+        *self.log.lock().unwrap_or_else(PoisonError::into_inner) = Some(progress);
+    }
+
+    /// Writes one line to the run log (stderr): above the progress bar when one is attached,
+    /// else as a `tracing` warning.
+    pub fn note(&self, line: &str) {
+        match self.log.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            Some(progress) => progress.println(line),
+            None => tracing::warn!("{line}"),
+        }
+    }
+
+    /// Call counters plus how every rate-limited lane is being paced ([`Usage::progress_line`]).
+    #[must_use]
+    pub fn progress_line(&self) -> String {
+        self.usage.progress_line(&self.client)
+    }
+
+    /// The cache, for the other sub-steps of an episode (verdicts, submissions).
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Sends (or replays) one chat call for `model` at `site`, as a sub-step
+    /// of `episode` (recorded under it for `cache gc --keep`).
+    pub async fn chat(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
+        if model.provider.is_scripted() {
+            self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
+            return scripted::scripted_reply(&self.scripts, model, request);
+        }
+        // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
+        let _ticket = self.lanes.gate(&model.id, self.client.config()).acquire_owned().await.ok();
+        let endpoint = endpoint(model, request)?;
+        let body = request_body(&endpoint, request);
+        let step = SubStep::new(episode, StepKind::Call, key::components_of(&endpoint, request, &body, site));
+        let call = Call { model, request, endpoint, key: step.key() };
+        let ledger = call.endpoint.background.then(|| CallLedger::new(&self.store, call.key));
+        let stale = |cached: &ChatResponse| self.reask(cached);
+        let once = Once { claim: !self.offline, stale: &stale, shared: &self.usage.shared_calls };
+        let answer = || self.answer(&call, body, ledger.as_ref());
+        let done = step.run_once(&self.store, &self.flights, once, answer, |done| self.settled(done, ledger.as_ref())).await?;
+        Ok(self.served(done, &call))
+    }
+
+    /// Whether a cached answer is one `--retry-outcome` asks to re-ask.
+    fn reask(&self, cached: &ChatResponse) -> bool {
+        !self.offline && self.retry_outcomes.iter().any(|class| class == cached.finish_reason.class())
+    }
+
+    /// Before any waiter sees the outcome: the background record is settled, and a cache
+    /// write that failed for lack of space stops every later call of the run.
+    fn settled(&self, done: &Result<Done<ChatResponse>, StepError>, ledger: Option<&CallLedger>) {
+        if let Some(ledger) = ledger {
+            ledger.settle(done);
+        }
+        if let Err(StepError::Cache(error)) = done
+            && error.is_storage_full()
+            && self.lanes.mark_disk_full()
+        {
+            self.client.halt("the cache disk is full (free space, then run again)");
+            self.note(&format!(
+                "error: the cache disk is full ({error}): no new model calls are sent; the answers of calls already in flight are lost, every answer stored before is kept. Free space, then run again."
+            ));
+        }
+    }
+
+    /// The answer as served, counted: a cached one is held to the server's shaping.
+    fn served(&self, done: Done<ChatResponse>, call: &Call<'_>) -> ChatResponse {
+        let mut value = done.value;
+        if done.hit {
+            self.usage.cached_calls.fetch_add(1, Ordering::Relaxed);
+            value = call.endpoint.kind.protocol().settle_cached(value, &Shaping::for_call(call.request, &call.endpoint.base_url));
+        } else if done.refreshed {
+            self.usage.reasked.fetch_add(1, Ordering::Relaxed);
+        }
+        if value.finish_reason == FinishReason::ContextExceeded {
+            self.usage.context_exceeded.fetch_add(1, Ordering::Relaxed);
+        }
+        value
+    }
+}

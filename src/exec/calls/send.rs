@@ -1,0 +1,91 @@
+//! Sending one call: the refusals checked first, the request over HTTP, its counting, the
+//! answered-model rule, and the fail-fast stop of a model's lane.
+
+use std::sync::atomic::Ordering;
+
+use super::key::with_key;
+use super::ledger::CallLedger;
+use super::{Call, CallContext, usage};
+use crate::exec::step_error::StepError;
+use crate::exec::substep::Fresh;
+use crate::providers::{Answered, CallOptions, ChatResponse, ResponseLedger};
+use crate::spec::ModelConfig;
+
+impl CallContext {
+    /// The answer over HTTP, held to the answered-model rule; nothing is sent offline, after
+    /// the cache disk filled, or once the model's lane stopped.
+    pub(super) async fn answer(&self, call: &Call<'_>, body: serde_json::Value, ledger: Option<&CallLedger>) -> Result<Fresh<ChatResponse>, StepError> {
+        let model = call.model;
+        if self.offline {
+            return Err(StepError::episode_msg(format!("--offline: call {} to `{}` is not in the cache", call.key.short(), model.model)));
+        }
+        if let Some(refusal) = self.lanes.refusal(&model.id) {
+            return Err(refusal);
+        }
+        let endpoint = with_key(call.endpoint.clone(), model)?;
+        let stop = self.lanes.switch(&model.id);
+        let options = CallOptions { body: Some(body), ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
+        let record = self.client.call_with(&endpoint, call.request, options).await;
+        let stalls = self.usage.record(&record, model.price.as_ref());
+        if stalls > 0 {
+            self.note(&usage::stall_note(&model.id, stalls, &record, self.client.config().stream_idle_timeout));
+        }
+        let response = match record.result {
+            Ok(response) => response,
+            Err(error) => {
+                let error = StepError::Call { error, attempts: record.attempts };
+                self.lane_failed(model, &error);
+                return Err(error);
+            }
+        };
+        if let Some(ledger) = ledger {
+            ledger.answered();
+        }
+        self.accept(model, response, record.answered)
+    }
+
+    /// The answered-model rule: a dated snapshot of the alias is the model asked for (noted in
+    /// the report's provenance), and so is a local server's model file; another model's
+    /// answer is never scored silently, never cached, and stops the model's calls.
+    fn accept(&self, model: &ModelConfig, response: ChatResponse, answered: Answered) -> Result<Fresh<ChatResponse>, StepError> {
+        match answered {
+            Answered::Same | Answered::Snapshot | Answered::ServedFile => {
+                self.lanes.answered(&model.id);
+                Ok(Fresh::cacheable(response))
+            }
+            Answered::Other if model.accept_other_model => {
+                self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                self.usage.other_model_cached.fetch_add(1, Ordering::Relaxed);
+                Ok(Fresh::cacheable(response))
+            }
+            Answered::Other => {
+                self.usage.other_model.fetch_add(1, Ordering::Relaxed);
+                let reason = format!(
+                    "the server answered with model `{}` when `{}` was asked for; set `accept_other_model: true` on model `{}` to score its answers",
+                    response.answered_model, model.model, model.id
+                );
+                self.stop(model, &reason);
+                Err(StepError::episode_msg(reason))
+            }
+        }
+    }
+
+    /// Stops `model`'s unsent calls when `error` is one every call of it would hit.
+    pub(super) fn lane_failed(&self, model: &ModelConfig, error: &StepError) {
+        if let Some(reason) = self.lanes.failed(&model.id, error) {
+            self.stop(model, &reason);
+        }
+    }
+
+    /// Stops sending `model`'s calls (its cells fail with `reason`; other models go on), also
+    /// those already waiting for a slot, and says so once in the run log.
+    pub(super) fn stop(&self, model: &ModelConfig, reason: &str) {
+        if self.lanes.switch(&model.id).stop(reason) {
+            self.note(&format!(
+                "error: model `{}`: {}\n  every call of it would fail the same way, so its calls not yet sent are not sent (other models go on); `evalgrid check <pipeline>` tries each endpoint with one small request",
+                model.id,
+                crate::text::one_line(reason)
+            ));
+        }
+    }
+}
