@@ -1,7 +1,7 @@
 // An OpenAI-compatible dialect as one file: a gateway that speaks Chat Completions but takes
 // its key in an `api-key` header (as Azure does) and serves under `/openai/v1`. Everything it
 // does not change is delegated to `ChatCompletions`. Compiled by the tests of
-// `src/providers/protocol.rs` (`include!`), so this example cannot rot.
+// `src/providers/registry.rs` (`include!`), so this example cannot rot.
 
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderValue};

@@ -1,6 +1,7 @@
 //! Content-addressed, crash-safe cache of step results.
 
 pub mod commit;
+mod derived;
 pub mod entry;
 pub mod explain;
 pub mod lock;
@@ -9,6 +10,7 @@ pub mod pending;
 pub mod remote;
 pub mod store;
 
+pub use derived::DerivedError;
 pub use entry::Entry;
 pub use explain::{Change, diff};
 pub use lock::KeyLock;

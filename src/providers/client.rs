@@ -278,39 +278,11 @@ impl ProviderClient {
             streamed,
             answered: Answered::Same,
         };
-        // The switches are added to the bytes sent only: the recorded (keyed) body never has them.
-        let switched = if background {
-            Some(background::wire_body(&record.request_body))
-        } else if streamed {
-            Some(streamed_body(endpoint.kind, &record.request_body))
-        } else {
-            None
-        };
-        let prepared = serde_json::to_vec(switched.as_ref().unwrap_or(&record.request_body))
-            .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })
-            .and_then(|bytes| Ok((bytes, request_headers(endpoint)?)));
-        match prepared {
-            Ok((body, headers)) => {
-                let shaping = Shaping::for_call(request, &endpoint.base_url);
-                let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
-                let wire = Wire { url, headers, body, shaping, streamed, background };
-                self.attempt_loop(endpoint, &wire, started, &mut record, (ledger, stop)).await;
-            }
+        match wire(endpoint, request, &record.request_body, streamed, background) {
+            Ok(wire) => self.attempt_loop(endpoint, &wire, started, &mut record, (ledger, stop)).await,
             Err(error) => record.result = Err(error),
         }
-        // Redact on the whole text first; error messages are truncated only after that.
-        // Every secret the request carried: the key and secret header values.
-        let secrets = endpoint.secrets();
-        record.result = match std::mem::replace(&mut record.result, Err(CallError::Timeout)) {
-            Ok(response) => Ok(secrets.iter().fold(response, |response, secret| response.redact(secret))),
-            // A prompt longer than the context is the model's outcome, not an error: answered,
-            // cached and scored as `context_exceeded` (the message is redacted first).
-            Err(error @ CallError::ContextExceeded { .. }) => match error.redact_all(&secrets) {
-                CallError::ContextExceeded { message } => Ok(ChatResponse::context_exceeded(message)),
-                other => Err(other),
-            },
-            Err(error) => Err(error.redact_all(&secrets)),
-        };
+        record.result = redacted(endpoint, std::mem::replace(&mut record.result, Err(CallError::Timeout)));
         record.elapsed = started.elapsed();
         record
     }
@@ -346,15 +318,7 @@ impl ProviderClient {
             };
             record.failed_attempts.push(AttemptClass::of(&error));
             let delay = if resubmit { self.retry_delay(wire, &error, deadline, attempt_time, &mut budget) } else { None };
-            // A stall (`class = stream_stalled`) is also said in the run log by the caller.
-            tracing::info!(
-                provider = %endpoint.kind,
-                model = %endpoint.model,
-                attempt = record.attempts,
-                class = error.class(),
-                retry_in_ms = delay.map(|delay| delay.as_millis()),
-                "model call attempt failed"
-            );
+            log_failed_attempt(endpoint, record.attempts, &error, delay);
             record.result = Err(error);
             match delay {
                 Some(delay) => sleep(delay).await,
@@ -455,6 +419,53 @@ impl Budget {
     fn used(&self) -> Duration {
         self.started.elapsed().saturating_sub(self.streaming)
     }
+}
+
+/// What every attempt of a call sends: URL, headers, the exact bytes (the keyed body plus
+/// the transport's switches, which the recorded body never has) and how the answer is shaped.
+fn wire(endpoint: &Endpoint, request: &ChatRequest, body: &Value, streamed: bool, background: bool) -> Result<Wire, CallError> {
+    let switched = if background {
+        Some(background::wire_body(body))
+    } else if streamed {
+        Some(streamed_body(endpoint.kind, body))
+    } else {
+        None
+    };
+    let bytes = serde_json::to_vec(switched.as_ref().unwrap_or(body))
+        .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })?;
+    let headers = request_headers(endpoint)?;
+    let shaping = Shaping::for_call(request, &endpoint.base_url);
+    let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };
+    Ok(Wire { url, headers, body: bytes, shaping, streamed, background })
+}
+
+/// A call's outcome with every secret the request carried (the key and secret header values)
+/// redacted, on the whole text first (error messages are truncated only after that). A prompt
+/// longer than the context is the model's outcome, not an error: answered, cached and scored
+/// as `context_exceeded` (the message is redacted first).
+fn redacted(endpoint: &Endpoint, result: Result<ChatResponse, CallError>) -> Result<ChatResponse, CallError> {
+    let secrets = endpoint.secrets();
+    match result {
+        Ok(response) => Ok(secrets.iter().fold(response, |response, secret| response.redact(secret))),
+        Err(error @ CallError::ContextExceeded { .. }) => match error.redact_all(&secrets) {
+            CallError::ContextExceeded { message } => Ok(ChatResponse::context_exceeded(message)),
+            other => Err(other),
+        },
+        Err(error) => Err(error.redact_all(&secrets)),
+    }
+}
+
+/// One failed attempt in the trace log (a stall, `class = stream_stalled`, is also said in
+/// the run log by the caller).
+fn log_failed_attempt(endpoint: &Endpoint, attempt: u32, error: &CallError, delay: Option<Duration>) {
+    tracing::info!(
+        provider = %endpoint.kind,
+        model = %endpoint.model,
+        attempt,
+        class = error.class(),
+        retry_in_ms = delay.map(|delay| delay.as_millis()),
+        "model call attempt failed"
+    );
 }
 
 /// Tells the lane how the attempt went: a 429 pauses its pacer (before the permit is freed,

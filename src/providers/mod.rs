@@ -10,6 +10,11 @@
 //! protocol returns without streaming. [`mock`] is a real local HTTP server speaking all four
 //! protocols, streamed or not, for tests.
 //!
+//! Layout: the [`Protocol`] trait (`protocol.rs`) has one implementation per file
+//! (`openai.rs`, `responses.rs`, `anthropic.rs`, `gemini.rs`), none importing another; what
+//! they share is in leaves ([`shaping`], `wire.rs`); `registry.rs` is the one place a kind
+//! picks its protocol. Callers reach a protocol only through [`ProviderKind::protocol`].
+//!
 //! Not here: caching (the caller hashes [`request_fingerprint`] and decides what to store)
 //! and reading API keys (callers pass them in [`Endpoint`]).
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::page::{PageInput, files as page_files, transcript_page};
 use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
-use crate::cache::{CacheError, Entry, Store};
+use crate::cache::{CacheError, DerivedError, Store};
 use crate::envs::registry::{self, Registry};
 use crate::envs::{ScoredCell, SectionInput};
 use crate::exec::StepError;
@@ -155,30 +155,16 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
     let scored_cells: Vec<Cell> = scored.iter().map(|(c, _)| (*c).clone()).collect();
     let metrics_comp = metrics_components(pipeline, &plan.cells, &scored_cells);
     let metrics_key = StepKey::compute(&metrics_comp);
-    if fresh {
-        store.evict(metrics_key)?;
-    }
-    let (metrics, metrics_cached) = match store.get(metrics_key)? {
-        Some(e) => (serde_json::from_value::<MetricsOutput>(e.output).map_err(|_| ReportError::Malformed("metrics"))?, true),
-        None => {
-            let out = compute_metrics(pipeline, plan, &scored, store, seed_of(metrics_key))?;
-            let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("metrics"))?;
-            // Metrics are a pure function of their key: whoever wrote first wrote the same.
-            let _ = store.put(&entry(metrics_key, StepKind::Metrics, metrics_comp, value))?;
-            (out, false)
-        }
-    };
+    let (metrics, metrics_cached) = store
+        .cached_step((metrics_key, StepKind::Metrics, metrics_comp), fresh, || compute_metrics(pipeline, plan, &scored, store, seed_of(metrics_key)))
+        .map_err(derived("metrics"))?;
     let report_comp = report_components(pipeline, metrics_key);
     let report_key = StepKey::compute(&report_comp);
-    if fresh {
-        store.evict(report_key)?;
-    }
     // The files rendered by this call (transcript pages aside), so writing them out does
     // not read them back.
     let mut rendered: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let (report, report_cached) = match store.get(report_key)? {
-        Some(e) => (serde_json::from_value::<ReportOutput>(e.output).map_err(|_| ReportError::Malformed("report"))?, true),
-        None => {
+    let (report, report_cached) = store
+        .cached_step((report_key, StepKind::Report, report_comp), fresh, || {
             let usage = usage_rows(pipeline, &metrics);
             let facts = RunFacts {
                 cells_total: plan.cells.len(),
@@ -207,12 +193,9 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
             files.insert("cells.parquet".to_owned(), metrics.cells_parquet.clone());
             files.insert("items.csv".to_owned(), metrics.items_csv.clone());
             files.insert("items.parquet".to_owned(), metrics.items_parquet.clone());
-            let out = ReportOutput { files, transcripts: pages.transcripts };
-            let value = serde_json::to_value(&out).map_err(|_| ReportError::Malformed("report"))?;
-            let _ = store.put(&entry(report_key, StepKind::Report, report_comp, value))?;
-            (out, false)
-        }
-    };
+            Ok::<_, ReportError>(ReportOutput { files, transcripts: pages.transcripts })
+        })
+        .map_err(derived("report"))?;
     let dir = reports_root.join(&pipeline.name);
     write_files(&dir, &report, &rendered, (pipeline, plan), store)?;
     let files: std::collections::BTreeSet<&String> = report.files.keys().chain(report.transcripts.keys()).collect();
@@ -244,8 +227,13 @@ fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
     rows
 }
 
-fn entry(key: StepKey, kind: StepKind, components: Value, output: Value) -> Entry {
-    Entry { key, kind, components, output, duration_ms: 0, writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned() }
+/// A derived step's failure as the report's: its output named when malformed.
+fn derived(what: &'static str) -> impl Fn(DerivedError<ReportError>) -> ReportError {
+    move |error| match error {
+        DerivedError::Cache(error) => ReportError::Cache(error),
+        DerivedError::Malformed => ReportError::Malformed(what),
+        DerivedError::Compute(error) => error,
+    }
 }
 
 /// The bootstrap's seed: the metrics key, so the same cache gives the same report (the

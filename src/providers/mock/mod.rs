@@ -9,6 +9,7 @@
 //! answered after a few polls. It never reaches the network.
 
 mod background;
+mod dialects;
 mod render;
 mod script;
 mod server;

@@ -12,11 +12,11 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::super::types::{FinishReason, ProviderKind, Usage};
+use super::super::types::{FinishReason, Usage};
 use super::script::{Fault, HostileStream, MockReply, MockRequest, RetryHeader, echo};
 use super::signatures::{ANTHROPIC_SIGNATURE, GEMINI_SIGNATURE};
 use super::stream::{Ending, Pace, frames, hostile_stream, paced, sse_response};
-use super::wire::wire;
+use super::wire::MockWire;
 
 /// Text of a string, or of the `pointer` field of each element of an array of parts.
 pub(super) fn strings<'a>(value: Option<&'a Value>, pointer: &str) -> Vec<&'a str> {
@@ -48,10 +48,10 @@ fn words(text: &str) -> u64 {
 }
 
 /// Word count of everything the model would read: system prompt plus all turns.
-fn input_words(request: &MockRequest) -> u64 {
+fn input_words(wire: &dyn MockWire, request: &MockRequest) -> u64 {
     let body = &request.body;
     let mut texts: Vec<&str> = Vec::new();
-    let (turns_key, content_key) = wire(request.protocol).turns();
+    let (turns_key, content_key) = wire.turns();
     for turn in body.get(turns_key).and_then(Value::as_array).into_iter().flatten() {
         texts.extend(strings(turn.get(content_key), "/text"));
     }
@@ -78,13 +78,13 @@ pub(super) fn recorded_response(status: u16, body: String) -> Response {
 
 /// The refusal of a prompt of `tokens` tokens by a model with a `window`-token context, in
 /// the shape each API documents, always HTTP 400.
-pub(super) fn overflow_response(protocol: ProviderKind, tokens: u64, window: u64) -> Response {
-    json_response(StatusCode::BAD_REQUEST, &wire(protocol).overflow_body(tokens, window))
+pub(super) fn overflow_response(wire: &dyn MockWire, tokens: u64, window: u64) -> Response {
+    json_response(StatusCode::BAD_REQUEST, &wire.overflow_body(tokens, window))
 }
 
-pub(super) fn error_response(protocol: ProviderKind, status: u16, message: &str, retry: RetryHeader) -> Response {
+pub(super) fn error_response(wire: &dyn MockWire, status: u16, message: &str, retry: RetryHeader) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = json_response(code, &wire(protocol).error_body(status, message));
+    let mut response = json_response(code, &wire.error_body(status, message));
     let headers = response.headers_mut();
     match retry {
         RetryHeader::None => {}
@@ -99,29 +99,28 @@ pub(super) fn error_response(protocol: ProviderKind, status: u16, message: &str,
     response
 }
 
-pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered_model: Option<&str>, pace: Pace) -> Response {
-    let protocol = request.protocol;
+pub(super) async fn fault_response(wire: &dyn MockWire, fault: Fault, request: &MockRequest, answered_model: Option<&str>, pace: Pace) -> Response {
     if request.stream
-        && let Some(response) = streamed_fault(&fault, request, answered_model, pace).await
+        && let Some(response) = streamed_fault(wire, &fault, request, answered_model, pace).await
     {
         return response;
     }
     match fault {
-        Fault::RateLimited(retry) => error_response(protocol, 429, "Rate limit reached, slow down", retry),
-        Fault::ServerError => error_response(protocol, 500, "internal server error", RetryHeader::None),
-        Fault::Unavailable(retry) => error_response(protocol, 503, "service unavailable", retry),
+        Fault::RateLimited(retry) => error_response(wire, 429, "Rate limit reached, slow down", retry),
+        Fault::ServerError => error_response(wire, 500, "internal server error", RetryHeader::None),
+        Fault::Unavailable(retry) => error_response(wire, 503, "service unavailable", retry),
         Fault::Overloaded => {
-            let (status, message) = wire(protocol).overloaded();
-            error_response(protocol, status, message, RetryHeader::None)
+            let (status, message) = wire.overloaded();
+            error_response(wire, status, message, RetryHeader::None)
         }
-        Fault::OverloadedIn200 => json_response(StatusCode::OK, &wire(protocol).overloaded_in_200()),
-        Fault::Status { status, message } => error_response(protocol, status, &message, RetryHeader::None),
+        Fault::OverloadedIn200 => json_response(StatusCode::OK, &wire.overloaded_in_200()),
+        Fault::Status { status, message } => error_response(wire, status, &message, RetryHeader::None),
         Fault::Slow(delay) | Fault::StallMidStream { silence: delay, .. } => {
             tokio::time::sleep(delay).await;
-            reply_response(request, &echo(request), answered_model)
+            reply_response(wire, request, &echo(request), answered_model)
         }
         Fault::TruncatedJson | Fault::Disconnect => {
-            let full = success_body(request, &echo(request), answered_model).to_string().into_bytes();
+            let full = success_body(wire, request, &echo(request), answered_model).to_string().into_bytes();
             let half = Bytes::copy_from_slice(&full[..full.len() / 2]);
             let body = if fault == Fault::Disconnect {
                 // Half a body, then the stream fails: hyper aborts the
@@ -136,9 +135,9 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
             response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
-        Fault::HugeAnswer { bytes } => huge_answer(request, bytes, answered_model),
+        Fault::HugeAnswer { bytes } => huge_answer(wire, request, bytes, answered_model),
         Fault::HostileStream(HostileStream::InvalidUtf8) => {
-            let mut body = success_body(request, &echo(request), answered_model).to_string().into_bytes();
+            let mut body = success_body(wire, request, &echo(request), answered_model).to_string().into_bytes();
             if let Some(at) = body.windows(4).position(|window| window == b"echo") {
                 body.insert(at + 2, 0xFF);
             }
@@ -146,19 +145,19 @@ pub(super) async fn fault_response(fault: Fault, request: &MockRequest, answered
             response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }
-        Fault::HostileStream(_) => reply_response(request, &echo(request), answered_model),
+        Fault::HostileStream(_) => reply_response(wire, request, &echo(request), answered_model),
     }
 }
 
 /// The streamed form of a fault, for faults that happen after a stream has begun (errors
 /// with their own HTTP status are sent as such, before any event, as real servers do).
-async fn streamed_fault(fault: &Fault, request: &MockRequest, answered_model: Option<&str>, pace: Pace) -> Option<Response> {
-    let events = || frames(request, &success_body(request, &echo(request), answered_model));
+async fn streamed_fault(wire: &dyn MockWire, fault: &Fault, request: &MockRequest, answered_model: Option<&str>, pace: Pace) -> Option<Response> {
+    let events = || frames(wire, request, &success_body(wire, request, &echo(request), answered_model));
     Some(match fault {
         Fault::OverloadedIn200 => {
             let mut events = events();
             events.truncate(2);
-            events.push(wire(request.protocol).overload_frame());
+            events.push(wire.overload_frame());
             sse_response(events, Ending::Whole, pace)
         }
         Fault::TruncatedJson => sse_response(events(), Ending::Cut, pace),
@@ -168,8 +167,8 @@ async fn streamed_fault(fault: &Fault, request: &MockRequest, answered_model: Op
             sse_response(events(), Ending::Whole, pace)
         }
         Fault::StallMidStream { after, silence } => sse_response(events(), Ending::Whole, Pace { stall: Some((*after, *silence)), ..pace }),
-        Fault::HugeAnswer { bytes } => huge_stream(request, *bytes, answered_model, pace),
-        Fault::HostileStream(kind) => hostile_stream(request.protocol, events(), *kind, pace),
+        Fault::HugeAnswer { bytes } => huge_stream(wire, request, *bytes, answered_model, pace),
+        Fault::HostileStream(kind) => hostile_stream(wire, events(), *kind, pace),
         _ => return None,
     })
 }
@@ -178,10 +177,10 @@ async fn streamed_fault(fault: &Fault, request: &MockRequest, answered_model: Op
 /// at a time. (Events after the text that repeat it whole, such as the Responses API's
 /// final response, carry it only when it is at most 4 MiB; a client reading that far has
 /// a cap above the answer.)
-fn huge_stream(request: &MockRequest, bytes: u64, answered_model: Option<&str>, pace: Pace) -> Response {
+fn huge_stream(wire: &dyn MockWire, request: &MockRequest, bytes: u64, answered_model: Option<&str>, pace: Pace) -> Response {
     const MARK: &str = "@@mock-huge-answer@@";
     const CHUNK: u64 = 64 * 1024;
-    let mut before = frames(request, &success_body(request, &MockReply::text(MARK), answered_model));
+    let mut before = frames(wire, request, &success_body(wire, request, &MockReply::text(MARK), answered_model));
     let at = before.iter().position(|event| event.contains(MARK)).unwrap_or(before.len());
     let mut rest = before.split_off(at);
     let expanded = (!rest.is_empty()).then(|| rest.remove(0));
@@ -198,10 +197,10 @@ fn huge_stream(request: &MockRequest, bytes: u64, answered_model: Option<&str>, 
 }
 
 /// A valid success body whose answer text is `bytes` × `a`, generated chunk by chunk.
-fn huge_answer(request: &MockRequest, bytes: u64, answered_model: Option<&str>) -> Response {
+fn huge_answer(wire: &dyn MockWire, request: &MockRequest, bytes: u64, answered_model: Option<&str>) -> Response {
     const MARK: &str = "@@mock-huge-answer@@";
     const CHUNK: u64 = 64 * 1024;
-    let full = success_body(request, &MockReply::text(MARK), answered_model).to_string();
+    let full = success_body(wire, request, &MockReply::text(MARK), answered_model).to_string();
     let (head, tail) = full.split_once(MARK).unwrap_or((&full, ""));
     let chunk = Bytes::from(vec![b'a'; 64 * 1024]);
     let pieces = (0..bytes.div_ceil(CHUNK)).map(move |index| {
@@ -214,31 +213,31 @@ fn huge_answer(request: &MockRequest, bytes: u64, answered_model: Option<&str>) 
     response
 }
 
-pub(super) fn reply_response(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Response {
-    json_response(StatusCode::OK, &success_body(request, reply, answered_model))
+pub(super) fn reply_response(wire: &dyn MockWire, request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Response {
+    json_response(StatusCode::OK, &success_body(wire, request, reply, answered_model))
 }
 
 /// A reply, streamed as the request's protocol streams when it asked for a stream.
-pub(super) fn answer_response(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>, pace: Pace) -> Response {
+pub(super) fn answer_response(wire: &dyn MockWire, request: &MockRequest, reply: &MockReply, answered_model: Option<&str>, pace: Pace) -> Response {
     if request.stream {
-        sse_response(frames(request, &success_body(request, reply, answered_model)), Ending::Whole, pace)
+        sse_response(frames(wire, request, &success_body(wire, request, reply, answered_model)), Ending::Whole, pace)
     } else {
-        reply_response(request, reply, answered_model)
+        reply_response(wire, request, reply, answered_model)
     }
 }
 
 /// The success JSON of the request's protocol, with usage and a `model` field.
-pub(super) fn success_body(request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
+pub(super) fn success_body(wire: &dyn MockWire, request: &MockRequest, reply: &MockReply, answered_model: Option<&str>) -> Value {
     let model = reply.model.as_deref().or(answered_model).unwrap_or(&request.model);
     let reasoning_words = reply.reasoning.as_deref().map_or(0, words);
     let usage = reply.usage.unwrap_or(Usage {
-        input: input_words(request),
+        input: input_words(wire, request),
         output: words(&reply.text) + reasoning_words,
         reasoning: reasoning_words,
         cached: 0,
         cost: None,
     });
-    wire(request.protocol).success_body(request, reply, model, usage)
+    wire.success_body(request, reply, model, usage)
 }
 
 /// A Chat Completions response: one choice whose message holds the text (or refusal),

@@ -27,10 +27,10 @@ use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
 use super::background::{Jobs, stored_route};
+use super::dialects::wire;
 use super::render::{answer_response, error_response, fault_response, json_response, overflow_response, recorded_response, strings, success_body};
 use super::script::{Fault, FaultPlan, MockOutcome, MockReply, MockRequest, RetryHeader, Script, echo};
 use super::stream::{Ending, Pace, recorded_frames, sse_response};
-use super::wire::wire;
 
 /// How the mock behaves; everything but the address can be changed while it runs.
 #[derive(Debug, Clone)]
@@ -288,22 +288,22 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         && given != required
     {
         let message = format!("Incorrect API key provided: {given}");
-        return error_response(protocol, 401, &message, RetryHeader::None);
+        return error_response(wire, 401, &message, RetryHeader::None);
     }
     if let Some(window) = lock(&shared.config).context_window
         && tokens > window
         && stored.is_none()
     {
-        return overflow_response(protocol, tokens, window);
+        return overflow_response(wire, tokens, window);
     }
     if let Some(message) = require_signatures.then(|| wire.missing_signature(&body)).flatten() {
-        return error_response(protocol, 400, &message, RetryHeader::None);
+        return error_response(wire, 400, &message, RetryHeader::None);
     }
     if let Some((id, cancel)) = stored {
         return stored_response(&shared, index, &id, cancel, answered_model.as_deref()).await;
     }
     if let Some(message) = wire.refusal(&body) {
-        return error_response(protocol, 400, message, RetryHeader::None);
+        return error_response(wire, 400, message, RetryHeader::None);
     }
     let background = wire.background(&body);
     let described = describe(protocol, url_model, body);
@@ -314,18 +314,18 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         tokio::time::sleep(latency).await;
     }
     match plan {
-        Plan::Exhausted(protocol) => error_response(protocol, 410, "mock script exhausted", RetryHeader::None),
+        Plan::Exhausted(protocol) => error_response(super::dialects::wire(protocol), 410, "mock script exhausted", RetryHeader::None),
         Plan::Reply(reply, request) if background => {
-            json_response(StatusCode::OK, &shared.jobs.queue(index, success_body(&request, &reply, answered_model.as_deref())))
+            json_response(StatusCode::OK, &shared.jobs.queue(index, success_body(wire, &request, &reply, answered_model.as_deref())))
         }
         Plan::Recorded(200, body) if background => match serde_json::from_str::<Value>(&body) {
             Ok(answer) => json_response(StatusCode::OK, &shared.jobs.queue(index, answer)),
             Err(_) => recorded_response(200, body),
         },
-        Plan::Reply(reply, request) => answer_response(&request, &reply, answered_model.as_deref(), pace),
+        Plan::Reply(reply, request) => answer_response(wire, &request, &reply, answered_model.as_deref(), pace),
         Plan::Recorded(status, body) => recorded_response(status, body),
         Plan::RecordedStream(body) => sse_response(recorded_frames(&body), Ending::Whole, pace),
-        Plan::Fault(fault, request) => fault_response(fault, &request, answered_model.as_deref(), pace).await,
+        Plan::Fault(fault, request) => fault_response(wire, fault, &request, answered_model.as_deref(), pace).await,
     }
 }
 
@@ -333,6 +333,7 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
 /// else its state (404 for an unknown id).
 async fn stored_response(shared: &Shared, index: u64, id: &str, cancel: bool, answered_model: Option<&str>) -> Response {
     let protocol = ProviderKind::OpenAiResponses;
+    let wire = wire(protocol);
     let (fault, latency, polls) = {
         let config = lock(&shared.config);
         (config.faults.decide(index), config.latency, config.background_polls)
@@ -341,12 +342,12 @@ async fn stored_response(shared: &Shared, index: u64, id: &str, cancel: bool, an
         tokio::time::sleep(latency).await;
     }
     if let Some(fault) = fault {
-        return fault_response(fault, &describe(protocol, None, Value::Null), answered_model, Pace::default()).await;
+        return fault_response(wire, fault, &describe(protocol, None, Value::Null), answered_model, Pace::default()).await;
     }
     let state = if cancel { shared.jobs.cancel(id) } else { shared.jobs.poll(id, polls) };
     match state {
         Some(state) => json_response(StatusCode::OK, &state),
-        None => error_response(protocol, 404, &format!("No response found with id '{id}'."), RetryHeader::None),
+        None => error_response(wire, 404, &format!("No response found with id '{id}'."), RetryHeader::None),
     }
 }
 

@@ -15,9 +15,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::super::types::ProviderKind;
 use super::script::{HostileStream, MockRequest};
-use super::wire::wire;
+use super::wire::MockWire;
 
 /// How a streamed reply is paced.
 #[derive(Debug, Clone, Copy, Default)]
@@ -71,8 +70,8 @@ fn halves(text: &str) -> Vec<String> {
 
 /// The events of `body` (the protocol's non-streaming success body) as its protocol
 /// streams them.
-pub(super) fn frames(request: &MockRequest, body: &Value) -> Vec<String> {
-    wire(request.protocol).frames(request, body)
+pub(super) fn frames(wire: &dyn MockWire, request: &MockRequest, body: &Value) -> Vec<String> {
+    wire.frames(request, body)
 }
 
 /// Chat Completions chunks, ending in `[DONE]` (usage in a last chunk when asked).
@@ -314,7 +313,7 @@ pub(super) fn edited(frames: Vec<String>, mut edit: impl FnMut(&mut Value)) -> V
 }
 
 /// `frames` (the answer's events) made hostile as `kind` says, as the chunks to send.
-pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: HostileStream, pace: Pace) -> Response {
+pub(super) fn hostile_stream(wire: &dyn MockWire, frames: Vec<String>, kind: HostileStream, pace: Pace) -> Response {
     let items: Vec<Bytes> = match kind {
         HostileStream::InvalidUtf8 => {
             let mut done = false;
@@ -331,7 +330,7 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
                 })
                 .collect()
         }
-        HostileStream::NoFinish => wire(protocol).unfinished(frames).into_iter().map(Bytes::from).collect(),
+        HostileStream::NoFinish => wire.unfinished(frames).into_iter().map(Bytes::from).collect(),
         HostileStream::ModelSwitch => {
             let mut named = 0;
             let mut switch = |model: Option<&mut Value>| {
@@ -342,7 +341,6 @@ pub(super) fn hostile_stream(protocol: ProviderKind, frames: Vec<String>, kind: 
                     }
                 }
             };
-            let wire = wire(protocol);
             edited(frames, |json| switch(wire.model_field(json))).into_iter().map(Bytes::from).collect()
         }
         HostileStream::EndlessLine { bytes } => {
