@@ -102,7 +102,8 @@ pub(crate) struct PlanArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) plan: PlanArgs,
-    /// Cells in flight at once (default: number of CPUs).
+    /// Cells in flight at once (default: the number of CPUs for cells that run on the CPU,
+    /// 256 for cells that wait on model calls, whose lanes pace the calls).
     #[arg(long, short = 'j')]
     pub(crate) jobs: Option<usize>,
     /// Show what would run and stop.

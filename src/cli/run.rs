@@ -8,6 +8,7 @@ use evalgrid::cache::Store;
 use evalgrid::envs::registry::Registry;
 use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::calls::Usage;
+use evalgrid::exec::scheduler::DEFAULT_WAITING_JOBS;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
 use evalgrid::plan::{Plan, plan};
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
@@ -27,13 +28,16 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
     }
     let pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
+    // `--jobs N` bounds every cell; by default CPU-bound cells get the CPUs and cells that
+    // wait on model calls get many more, since their lanes pace the calls.
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
+    let waiting_jobs = args.jobs.map_or(DEFAULT_WAITING_JOBS, |jobs| jobs.max(1));
     let on_cell = args.shard.map(|shard| shard_progress(&store, &pipeline, shard, args.class));
     if let Some(publish) = &on_cell {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
     }
     let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-    let options = RunOptions { jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: !args.json, on_cell: on_cell.clone() };
+    let options = RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: !args.json, on_cell: on_cell.clone() };
     let pipeline = Arc::new(pipeline);
     let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args)?;
     let report = if summary.interrupted {

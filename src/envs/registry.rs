@@ -146,6 +146,10 @@ impl EpisodeRunner for Registry {
         get(&task.benchmark)?.planned_calls(&self.data_dir, model, task, seed)
     }
 
+    fn waits_on_models(&self, model: &ModelConfig, task: &TaskInstance) -> bool {
+        !model.is_builtin() && get(&task.benchmark).is_some_and(|b| !b.runs_model_code(model))
+    }
+
     fn score(&self, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         match get(&task.benchmark) {
             Some(b) => b.score(&self.data_dir, task, episode),

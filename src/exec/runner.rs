@@ -105,6 +105,14 @@ pub trait EpisodeRunner: Send + Sync {
         None
     }
 
+    /// Whether a cell of `model` on `task` spends its time waiting on model calls rather than
+    /// on the CPU (an API model, no model-written code to run): the scheduler keeps many of
+    /// those in flight, since the lanes pace the calls, and CPU-bound cells to the CPUs.
+    fn waits_on_models(&self, model: &ModelConfig, task: &TaskInstance) -> bool {
+        let _ = (model, task);
+        false
+    }
+
     /// Turns an episode record into the per-cell score record.
     fn score(&self, task: &TaskInstance, episode: &Value) -> Result<Value, StepError>;
 }

@@ -52,11 +52,18 @@ impl Cancel {
     }
 }
 
+/// Cells that wait on model calls kept in flight at once when `--jobs` is not given: far
+/// above the CPU count, since such a cell costs no CPU while it waits and each model's lane
+/// paces its own calls (concurrency, AIMD, rate limits), so every endpoint is kept busy.
+pub const DEFAULT_WAITING_JOBS: usize = 256;
+
 /// How to run.
 #[derive(Clone)]
 pub struct RunOptions {
-    /// Cells in flight at once.
+    /// CPU-bound cells in flight at once (built-in agents, model-written code).
     pub jobs: usize,
+    /// Cells that wait on model calls ([`EpisodeRunner::waits_on_models`]) in flight at once.
+    pub waiting_jobs: usize,
     /// Only re-run cells whose last attempt failed.
     pub retry_errors_only: bool,
     /// Finish classes (`context_exceeded`, …): re-run the cached cells with answers of these
@@ -152,22 +159,21 @@ pub async fn run_cells(
         progress.watch(move || calls.progress_line())
     });
     let mut set = JoinSet::new();
-    let mut queue = pending.into_iter();
+    let mut queue = Queue::new(pending, &pipeline, runner.as_ref(), options);
     let mut launched = 0usize;
     let (mut aborted, mut dropped) = (false, 0usize);
     let total_pending = queue.len();
     loop {
-        // At most `jobs` cells run at once: the set holds every cell task not yet joined,
-        // so this bound is the only gate needed (a semaphore of `jobs` permits, taken per
-        // spawned task, could never wait here).
-        while !cancel.is_cancelled() && set.len() < options.jobs.max(1) {
-            let Some((cell, refresh)) = queue.next() else { break };
+        // Each class of cells runs up to its bound: the set holds every cell task not yet
+        // joined, and the queue counts each class in flight, so these are the only gates.
+        while !cancel.is_cancelled() {
+            let Some((cell, refresh, waiting)) = queue.next() else { break };
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
             set.spawn(async move {
                 let id = cell.id.clone();
                 let result = run_cell(&pipeline, &cell, &store, runner.as_ref(), &calls, refresh).await;
-                (id, cell, result)
+                (id, cell, result, waiting)
             });
         }
         let joined = tokio::select! {
@@ -185,8 +191,9 @@ pub async fn run_cells(
             dropped += 1;
             continue;
         }
-        let (id, cell, result) =
+        let (id, cell, result, waiting) =
             joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
+        queue.finished(waiting);
         settle(&store, &progress, &mut summary, id, &cell, result)?;
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
@@ -197,6 +204,67 @@ pub async fn run_cells(
     summary.cells_skipped += total_pending - launched + dropped;
     summary.interrupted = cancel.is_cancelled() && (launched < total_pending || dropped > 0);
     Ok(summary)
+}
+
+/// The pending cells in two classes, each bounded on its own: cells that wait on model calls
+/// (up to `waiting_jobs`) and CPU-bound cells (up to `jobs`). Within a class, cells are taken
+/// in turn across models (each model's in plan order), so with several endpoints each one's
+/// cells start at once instead of the first model's filling every job.
+struct Queue {
+    classes: [(std::collections::VecDeque<(Cell, bool)>, usize, usize); 2],
+}
+
+impl Queue {
+    fn new(pending: Vec<(Cell, bool)>, pipeline: &Pipeline, runner: &dyn EpisodeRunner, options: &RunOptions) -> Self {
+        let mut by_class: [Vec<Vec<(Cell, bool)>>; 2] = [Vec::new(), Vec::new()];
+        let mut models: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        for (cell, refresh) in pending {
+            let class = usize::from(runner.waits_on_models(&pipeline.models[cell.model], &pipeline.tasks[cell.task]));
+            let at = models[class].iter().position(|m| *m == cell.model).unwrap_or_else(|| {
+                models[class].push(cell.model);
+                by_class[class].push(Vec::new());
+                models[class].len() - 1
+            });
+            by_class[class][at].push((cell, refresh));
+        }
+        let [cpu, waiting] = by_class.map(interleave);
+        Self { classes: [(cpu, 0, options.jobs.max(1)), (waiting, 0, options.waiting_jobs.max(1))] }
+    }
+
+    fn len(&self) -> usize {
+        self.classes.iter().map(|(queue, ..)| queue.len()).sum()
+    }
+
+    /// The next cell whose class has room (waiting cells first), and its class.
+    fn next(&mut self) -> Option<(Cell, bool, bool)> {
+        for (class, (queue, running, limit)) in self.classes.iter_mut().enumerate().rev() {
+            if *running < *limit
+                && let Some((cell, refresh)) = queue.pop_front()
+            {
+                *running += 1;
+                return Some((cell, refresh, class == 1));
+            }
+        }
+        None
+    }
+
+    fn finished(&mut self, waiting: bool) {
+        let running = &mut self.classes[usize::from(waiting)].1;
+        *running = running.saturating_sub(1);
+    }
+}
+
+/// One model's cells after another's in turn: the first of each, then the second of each, …
+fn interleave(groups: Vec<Vec<(Cell, bool)>>) -> std::collections::VecDeque<(Cell, bool)> {
+    let mut iters: Vec<_> = groups.into_iter().map(IntoIterator::into_iter).collect();
+    let mut out = std::collections::VecDeque::new();
+    loop {
+        let before = out.len();
+        out.extend(iters.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return out;
+        }
+    }
 }
 
 /// Whether the cached episode of `cell` holds an answer of one of these finish classes
