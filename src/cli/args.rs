@@ -315,6 +315,9 @@ pub(crate) enum Workload {
     BbehRun,
     /// BBEH items through nginx `limit_req` in front of the mock (`--rate`, `--items`).
     RateLimit,
+    /// Three models on three servers with two slots each (BBEH Mini, 120 items a model):
+    /// the default `--jobs` against `--jobs 64` and the ideal.
+    Lanes,
 }
 
 #[derive(Debug, Args)]

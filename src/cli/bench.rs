@@ -33,6 +33,7 @@ pub(crate) fn bench(env: &Env, args: &BenchArgs) -> Result<Exit, Failure> {
         Workload::BbehScore => bbeh_score(env),
         Workload::BbehRun => bbeh_run(env, args.seeds, args.concurrency),
         Workload::RateLimit => rate_limit(env, args.rate, args.items),
+        Workload::Lanes => lanes(env),
     }
 }
 
@@ -315,6 +316,59 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
         ));
     }
     settle_removal(dir)?;
+    Ok(Exit::Ok)
+}
+
+/// Three models, each on its own mock server with two slots (llama.cpp `--parallel 2`) and
+/// 50 ms a request, 120 BBEH Mini items a model: `run` with the default flags, then with
+/// `--jobs 64`, each from an empty cache, against the ideal 120 × 0.05 s / 2 = 3.0 s.
+fn lanes(env: &Env) -> Result<Exit, Failure> {
+    const TASKS: [&str; 6] =
+        ["bbeh_boardgame_qa", "bbeh_boolean_expressions", "bbeh_buggy_tables", "bbeh_causal_understanding", "bbeh_disambiguation_qa", "bbeh_dyck_languages"];
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let config = || MockConfig { latency: Duration::from_millis(50), slots: Some(2), record_log: false, ..MockConfig::default() };
+    let servers = [(); 3].map(|()| runtime.block_on(MockServer::start(config())));
+    let mut yaml = String::from("name: bench-lanes\nmodels:\n");
+    for (i, server) in servers.iter().enumerate() {
+        let server = server.as_ref().map_err(|e| anyhow::anyhow!("mock server: {e}"))?;
+        let _ = writeln!(yaml, "  - {{id: m{i}, provider: openai, model: mock-{i}, base_url: \"{}/v1\"}}", server.base_url().trim_end_matches('/'));
+    }
+    let _ = write!(yaml, "tasks:\n  - {{benchmark: bbeh, select: [{}], params: {{subset: mini}}}}\nseeds: [0]\n", TASKS.join(", "));
+    let ideal = 120.0 * 0.05 / 2.0;
+    let mut walls = Vec::new();
+    // `EVALGRID_BENCH_BASELINE=/path/to/evalgrid` also runs that binary with its default flags.
+    let baseline = std::env::var_os("EVALGRID_BENCH_BASELINE").map(std::path::PathBuf::from);
+    let runs = [(None, None), (None, Some(64))].into_iter().chain(baseline.map(|exe| (Some(exe), None)));
+    for (exe, jobs) in runs {
+        let dir = tempfile::tempdir()?;
+        let pipeline = dir.path().join("bench.yaml");
+        fs_err::write(&pipeline, &yaml)?;
+        let mut command = Command::new(match &exe {
+            Some(exe) => exe.clone(),
+            None => std::env::current_exe()?,
+        });
+        command.arg("--data-dir").arg(env.registry.data_dir()).arg("--cache-dir").arg(dir.path().join("cache")).args(["run", "--json"]);
+        if let Some(jobs) = jobs {
+            command.args(["--jobs", &jobs.to_string()]);
+        }
+        let t = Instant::now();
+        let out = command.arg("--reports-dir").arg(dir.path().join("reports")).arg(&pipeline).env("EVALGRID_NO_PROGRESS", "1").output()?;
+        let wall = t.elapsed().as_secs_f64();
+        if !out.status.success() {
+            return Err(anyhow::anyhow!("lanes run failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        let mut flags = jobs.map_or_else(|| "default flags".to_owned(), |jobs| format!("--jobs {jobs}"));
+        if let Some(exe) = &exe {
+            flags = format!("baseline {}, {flags}", exe.display());
+        }
+        output::line(&format!("3 models × 3 two-slot servers, {flags}: {wall:.2} s wall, ideal {ideal:.1} s → {:.2}× the ideal", wall / ideal));
+        walls.push(wall);
+        settle_removal(dir)?;
+    }
+    output::line(&format!("default flags over --jobs 64: {:.2}×", walls[0] / walls[1]));
+    for server in servers.into_iter().flatten() {
+        runtime.block_on(server.shutdown());
+    }
     Ok(Exit::Ok)
 }
 

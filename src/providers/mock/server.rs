@@ -64,6 +64,9 @@ pub struct MockConfig {
     /// The model's context window in tokens (a token being 4 bytes of the request body): a
     /// longer request is refused with HTTP 400 in the protocol's documented overflow shape.
     pub context_window: Option<u64>,
+    /// Requests served at once, as a llama.cpp server's `--parallel` slots: later ones wait
+    /// in a queue, sending nothing, until a slot is free (`None`: no limit).
+    pub slots: Option<usize>,
 }
 
 impl Default for MockConfig {
@@ -81,6 +84,7 @@ impl Default for MockConfig {
             background_polls: 3,
             stream_interval: Duration::ZERO,
             context_window: None,
+            slots: None,
         }
     }
 }
@@ -109,6 +113,8 @@ struct Shared {
     calls: AtomicU64,
     cursors: Mutex<BTreeMap<ProviderKind, u64>>,
     jobs: Jobs,
+    /// The slots of [`MockConfig::slots`].
+    slots: Option<tokio::sync::Semaphore>,
 }
 
 /// A running mock provider; dropping it stops the server.
@@ -139,7 +145,9 @@ impl MockServer {
     pub async fn start(config: MockConfig) -> io::Result<Self> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let address = listener.local_addr()?;
+        let slots = config.slots.map(|n| tokio::sync::Semaphore::new(n.max(1)));
         let shared = Arc::new(Shared {
+            slots,
             started: Instant::now(),
             config: Mutex::new(config),
             log: Mutex::new(Vec::new()),
@@ -310,6 +318,11 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     let stream = gemini_stream || wire.asks_stream(&described.body);
     let request = MockRequest { api_key: given, stream, ..described };
     let plan = plan(&shared, index, request);
+    // Held until the answer is rendered; never closed, so acquiring cannot fail.
+    let _slot = match &shared.slots {
+        Some(slots) => slots.acquire().await.ok(),
+        None => None,
+    };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
