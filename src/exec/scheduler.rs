@@ -211,8 +211,11 @@ pub async fn run_cells(
 /// in turn across models (each model's in plan order), so with several endpoints each one's
 /// cells start at once instead of the first model's filling every job.
 struct Queue {
-    classes: [(std::collections::VecDeque<(Cell, bool)>, usize, usize); 2],
+    classes: [Class; 2],
 }
+
+/// One class's cells not yet started (each with its `refresh`), how many run, and its bound.
+type Class = (std::collections::VecDeque<(Cell, bool)>, usize, usize);
 
 impl Queue {
     fn new(pending: Vec<(Cell, bool)>, pipeline: &Pipeline, runner: &dyn EpisodeRunner, options: &RunOptions) -> Self {
