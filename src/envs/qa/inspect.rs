@@ -63,7 +63,7 @@ fn strip_numeric_punctuation(s: &str) -> String {
     let kept: Vec<char> = s.chars().filter(|c| !"$,£€*_".contains(*c)).collect();
     let mut out = String::with_capacity(kept.len());
     for (i, c) in kept.iter().enumerate() {
-        if *c == '.' && !kept.get(i + 1).is_some_and(|n| crate::envs::pystr::decimal_value(*n).is_some()) {
+        if *c == '.' && kept.get(i + 1).is_none_or(|n| crate::envs::pystr::decimal_value(*n).is_none()) {
             continue;
         }
         out.push(*c);

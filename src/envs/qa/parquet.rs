@@ -47,3 +47,38 @@ fn json(v: &AnyValue<'_>) -> Value {
         other => Value::String(other.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polars::prelude::{Column, DataFrame, ParquetWriter};
+
+    #[test]
+    fn parquet_rows_become_json_with_their_row_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.parquet");
+        let mut frame = DataFrame::new_infer_height(vec![
+            Column::new("input".into(), ["2+2?", "3+3?"]),
+            Column::new("target".into(), ["4", "6"]),
+            Column::new("id".into(), [7i64, 8]),
+            Column::new("hint".into(), [Some("even"), None]),
+        ])
+        .unwrap();
+        ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
+        let mut rows = Vec::new();
+        read_parquet(&path, std::fs::File::open(&path).unwrap(), &mut |r| {
+            rows.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].place, Place::Row(1));
+        assert_eq!(rows[0].fields["id"], 7);
+        assert_eq!(rows[0].fields["hint"], "even");
+        assert!(!rows[1].fields.contains_key("hint"), "a null cell is absent");
+        let bad = dir.path().join("bad.parquet");
+        std::fs::write(&bad, b"not parquet").unwrap();
+        let e = read_parquet(&bad, std::fs::File::open(&bad).unwrap(), &mut |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("not a readable Parquet file"), "{e}");
+    }
+}

@@ -30,11 +30,14 @@ pub fn pass_at_k(n: u64, c: u64, k: u64) -> f64 {
 /// One item's samples: (answer key, value) per seed.
 type Samples = Vec<(String, Option<f64>)>;
 
+/// Per (model, task): the scorer names seen, and per item, per scorer, its samples.
+type Groups = BTreeMap<(usize, String), (Vec<String>, BTreeMap<u64, BTreeMap<String, Samples>>)>;
+
 /// The reducer table over `input`'s cells.
 #[must_use]
 pub fn sections(input: &SectionInput<'_>) -> Vec<Section> {
     // (model, task) → scorer → item → samples
-    let mut groups: BTreeMap<(usize, String), (Vec<String>, BTreeMap<u64, BTreeMap<String, Samples>>)> = BTreeMap::new();
+    let mut groups: Groups = BTreeMap::new();
     for cell in &input.cells {
         let model = input.models.iter().position(|m| m.id == cell.model).unwrap_or(usize::MAX);
         let entry = groups.entry((model, cell.task.clone())).or_default();
