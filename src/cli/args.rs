@@ -314,6 +314,9 @@ pub(crate) enum Workload {
     BbehRun,
     /// BBEH items through nginx `limit_req` in front of the mock (`--rate`, `--items`).
     RateLimit,
+    /// `validate` + no-op `status` of a `qa` task over a synthetic dataset (`--rows`) × 3
+    /// models × 3 seeds, every cell cached.
+    QaStatus,
 }
 
 #[derive(Debug, Args)]
@@ -335,6 +338,9 @@ pub(crate) struct BenchArgs {
     /// Calls in flight (for `bbeh-run`).
     #[arg(long, default_value_t = 100)]
     pub(crate) concurrency: u32,
+    /// Dataset rows (for `qa-status`).
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) rows: usize,
 }
 
 #[derive(Debug, Subcommand)]
