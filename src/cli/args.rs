@@ -318,6 +318,9 @@ pub(crate) enum Workload {
     /// Three models on three servers with two slots each (BBEH Mini, 120 items a model):
     /// the default `--jobs` against `--jobs 64` and the ideal.
     Lanes,
+    /// `validate` + no-op `status` of a `qa` task over a synthetic dataset (`--rows`) × 3
+    /// models × 3 seeds, every cell cached.
+    QaStatus,
 }
 
 #[derive(Debug, Args)]
@@ -339,6 +342,9 @@ pub(crate) struct BenchArgs {
     /// Calls in flight (for `bbeh-run`).
     #[arg(long, default_value_t = 100)]
     pub(crate) concurrency: u32,
+    /// Dataset rows (for `qa-status`).
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) rows: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -24,7 +24,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
                 plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str())
             ))
         })?;
-        explain(&pipeline, &store, cell, args.json);
+        explain(env, &pipeline, &store, cell, args.json);
         return Ok(Exit::Ok);
     }
     let mut counts = [0usize; 4];
@@ -244,22 +244,40 @@ fn changes(pipeline: &Pipeline, store: &Store, cell: &Cell) -> Vec<String> {
     if d.is_empty() { vec!["score result missing from cache".to_owned()] } else { d.iter().map(|c| format!("score {c}")).collect() }
 }
 
-fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
+/// What the cell's benchmark says changed in its task since the previous run (the rows of a
+/// `qa` dataset), read against the previous episode record.
+fn task_changes(env: &Env, pipeline: &Pipeline, store: &Store, cell: &Cell, head: Option<&evalgrid::cache::Head>) -> Vec<String> {
+    let Some(head) = head.filter(|h| h.episode_key != cell.episode_key) else { return Vec::new() };
+    let task = &pipeline.tasks[cell.task];
+    let Some(bench) = evalgrid::envs::registry::get(&task.benchmark) else { return Vec::new() };
+    match store.get_output::<serde_json::Value>(head.episode_key) {
+        Ok(Some(previous)) => bench.explain(env.registry.data_dir(), task, &previous),
+        _ => Vec::new(),
+    }
+}
+
+fn explain(env: &Env, pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
     let state = classify(store, cell);
     if json {
         // `--json` prints one object whatever else is asked, `--explain` included.
         let head = store.head(&cell.id);
+        let rows = task_changes(env, pipeline, store, cell, head.as_ref());
         let changed: Vec<String> = head
             .as_ref()
             .map(|h| diff(&h.episode_components, &episode_components(pipeline, cell)).iter().map(ToString::to_string).collect())
             .unwrap_or_default();
-        output::json(&json!({
+        let mut out = json!({
             "cell": cell.id, "state": state,
             "episode_key": cell.episode_key, "episode_cached": store.contains(cell.episode_key),
             "score_key": cell.score_key, "score_cached": store.contains(cell.score_key),
             "previous_episode_key": head.as_ref().map(|h| h.episode_key), "changed": changed,
             "reason": (state != CellState::Cached).then(|| reason(pipeline, store, cell, state)),
-        }));
+        });
+        // Only benchmarks that name their own changes (a `qa` dataset's rows) add the field.
+        if !rows.is_empty() {
+            out["changed_rows"] = json!(rows);
+        }
+        output::json(&out);
         return;
     }
     output::line(&format!("cell     {}", cell.id));
@@ -272,6 +290,9 @@ fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
             output::line(&format!("previous episode key {}", head.episode_key));
             for c in diff(&head.episode_components, &episode_components(pipeline, cell)) {
                 output::line(&format!("  changed {c}"));
+            }
+            for row in task_changes(env, pipeline, store, cell, Some(&head)) {
+                output::line(&format!("  changed {}", one_line(&row)));
             }
         }
     }

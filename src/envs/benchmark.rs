@@ -87,6 +87,16 @@ pub trait Benchmark: Send + Sync {
     /// Unknown task names, bad parameters, datasets not installed.
     fn resolve_tasks(&self, data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>>;
 
+    /// [`Self::resolve_tasks`] for an entry of a pipeline in `base_dir`, so a benchmark whose
+    /// tasks are files the user names (`qa`) reads them relative to the pipeline.
+    ///
+    /// # Errors
+    /// As [`Self::resolve_tasks`].
+    fn resolve_tasks_in(&self, data_dir: &Path, base_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        let _ = base_dir;
+        self.resolve_tasks(data_dir, select, params)
+    }
+
     /// Validates a built-in agent (`provider: builtin, model: <agent>`) and fills its defaults.
     ///
     /// # Errors
@@ -106,6 +116,29 @@ pub trait Benchmark: Send + Sync {
     /// whose cells hold several items, like BBEH, lists them).
     fn units(&self, score: &Value) -> Vec<Unit> {
         cell_unit(score, &self.unit_metrics())
+    }
+
+    /// Summary-table columns of a suite made of `tasks`; by default [`Self::metrics`] (a
+    /// benchmark whose columns are declared by its tasks, like `qa`'s scorers, lists them).
+    fn metrics_for(&self, _tasks: &[&TaskInstance]) -> Vec<MetricDef> {
+        self.metrics()
+    }
+
+    /// Per-unit metrics of a suite made of `tasks`; by default [`Self::unit_metrics`].
+    fn unit_metrics_for(&self, _tasks: &[&TaskInstance]) -> Vec<UnitMetric> {
+        self.unit_metrics()
+    }
+
+    /// The units of one cell with values in the order of `metrics` (what
+    /// [`Self::unit_metrics_for`] gave); by default [`Self::units`].
+    fn units_for(&self, score: &Value, _metrics: &[UnitMetric]) -> Vec<Unit> {
+        self.units(score)
+    }
+
+    /// What changed in a task since the episode record `previous` was made, in the user's
+    /// terms (e.g. the dataset rows edited), for `status --explain`; none by default.
+    fn explain(&self, _data_dir: &Path, _task: &TaskInstance, _previous: &Value) -> Vec<String> {
+        Vec::new()
     }
 
     /// Generation parameters this benchmark adds to `model`'s own (e.g. a reasoning effort

@@ -12,6 +12,7 @@ pub mod guess;
 mod key_coverage;
 pub mod metric;
 pub mod pystr;
+pub mod qa;
 pub mod registry;
 pub mod splitmix;
 pub mod tool;

@@ -19,6 +19,7 @@ pub static ALL: &[&dyn Benchmark] = &[
     &super::bbq::benchmark::Bbq,
     &super::weirdml::benchmark::WeirdMl,
     &super::guess::Guess,
+    &super::qa::Qa,
 ];
 
 /// The benchmark called `name`.
@@ -87,6 +88,13 @@ impl Registry {
     pub fn metric_defs(benchmark: &str) -> Vec<MetricDef> {
         get(benchmark).map(|b| b.metrics()).unwrap_or_default()
     }
+
+    /// Table columns of a suite of `benchmark` made of `tasks` (a benchmark's tasks may
+    /// declare their own columns).
+    #[must_use]
+    pub fn metric_defs_for(benchmark: &str, tasks: &[&TaskInstance]) -> Vec<MetricDef> {
+        get(benchmark).map(|b| b.metrics_for(tasks)).unwrap_or_default()
+    }
 }
 
 impl Catalog for Registry {
@@ -103,8 +111,12 @@ impl Catalog for Registry {
     }
 
     fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        self.resolve_tasks_in(Path::new("."), benchmark, select, params)
+    }
+
+    fn resolve_tasks_in(&self, base_dir: &Path, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
         match get(benchmark) {
-            Some(b) => b.resolve_tasks(&self.data_dir, select, params),
+            Some(b) => b.resolve_tasks_in(&self.data_dir, base_dir, select, params),
             None => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{benchmark}`"), hint: None }]),
         }
     }

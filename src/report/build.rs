@@ -136,6 +136,11 @@ pub fn comparisons(pipeline: &Pipeline, plan: &Plan, store: &Store) -> Result<Ve
 }
 
 /// The pipeline's suites with their benchmarks, each once, in pipeline order.
+/// The tasks of one suite, in pipeline order.
+fn suite_tasks<'a>(pipeline: &'a Pipeline, suite: &str) -> Vec<&'a crate::spec::TaskInstance> {
+    pipeline.tasks.iter().filter(|t| t.suite == suite).collect()
+}
+
 fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
     let mut suites: Vec<(&str, &str)> = Vec::new();
     for t in &pipeline.tasks {
@@ -251,7 +256,7 @@ fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cell, V
         .iter()
         .map(|(suite, benchmark)| SuiteUnits {
             suite: (*suite).to_owned(),
-            metrics: registry::get(benchmark).map(|b| b.unit_metrics()).unwrap_or_default(),
+            metrics: registry::get(benchmark).map(|b| b.unit_metrics_for(&suite_tasks(pipeline, suite))).unwrap_or_default(),
             models: models.clone(),
             tasks: tasks.clone(),
             rows: Vec::new(),
@@ -260,7 +265,7 @@ fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cell, V
     for (cell, score) in scored {
         let task = &pipeline.tasks[cell.task];
         let (Some(i), Some(bench)) = (suites.iter().position(|(s, _)| *s == task.suite), registry::get(&task.benchmark)) else { continue };
-        for unit in bench.units(score) {
+        for unit in bench.units_for(score, &out[i].metrics) {
             out[i].rows.push(UnitRow {
                 model_index: u32::try_from(cell.model).unwrap_or(u32::MAX),
                 task_index: u32::try_from(cell.task).unwrap_or(u32::MAX),
@@ -296,8 +301,10 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
     let mut all_columns: Vec<MetricColumn> = Vec::new();
     let mut comparisons = Vec::new();
     for (units, (suite, benchmark)) in units.iter().zip(suites) {
-        let columns: Vec<MetricColumn> =
-            Registry::metric_defs(benchmark).into_iter().filter(|m| pipeline.metrics.select.is_empty() || pipeline.metrics.select.contains(&m.name)).collect();
+        let columns: Vec<MetricColumn> = Registry::metric_defs_for(benchmark, &suite_tasks(pipeline, suite))
+            .into_iter()
+            .filter(|m| pipeline.metrics.select.is_empty() || pipeline.metrics.select.contains(&m.name))
+            .collect();
         let columns = with_unit_columns(columns, &units.metrics);
         let subset: Vec<&CellRow> = rows.iter().filter(|r| r.benchmark == suite).collect();
         if !subset.is_empty() {

@@ -52,6 +52,19 @@ pub trait Catalog {
     /// parameters validated and defaults applied.
     fn resolve_tasks(&self, benchmark: &str, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>>;
 
+    /// [`Self::resolve_tasks`] for an entry of a pipeline file in `base_dir` (tasks that
+    /// name files read them relative to the pipeline); by default the same.
+    fn resolve_tasks_in(
+        &self,
+        base_dir: &std::path::Path,
+        benchmark: &str,
+        select: &Selection,
+        params: &Params,
+    ) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        let _ = base_dir;
+        self.resolve_tasks(benchmark, select, params)
+    }
+
     /// Validates a built-in agent for the given benchmarks and returns its
     /// parameters with defaults applied.
     fn resolve_builtin(&self, agent: &str, params: &Params, benchmarks: &[String]) -> Result<Params, Vec<CatalogIssue>>;

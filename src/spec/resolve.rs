@@ -324,7 +324,7 @@ impl Resolver<'_> {
                 Some(RawSelect::Names(names)) => Selection::Names(names.iter().map(|n| n.value.clone()).collect()),
             };
             let params = unspan(&entry.params);
-            match self.catalog.resolve_tasks(bench, &selection, &params) {
+            match self.catalog.resolve_tasks_in(&self.base_dir, bench, &selection, &params) {
                 Ok(instances) => {
                     for t in instances {
                         if seen.insert((t.benchmark.clone(), t.task.clone())) {

@@ -40,6 +40,10 @@ mod background_resume;
 mod rate_limits;
 // The toy benchmark (docs/adding-a-benchmark.md) end to end.
 mod guess;
+// Tasks declared in files (`qa`): example pipeline, item-precise reruns, located bad input.
+mod qa;
+// The `qa` scorers against Inspect AI's own, item by item (skipped without inspect_ai).
+mod qa_inspect;
 // Shards and resource classes: disjoint parts, one report from the shared cache.
 mod shards;
 // Slurm job arrays and Kubernetes Indexed Jobs per resource class.

@@ -160,6 +160,10 @@ tasks:
   - benchmark: guess
     select: [range_10]
     params: {{max_turns: 2}}
+  - benchmark: qa
+    params:
+      dataset: capitals.jsonl
+      scorers: [match, f1, {{judge: {{model: {{provider: openai, model: smollm2, base_url: \"{llama}/v1\", params: {{max_tokens: 16, temperature: 0}}}}, grades: [C, P, I]}}}}]
 seeds: [0]
 ",
         litellm = rig.litellm
@@ -167,8 +171,21 @@ seeds: [0]
 }
 
 const MODELS: [&str; 4] = ["chat", "responses", "messages", "gemini"];
-const TASKS: [(&str, &str); 5] =
-    [("bbeh-mini", "bbeh_spatial_reasoning/mini"), ("eleusis", "only_red_cards"), ("bbq", "contains_ab"), ("weirdml", "mini-shapes"), ("guess", "range_10")];
+const TASKS: [(&str, &str); 6] = [
+    ("bbeh-mini", "bbeh_spatial_reasoning/mini"),
+    ("eleusis", "only_red_cards"),
+    ("bbq", "contains_ab"),
+    ("weirdml", "mini-shapes"),
+    ("guess", "range_10"),
+    ("qa", "capitals"),
+];
+
+/// The `qa` task's dataset (issue 32): three questions, answers cut at 16 tokens or not.
+const QA_ROWS: &str = concat!(
+    "{\"id\": \"fr\", \"input\": \"What is the capital of France? Answer with one word.\", \"target\": \"Paris\"}\n",
+    "{\"id\": \"jp\", \"input\": \"What is the capital of Japan? Answer with one word.\", \"target\": \"Tokyo\"}\n",
+    "{\"id\": \"essay\", \"input\": \"Describe the history of Rome in detail.\", \"target\": \"Rome\"}\n",
+);
 
 fn python_has(module: &str) -> bool {
     Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success())
@@ -206,6 +223,7 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     };
     eprintln!("real server: xllamacpp {} (SmolLM2-135M-Instruct Q4_1), up after {:.0?}", rig.version, start.elapsed());
     ws.write("p.yaml", &pipeline(&rig));
+    ws.write("capitals.jsonl", QA_ROWS);
     let data = data_dir().to_str().unwrap().to_owned();
     // `--jobs 1`: one cell at a time, so the protocols after the first find the BBEH prompts in
     // llama.cpp's prompt cache instead of reading them again (the CPU is the bottleneck).
@@ -232,7 +250,7 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     let (requests, refused) = rig.counts();
     eprintln!("first run: {requests} requests reached llama.cpp, {refused} refused as too long, {:.0?} so far", start.elapsed());
     check(code == 0 && v["cells_failed"] == 0, format!("every cell is scored (exit {code}): {}\n{}", v["failures"], tail(&stderr)));
-    check(v["cells_run"] == 20, format!("20 cells run: {v}"));
+    check(v["cells_run"] == 24, format!("24 cells run: {v}"));
     check(v["calls"]["http_attempts"] == requests, format!("evalgrid's count of requests sent is the server's ({requests}): {}", v["calls"]));
 
     // The report is complete: every model has a row for every task, and nothing is incomplete.
@@ -245,6 +263,18 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     let md = std::fs::read_to_string(ws.path("reports/realserver/summary.md")).unwrap_or_default();
     let incomplete: Vec<&str> = csv.lines().filter(|l| l.contains("incomplete")).collect();
     check(incomplete.is_empty(), format!("no row is incomplete: {incomplete:?}"));
+
+    // Every qa item is scored for every model, its answer cut at the token limit or not, and
+    // the judge on the same server is counted under its own id.
+    let items = std::fs::read_to_string(ws.path("reports/realserver/items.csv")).unwrap_or_default();
+    let header: Vec<&str> = items.lines().next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let qa: Vec<Vec<&str>> = items.lines().filter(|l| l.starts_with("qa,")).map(|l| l.split(',').collect()).collect();
+    check(qa.len() == 12, format!("4 models × 3 qa items in items.csv: {}", qa.len()));
+    for name in ["match", "f1"] {
+        check(column(name).is_some_and(|c| qa.iter().all(|r| r.get(c).is_some_and(|v| !v.is_empty()))), format!("every qa item has a `{name}` score"));
+    }
+    check(outcomes_table(&md).contains_key("judge"), "the judge has a row in the model-outcomes table".to_owned());
 
     // The items longer than a slot's context are the model's outcome `context_exceeded`.
     check(refused > 0, format!("some spatial_reasoning item is longer than {CTX_PER_SLOT} tokens"));
@@ -264,7 +294,7 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
         let metrics = rig.metrics();
         let (code, v, stderr) = run(&[]);
         let counts = rig.counts();
-        check(code == 0 && v["cells_cached"] == 20 && v["calls"]["live"] == 0, format!("the rerun is all cached (exit {code}): {v}\n{}", tail(&stderr)));
+        check(code == 0 && v["cells_cached"] == 24 && v["calls"]["live"] == 0, format!("the rerun is all cached (exit {code}): {v}\n{}", tail(&stderr)));
         check(counts == (requests, refused), format!("the server took no request on the rerun: (requests, refused) {:?} → {counts:?}", (requests, refused)));
         let now = rig.metrics();
         for counter in ["llamacpp:n_decode_total", "llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"] {

@@ -1,0 +1,174 @@
+//! `qa`: your own tasks, declared in files. A task is a JSONL, CSV or Parquet dataset, a
+//! prompt template (minijinja) and scorers named and behaving like Inspect AI's built-ins
+//! (`match`, `includes`, `exact`, `f1`, `pattern`, `answer`, `choice`, `judge`). A cell is
+//! one model × task × seed; each item is its own cached call, keyed by its own content, so
+//! editing one row re-asks (or only rescores) that row. Documented in `docs/tasks.md`.
+
+pub mod config;
+pub mod dataset;
+pub mod episode;
+pub mod inspect;
+pub mod item;
+pub mod judge;
+mod parquet;
+pub mod prompt;
+pub mod reducers;
+pub mod score;
+pub mod task;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::benchmark::{Benchmark, SectionInput};
+use super::metric::{Agg, MetricDef, Unit, UnitMetric};
+use crate::exec::{BoxFuture, CallSite, EpisodeContext, StepError};
+use crate::exhibit::Section;
+use crate::providers::ChatRequest;
+use crate::spec::diagnostic::suggestion;
+use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Selection, TaskInstance};
+
+pub use task::NAME;
+
+/// The benchmark as the registry sees it.
+pub struct Qa;
+
+/// The scorers of the tasks of one suite, in first-seen order, deduplicated by name.
+fn columns(tasks: &[&TaskInstance]) -> Vec<config::Scorer> {
+    let mut out: Vec<config::Scorer> = Vec::new();
+    for t in tasks {
+        for s in score::scorers(t).unwrap_or_default() {
+            if !out.iter().any(|o| o.name == s.name) {
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// The number `items.csv` shows for an item: its id when that is a number, else its
+/// 0-based row index.
+fn item_number(row: &Value) -> u64 {
+    row.get("id").and_then(Value::as_str).and_then(|id| id.parse().ok()).or_else(|| row.get("index").and_then(Value::as_u64)).unwrap_or(0)
+}
+
+impl Benchmark for Qa {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn resolve_tasks(&self, data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        self.resolve_tasks_in(data_dir, Path::new("."), select, params)
+    }
+
+    fn resolve_tasks_in(&self, _data_dir: &Path, base_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
+        let task = task::load(base_dir, params)?;
+        if let Selection::Names(names) = select {
+            for (i, n) in names.iter().enumerate() {
+                if *n != task.task {
+                    return Err(vec![CatalogIssue {
+                        site: IssueSite::Selected(i),
+                        message: format!("this qa entry declares one task, `{}`, not `{n}`", task.task),
+                        hint: Some("leave `select:` out; name the task with `params.name`".into()),
+                    }]);
+                }
+            }
+        }
+        Ok(vec![task])
+    }
+
+    fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
+        if !episode::AGENTS.contains(&agent) {
+            return Err(vec![CatalogIssue {
+                site: IssueSite::Entry,
+                message: format!("built-in agent `{agent}` cannot answer qa tasks"),
+                hint: Some(format!("qa has the built-in agents {}", episode::AGENTS.join(", "))),
+            }]);
+        }
+        let allowed: &[&str] = if agent == "random" { &["salt"] } else { &[] };
+        let mut issues = Vec::new();
+        for name in params.keys().filter(|k| !allowed.contains(&k.as_str())) {
+            issues.push(CatalogIssue {
+                site: IssueSite::Param(name.clone()),
+                message: format!("built-in agent `{agent}` has no parameter `{name}`"),
+                hint: suggestion(name, allowed),
+            });
+        }
+        if agent == "random" && params.get("salt").is_some_and(|s| s.as_u64().is_none()) {
+            issues.push(CatalogIssue { site: IssueSite::Param("salt".into()), message: "`salt` must be a non-negative integer".into(), hint: None });
+        }
+        if !issues.is_empty() {
+            return Err(issues);
+        }
+        Ok(if agent == "random" { [("salt".to_owned(), json!(params.get("salt").and_then(Value::as_u64).unwrap_or(0)))].into() } else { Params::new() })
+    }
+
+    fn metrics(&self) -> Vec<MetricDef> {
+        Vec::new()
+    }
+
+    fn metrics_for(&self, tasks: &[&TaskInstance]) -> Vec<MetricDef> {
+        columns(tasks).iter().map(|s| MetricDef { name: s.name.clone(), agg: Agg::Ratio(format!("{}_sum", s.name), format!("{}_n", s.name)) }).collect()
+    }
+
+    fn unit_metrics_for(&self, tasks: &[&TaskInstance]) -> Vec<UnitMetric> {
+        columns(tasks).iter().map(|s| UnitMetric::new(&s.name, &s.name, &s.name, s.binary())).collect()
+    }
+
+    fn units_for(&self, score: &Value, metrics: &[UnitMetric]) -> Vec<Unit> {
+        let Some(items) = score.get("items").and_then(Value::as_array) else { return Vec::new() };
+        items
+            .iter()
+            .map(|row| Unit {
+                item: item_number(row),
+                values: metrics.iter().map(|m| super::metric::number(row.get("scores").and_then(|s| s.get(&m.name)))).collect(),
+            })
+            .collect()
+    }
+
+    fn run_episode<'a>(
+        &'a self,
+        ctx: EpisodeContext<'a>,
+        _data_dir: &'a Path,
+        model: &'a ModelConfig,
+        task: &'a TaskInstance,
+        seed: u64,
+    ) -> BoxFuture<'a, Result<Value, StepError>> {
+        Box::pin(episode::run_episode(ctx, model, task, seed))
+    }
+
+    fn planned_calls(&self, _data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
+        episode::planned_calls(model, task, seed).ok()
+    }
+
+    fn score(&self, _data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
+        score::score(task, episode)
+    }
+
+    fn transcript(&self, episode: &Value) -> String {
+        let mut out = String::new();
+        for a in episode.get("answers").and_then(Value::as_array).into_iter().flatten() {
+            let label = a.get("id").and_then(Value::as_str).map_or_else(|| a.get("index").map(ToString::to_string).unwrap_or_default(), str::to_owned);
+            let text = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+            out.push_str(&format!(
+                "## item {label}\n\nQ: {}\n\nA: {}\n\ntarget: {}\n",
+                text("input"),
+                text("answer"),
+                a.get("targets").map(ToString::to_string).unwrap_or_default()
+            ));
+            for (judge, reply) in a.get("judged").and_then(Value::as_object).into_iter().flatten() {
+                out.push_str(&format!("\n{judge}: {}\n", reply.as_str().unwrap_or_default()));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn sections(&self, input: &SectionInput<'_>) -> Result<Vec<Section>, StepError> {
+        Ok(reducers::sections(input))
+    }
+
+    fn explain(&self, _data_dir: &Path, task: &TaskInstance, previous: &Value) -> Vec<String> {
+        task::get(task).map(|t| task::changed_rows(&t, previous)).unwrap_or_default()
+    }
+}

@@ -1,0 +1,84 @@
+//! Parquet rows through polars' reader: the one format that needs a columnar decoder, and
+//! polars is already compiled in (no `arrow`/`parquet` crate is in the graph). Only this
+//! file of `envs/` touches polars; values become JSON as the text formats give them.
+
+use std::path::Path;
+
+use polars::prelude::{AnyValue, ParquetReader, SerReader};
+use serde_json::{Map, Value};
+
+use super::dataset::{DatasetError, Place, Row};
+
+/// Reads the rows of a Parquet file, one JSON object per row, in file order.
+pub(super) fn read_parquet(path: &Path, file: std::fs::File, each: &mut dyn FnMut(Row) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
+    let frame = ParquetReader::new(file).finish().map_err(|e| DatasetError::file(path, format!("not a readable Parquet file: {e}")))?;
+    let columns = frame.columns();
+    for i in 0..frame.height() {
+        let mut fields = Map::new();
+        for column in columns {
+            let value = column.get(i).map_err(|e| DatasetError::at(path, Place::Row(i as u64), e.to_string()))?;
+            let value = json(&value);
+            if !value.is_null() {
+                fields.insert(column.name().to_string(), value);
+            }
+        }
+        each(Row { place: Place::Row(i as u64), fields })?;
+    }
+    Ok(())
+}
+
+fn json(v: &AnyValue<'_>) -> Value {
+    match v {
+        AnyValue::Null => Value::Null,
+        AnyValue::Boolean(b) => Value::Bool(*b),
+        AnyValue::String(s) => Value::String((*s).to_owned()),
+        AnyValue::StringOwned(s) => Value::String(s.to_string()),
+        AnyValue::Int8(n) => Value::from(*n),
+        AnyValue::Int16(n) => Value::from(*n),
+        AnyValue::Int32(n) => Value::from(*n),
+        AnyValue::Int64(n) => Value::from(*n),
+        AnyValue::UInt8(n) => Value::from(*n),
+        AnyValue::UInt16(n) => Value::from(*n),
+        AnyValue::UInt32(n) => Value::from(*n),
+        AnyValue::UInt64(n) => Value::from(*n),
+        AnyValue::Float32(x) => serde_json::Number::from_f64(f64::from(*x)).map_or(Value::Null, Value::Number),
+        AnyValue::Float64(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
+        AnyValue::List(series) => Value::Array(series.iter().map(|v| json(&v)).collect()),
+        other => Value::String(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polars::prelude::{Column, DataFrame, ParquetWriter};
+
+    #[test]
+    fn parquet_rows_become_json_with_their_row_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.parquet");
+        let mut frame = DataFrame::new_infer_height(vec![
+            Column::new("input".into(), ["2+2?", "3+3?"]),
+            Column::new("target".into(), ["4", "6"]),
+            Column::new("id".into(), [7i64, 8]),
+            Column::new("hint".into(), [Some("even"), None]),
+        ])
+        .unwrap();
+        ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
+        let mut rows = Vec::new();
+        read_parquet(&path, std::fs::File::open(&path).unwrap(), &mut |r| {
+            rows.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].place, Place::Row(1));
+        assert_eq!(rows[0].fields["id"], 7);
+        assert_eq!(rows[0].fields["hint"], "even");
+        assert!(!rows[1].fields.contains_key("hint"), "a null cell is absent");
+        let bad = dir.path().join("bad.parquet");
+        std::fs::write(&bad, b"not parquet").unwrap();
+        let e = read_parquet(&bad, std::fs::File::open(&bad).unwrap(), &mut |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("not a readable Parquet file"), "{e}");
+    }
+}

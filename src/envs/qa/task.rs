@@ -1,0 +1,313 @@
+//! A `qa` task loaded and checked: rows read and mapped, ids unique, choices and targets
+//! consistent, the template rendered for every item, `limit`/`sample` applied, few-shot
+//! examples rendered, and the task's hash computed from its items' hashes. Loaded tasks are
+//! kept for the process by content hash, so the episode reads them without a path in any key.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use serde_json::{Value, json};
+
+use super::config::{Judge, ScorerKind, TaskConfig};
+use super::dataset::{DatasetError, Place, read_rows};
+use super::inspect::{letter, target_positions};
+use super::item::{FieldMap, Item, item};
+use super::prompt::{CHOICE_TEMPLATE, DEFAULT_TEMPLATE, MULTIPLE_CHOICE_TEMPLATE, Prompt};
+use crate::envs::splitmix::SplitMix64;
+use crate::exec::StepError;
+use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Provider, TaskInstance};
+
+/// Benchmark name in pipelines.
+pub const NAME: &str = "qa";
+/// Bump when the episode (prompting, calls, record) changes.
+pub const EPISODE_VERSION: u32 = 1;
+/// Bump when scoring changes.
+pub const SCORE_VERSION: u32 = 1;
+
+/// A loaded task.
+pub struct Task {
+    /// Its settings.
+    pub config: TaskConfig,
+    /// Its items, in file order.
+    pub items: Vec<Item>,
+    /// Its compiled templates.
+    pub prompt: Prompt,
+    /// Few-shot turns (user message, assistant answer), sent before each question.
+    pub fewshot: Vec<(String, String)>,
+    /// The `judge` scorers: column name, judge model, settings.
+    pub judges: Vec<(String, ModelConfig, Judge)>,
+}
+
+static LOADED: LazyLock<Mutex<HashMap<String, Arc<Task>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The loaded task behind `task` (loaded when the pipeline was validated).
+pub fn get(task: &TaskInstance) -> Result<Arc<Task>, StepError> {
+    LOADED
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&task.content_hash).cloned())
+        .ok_or_else(|| StepError::Unsupported(format!("qa task `{}` was not loaded from its dataset in this process", task.task)))
+}
+
+fn dataset_issue(e: &DatasetError) -> CatalogIssue {
+    CatalogIssue { site: IssueSite::Param("dataset".into()), message: e.to_string(), hint: None }
+}
+
+/// The order the model sees choices in: file order, or (shuffled) a permutation drawn
+/// from the seed and the item, so each seed is a different, reproducible shuffle.
+#[must_use]
+pub fn choice_order(item: &Item, seed: u64, shuffle: bool) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..item.choices.len()).collect();
+    if shuffle {
+        let mut h = blake3::Hasher::new_derive_key("evalgrid qa choice-shuffle v1");
+        h.update(&seed.to_le_bytes());
+        h.update(item.label().as_bytes());
+        let mut rng = SplitMix64::new(u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().unwrap_or_default()));
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.index(i + 1));
+        }
+    }
+    order
+}
+
+/// Reads `path`'s rows as items (first `limit` rows), refusing duplicate ids.
+fn read_items(path: &Path, fields: &FieldMap, limit: Option<u64>) -> Result<Vec<Item>, DatasetError> {
+    let mut items = Vec::new();
+    let mut ids: HashMap<String, Place> = HashMap::new();
+    let mut index = 0u64;
+    read_rows(path, |row| {
+        let place = row.place;
+        let i = index;
+        index += 1;
+        if limit.is_some_and(|l| i >= l) {
+            return Ok(());
+        }
+        let it = item(row, i, fields).map_err(|e| DatasetError::at(path, place, e.message))?;
+        if let Some(id) = &it.id
+            && let Some(first) = ids.insert(id.clone(), place)
+        {
+            let first = match first {
+                Place::Line(n) => format!("line {n}"),
+                Place::Row(r) => format!("row {r}"),
+            };
+            return Err(DatasetError::at(path, place, format!("duplicate id `{id}` (first at {first})")));
+        }
+        items.push(it);
+        Ok(())
+    })?;
+    Ok(items)
+}
+
+/// Keeps `n` items chosen by `seed` (by each item's label, so editing a row never changes
+/// which rows are sampled), in file order.
+fn sample(items: Vec<Item>, n: u64, seed: u64) -> Vec<Item> {
+    if items.len() as u64 <= n {
+        return items;
+    }
+    let rank = |it: &Item| {
+        let mut h = blake3::Hasher::new_derive_key("evalgrid qa sample v1");
+        h.update(&seed.to_le_bytes());
+        h.update(it.label().as_bytes());
+        *h.finalize().as_bytes()
+    };
+    let mut ranked: Vec<([u8; 32], usize)> = items.iter().enumerate().map(|(i, it)| (rank(it), i)).collect();
+    ranked.sort_unstable();
+    let mut keep = vec![false; items.len()];
+    for (_, i) in ranked.into_iter().take(usize::try_from(n).unwrap_or(usize::MAX)) {
+        keep[i] = true;
+    }
+    items.into_iter().zip(keep).filter_map(|(it, k)| k.then_some(it)).collect()
+}
+
+fn template_for(config: &TaskConfig) -> String {
+    match (&config.template, config.choice()) {
+        (Some(t), _) => t.clone(),
+        (None, Some((_, true))) => MULTIPLE_CHOICE_TEMPLATE.to_owned(),
+        (None, Some(_)) => CHOICE_TEMPLATE.to_owned(),
+        (None, None) => DEFAULT_TEMPLATE.to_owned(),
+    }
+}
+
+/// What an oracle (and a few-shot example) answers: `ANSWER: <letters>` for choice tasks,
+/// else the first target.
+#[must_use]
+pub fn ideal_answer(config: &TaskConfig, item: &Item, order: &[usize]) -> String {
+    if config.choice().is_some() {
+        let positions = target_positions(&item.targets).unwrap_or_default();
+        let mut letters: Vec<String> = positions.iter().filter_map(|p| order.iter().position(|o| o == p)).map(letter).collect();
+        letters.sort();
+        letters.dedup();
+        return format!("ANSWER: {}", letters.join(","));
+    }
+    let answer = item.targets.first().cloned().unwrap_or_default();
+    if config.scorers.iter().any(|s| matches!(s.kind, ScorerKind::Answer { .. })) { format!("ANSWER: {answer}") } else { answer }
+}
+
+/// Checks one item against the task: choices present and targets naming them.
+fn check_item(config: &TaskConfig, it: &Item) -> Result<(), String> {
+    if config.choice().is_none() {
+        return Ok(());
+    }
+    if it.choices.is_empty() {
+        return Err(format!("the `choice` scorer needs `{}` on every row", config.fields.choices));
+    }
+    let positions = target_positions(&it.targets).map_err(|t| format!("target `{t}` is not a choice letter"))?;
+    if let Some(p) = positions.iter().find(|p| **p >= it.choices.len()) {
+        return Err(format!("target names choice {} but the row has {} choices", letter(*p), it.choices.len()));
+    }
+    if positions.is_empty() {
+        return Err("the target names no choice".into());
+    }
+    Ok(())
+}
+
+/// Loads and checks the task an entry declares (its pipeline lies in `base_dir`).
+pub fn load(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<CatalogIssue>> {
+    let mut config = super::config::parse(base_dir, params)?;
+    let mut items = read_items(&config.dataset, &config.fields, config.limit).map_err(|e| vec![dataset_issue(&e)])?;
+    if let Some(s) = config.sample {
+        items = sample(items, s.n, s.seed);
+    }
+    if items.is_empty() {
+        return Err(vec![dataset_issue(&DatasetError::file(&config.dataset, "the dataset has no rows"))]);
+    }
+    let prompt = Prompt::new(&template_for(&config), config.system.as_deref()).map_err(|e| {
+        vec![CatalogIssue { site: IssueSite::Param(if config.template.is_some() { "template" } else { "system" }.into()), message: e.to_string(), hint: None }]
+    })?;
+    for it in &items {
+        let order: Vec<usize> = (0..it.choices.len()).collect();
+        let problem = check_item(&config, it).err().or_else(|| prompt.render(it, &order).err().map(|e| e.to_string()));
+        if let Some(problem) = problem {
+            return Err(vec![dataset_issue(&DatasetError::at(&config.dataset, it.place, problem))]);
+        }
+    }
+    let fewshot = match &config.fewshot {
+        None => Vec::new(),
+        Some(f) => {
+            let examples = read_items(&f.from, &config.fields, None)
+                .map_err(|e| vec![CatalogIssue { site: IssueSite::Param("fewshot".into()), message: e.to_string(), hint: None }])?;
+            let mut turns = Vec::new();
+            for it in sample(examples, f.n, f.seed) {
+                let order: Vec<usize> = (0..it.choices.len()).collect();
+                let located = |m: String| {
+                    vec![CatalogIssue { site: IssueSite::Param("fewshot".into()), message: DatasetError::at(&f.from, it.place, m).to_string(), hint: None }]
+                };
+                check_item(&config, &it).map_err(located)?;
+                let (_, user) = prompt.render(&it, &order).map_err(|e| located(e.to_string()))?;
+                turns.push((user, ideal_answer(&config, &it, &order)));
+            }
+            turns
+        }
+    };
+    let mut judges = Vec::new();
+    for s in &mut config.scorers {
+        if let ScorerKind::Judge(j) = &mut s.kind {
+            resolve_scripted_judge(base_dir, j).map_err(|m| vec![CatalogIssue { site: IssueSite::Param("scorers".into()), message: m, hint: None }])?;
+            let model =
+                super::judge::judge_model(&j.model).map_err(|m| vec![CatalogIssue { site: IssueSite::Param("scorers".into()), message: m, hint: None }])?;
+            judges.push((s.name.clone(), model, j.clone()));
+        }
+    }
+    let mut h = blake3::Hasher::new_derive_key("evalgrid qa task-content v1");
+    for it in &items {
+        let label = it.label();
+        h.update(&(label.len() as u64).to_le_bytes());
+        h.update(label.as_bytes());
+        h.update(&it.ask_hash);
+        h.update(&it.target_hash);
+    }
+    for (user, answer) in &fewshot {
+        for text in [user, answer] {
+            h.update(&(text.len() as u64).to_le_bytes());
+            h.update(text.as_bytes());
+        }
+    }
+    let content_hash = h.finalize().to_hex().to_string();
+    let mut params = config.key_params();
+    params.insert("items".into(), json!(items.len()));
+    if let Some(f) = &config.fewshot {
+        params.insert("fewshot".into(), json!({"n": f.n, "seed": f.seed}));
+    }
+    let instance = TaskInstance {
+        benchmark: NAME.into(),
+        task: config.name.clone(),
+        content_hash: content_hash.clone(),
+        params,
+        episode_version: EPISODE_VERSION,
+        score_version: SCORE_VERSION,
+        suite: NAME.into(),
+    };
+    let task = Arc::new(Task { config, items, prompt, fewshot, judges });
+    if let Ok(mut m) = LOADED.lock() {
+        m.insert(content_hash, task);
+    }
+    Ok(instance)
+}
+
+/// A `scripted` judge names its replies file relative to the pipeline, as a scripted model
+/// does: the path is made absolute and the file's hash joins the judge's params.
+fn resolve_scripted_judge(base_dir: &Path, j: &mut Judge) -> Result<(), String> {
+    if j.model.get("provider").and_then(Value::as_str).and_then(Provider::parse) != Some(Provider::Scripted) {
+        return Ok(());
+    }
+    let params = j.model.entry("params").or_insert_with(|| json!({}));
+    let Some(file) = params.get("file").and_then(Value::as_str).map(str::to_owned) else {
+        return Err("a `scripted` judge needs `params.file`: a JSON replies file".into());
+    };
+    let path = base_dir.join(&file);
+    let bytes = fs_err::read(&path).map_err(|e| format!("cannot read the judge's replies file `{}`: {}", path.display(), e.kind()))?;
+    if let Some(p) = params.as_object_mut() {
+        p.insert("file".into(), json!(path.display().to_string()));
+        p.insert("file_blake3".into(), json!(blake3::hash(&bytes).to_hex().to_string()));
+    }
+    Ok(())
+}
+
+/// The rows that differ between a previous episode record and the task as it is now: each
+/// named by id (or index) and place, with what changed (question, target, added, removed).
+#[must_use]
+pub fn changed_rows(task: &Task, previous: &Value) -> Vec<String> {
+    const SHOWN: usize = 20;
+    let mut before: HashMap<String, (String, String)> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for a in previous.get("answers").and_then(Value::as_array).into_iter().flatten() {
+        let label = a.get("id").and_then(Value::as_str).map_or_else(|| a.get("index").map(ToString::to_string).unwrap_or_default(), str::to_owned);
+        let hash = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        order.push(label.clone());
+        before.insert(label, (hash("ask"), hash("target")));
+    }
+    let mut out = Vec::new();
+    let file = task.config.dataset.display();
+    for it in &task.items {
+        let label = it.label();
+        let place = match it.place {
+            Place::Line(n) => format!("{file}:{n}"),
+            Place::Row(r) => format!("{file}: row {r}"),
+        };
+        match before.remove(&label) {
+            None => out.push(format!("row `{label}` ({place}): added")),
+            Some((ask, target)) => {
+                let mut what = Vec::new();
+                if ask != Item::short(&it.ask_hash) {
+                    what.push("question");
+                }
+                if target != Item::short(&it.target_hash) {
+                    what.push("target");
+                }
+                if !what.is_empty() {
+                    out.push(format!("row `{label}` ({place}): {} changed", what.join(" and ")));
+                }
+            }
+        }
+    }
+    for label in order.into_iter().filter(|l| before.contains_key(l)) {
+        out.push(format!("row `{label}`: removed"));
+    }
+    if out.len() > SHOWN {
+        let more = out.len() - SHOWN;
+        out.truncate(SHOWN);
+        out.push(format!("… and {more} more rows"));
+    }
+    out
+}
