@@ -637,6 +637,7 @@ mod tests {
             api: crate::providers::OpenAiApi::Auto,
             background: crate::providers::Background::Auto,
             stream: crate::providers::StreamMode::Auto,
+            serve: None,
         }
     }
 

@@ -25,7 +25,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 use super::attempt::AttemptClass;
 use super::background::{self, ResponseLedger, Submitted};
 use super::error::CallError;
-use super::limiter::{Feedback, Limiter, LimiterSnapshot, Permit};
+use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 use super::openai;
 use super::pacer::{PaceTicket, Pacer, PacerSnapshot};
 use super::stream::{streamed_body, streamed_url};
@@ -99,6 +99,9 @@ pub struct LaneSnapshot {
 
 type LaneKey = (ProviderKind, String, String);
 
+/// The model part of the lane key of a server evalgrid started (all its entries share it).
+const SERVED_LANE: &str = "served";
+
 /// The shared HTTP client plus per-lane limiters and pacers.
 #[derive(Debug)]
 pub struct ProviderClient {
@@ -139,9 +142,15 @@ pub fn request_fingerprint(endpoint: &Endpoint, request: &ChatRequest) -> Value 
         "base_url": endpoint.base_url.trim_end_matches('/'),
         "body": request_body(endpoint, request),
     });
-    let url = request_url(endpoint);
-    if url != legacy_request_url(endpoint) {
-        fingerprint["url"] = Value::String(url);
+    if let Some(served) = &endpoint.served {
+        // A server evalgrid started: its weights and settings, never its port.
+        fingerprint["base_url"] = Value::Null;
+        fingerprint["served"] = served.clone();
+    } else {
+        let url = request_url(endpoint);
+        if url != legacy_request_url(endpoint) {
+            fingerprint["url"] = Value::String(url);
+        }
     }
     let literal: serde_json::Map<String, Value> = endpoint
         .headers
@@ -206,11 +215,20 @@ impl ProviderClient {
 
     /// The lane shared by every call to this (provider, base URL, model).
     pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
-        let key = (endpoint.kind, endpoint.base_url.trim_end_matches('/').to_owned(), endpoint.model.clone());
+        let base = endpoint.base_url.trim_end_matches('/').to_owned();
+        let served = self.config.served_lanes.get(&base).copied();
+        // One lane per server evalgrid started: its slots, shared by every entry it serves.
+        let key = match served {
+            Some(_) => (ProviderKind::OpenAi, base, SERVED_LANE.to_owned()),
+            None => (endpoint.kind, base, endpoint.model.clone()),
+        };
+        let concurrency = served.map_or(self.config.concurrency, |slots| ConcurrencyMode::Static { max_concurrency: slots.max(1) });
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(lanes.entry(key).or_insert_with(|| {
-            Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing), halted: Mutex::new(None) })
-        }))
+        Arc::clone(
+            lanes
+                .entry(key)
+                .or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(concurrency), pacer: Pacer::new(self.config.pacing), halted: Mutex::new(None) })),
+        )
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
