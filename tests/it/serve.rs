@@ -207,7 +207,15 @@ fn ctrl_c_and_kill_9_leave_no_server_behind() {
     let gguf = need_model!();
     let ws = setup(&gguf, "", 40, 64);
     for signal in ["INT", "KILL"] {
-        let mut child = ws.cmd().args(["run", "p.yaml", "--json"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+            .current_dir(ws.dir.path())
+            .env_remove("EVALGRID_CACHE")
+            .env("EVALGRID_NO_PROGRESS", "1")
+            .args(["run", "p.yaml", "--json"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let mut groups = Vec::new();
         // Until the server is up and answering (its log says a slot was launched).
         let up = wait_until(Duration::from_secs(60), || {
