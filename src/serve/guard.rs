@@ -38,23 +38,16 @@ fn guard(args: &[std::ffi::OsString]) -> u8 {
         return 1;
     }
     let Some((program, rest)) = args.get(2..).and_then(<[_]>::split_first) else { return 2 };
-    let mut child = match Command::new(program).args(rest).spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("error: cannot start `{}`: {e}", program.to_string_lossy());
-            return 127;
-        }
-    };
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-        stop_group(&mut child);
-        return 1;
-    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return 1 };
     runtime.block_on(async {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                stop_group(&mut child);
-                return 1;
+        // The handler first: a SIGTERM from here on stops the group instead of leaving the
+        // server without its guard.
+        let Ok(mut terminate) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else { return 1 };
+        let mut child = match Command::new(program).args(rest).spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                eprintln!("error: cannot start `{}`: {e}", program.to_string_lossy());
+                return 127;
             }
         };
         loop {

@@ -109,10 +109,16 @@ pub enum ServeError {
 
 impl ServeError {
     /// Whether the pipeline or the machine's setup is at fault (exit 2: a missing engine or
-    /// file, a refused argument or model) rather than the run (exit 1: killed, too slow).
+    /// file, a refused argument or model) rather than the run (exit 1: killed, too slow, its
+    /// port taken by another process).
     #[must_use]
     pub fn is_configuration(&self) -> bool {
-        matches!(self, Self::EngineMissing { .. } | Self::Unreadable { .. } | Self::PinMismatch { .. } | Self::Exited { .. })
+        match self {
+            Self::EngineMissing { .. } | Self::Unreadable { .. } | Self::PinMismatch { .. } => true,
+            // A port taken (again and again) is the machine's state, not the pipeline's.
+            Self::Exited { tail, .. } => !server::port_taken(tail),
+            Self::Spawn { .. } | Self::Killed { .. } | Self::Timeout { .. } => false,
+        }
     }
 }
 

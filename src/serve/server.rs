@@ -170,7 +170,7 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 /// Whether the server's log says its port was taken.
-fn port_taken(tail: &[String]) -> bool {
+pub(crate) fn port_taken(tail: &[String]) -> bool {
     tail.iter().any(|l| {
         let l = l.to_ascii_lowercase();
         l.contains("address already in use") || l.contains("couldn't bind") || l.contains("could not bind")
@@ -207,4 +207,41 @@ pub fn tail(path: &Path) -> Vec<String> {
     let text = String::from_utf8_lossy(&bytes[start..]);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].iter().map(|l| crate::text::one_line(l).chars().take(400).collect()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp answers 503 while it loads the model: only a 200 is ready.
+    #[test]
+    fn health_is_a_200_answer() {
+        let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answers = std::thread::spawn(move || {
+            for status in ["503 Service Unavailable", "200 OK"] {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 512];
+                let _ = stream.read(&mut buf);
+                stream.write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
+            }
+        });
+        assert!(!healthy(port), "loading");
+        assert!(healthy(port), "ready");
+        answers.join().unwrap();
+        assert!(!healthy(port), "nobody listens");
+    }
+
+    #[test]
+    fn a_taken_port_is_the_machines_state_not_the_pipelines() {
+        let exited = |line: &str| ServeError::Exited {
+            model: "m".into(),
+            engine: "llama.cpp".into(),
+            status: "status 1".into(),
+            log: PathBuf::from("l"),
+            tail: vec![line.to_owned()],
+        };
+        assert!(!exited("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080").is_configuration());
+        assert!(exited("error: invalid argument: --foo").is_configuration());
+    }
 }

@@ -134,6 +134,8 @@ fn a_served_checkpoint_is_run_cached_and_keyed_by_its_weights() {
     assert!(v["calls"]["live"].as_u64().unwrap_or(0) > 0, "the served model was called: {v}");
     assert_eq!(stderr.matches("starting llama.cpp").count(), 1, "{stderr}");
     assert!(guard_groups(&ws).is_empty(), "the server is stopped at the end");
+    let page = std::fs::read_to_string(ws.path("reports/served/index.html")).unwrap_or_default();
+    assert!(page.contains("served by llama.cpp xllamacpp"), "the provenance names the engine and weights, not a port");
     eprintln!("first served run: {:.1?}", start.elapsed());
 
     let (code, v, stderr) = run(&ws, &["run", "p.yaml", "--json"]);
