@@ -94,8 +94,7 @@ pub fn start(
             engine: serve.engine,
             tried: "it was not looked for".to_owned(),
         })?;
-        let mut names: Vec<String> = members.iter().map(|&i| pipeline.models[i].model.clone()).collect::<BTreeSet<_>>().into_iter().collect();
-        names.dedup();
+        let names: Vec<String> = members.iter().map(|&i| pipeline.models[i].model.clone()).collect::<BTreeSet<_>>().into_iter().collect();
         let log = log_dir.join(format!("{}.log", first.id));
         let ids: Vec<String> = members.iter().map(|&i| pipeline.models[i].id.clone()).collect();
         let engine = format!("{} ({})", serve.engine, found.version);

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -96,7 +96,6 @@ impl Server {
             if let Ok(Some(status)) = server.guard.try_wait() {
                 server.stop();
                 let tail = tail(&start.log);
-                use std::os::unix::process::ExitStatusExt;
                 let code = status.code().unwrap_or(0);
                 return Err(if status.signal().is_some() || code > 128 {
                     ServeError::Killed { model: start.model.to_owned(), engine: start.engine.clone(), status: describe(status), log: start.log.clone(), tail }
@@ -155,7 +154,6 @@ impl Drop for Server {
 }
 
 fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) if code > 128 => format!("signal {}", code - 128),
         (Some(code), _) => format!("status {code}"),

@@ -160,6 +160,33 @@ fn a_served_checkpoint_is_run_cached_and_keyed_by_its_weights() {
     assert!(stderr.contains("starting llama.cpp"), "{stderr}");
 }
 
+/// Two entries with the same `serve:` (here: other sampling parameters) share one server.
+#[test]
+fn entries_with_the_same_serve_share_one_server() {
+    let gguf = need_model!();
+    let ws = setup(&gguf, "", 1, 8);
+    let serve = "serve: {engine: llama.cpp, model: weights/model.gguf, slots: 2, context: 1024}";
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: shared
+models:
+  - {{id: cold, provider: openai, model: smollm2, params: {{max_tokens: 8, temperature: 0}}, {serve}}}
+  - {{id: warm, provider: openai, model: smollm2, params: {{max_tokens: 8, temperature: 0.7}}, {serve}}}
+tasks:
+  - benchmark: guess
+    select: [range_10]
+    params: {{max_turns: 1}}
+seeds: [0]
+"
+        ),
+    );
+    let (code, v, stderr) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!((code, v["cells_run"].as_u64(), v["cells_failed"].as_u64()), (0, Some(2), Some(0)), "{v}\n{stderr}");
+    assert_eq!(stderr.matches("starting llama.cpp").count(), 1, "{stderr}");
+    assert!(stderr.contains("for model cold, warm"), "{stderr}");
+}
+
 /// `evalgrid check` starts the server and shows engine, version, weights hash and slots.
 #[test]
 fn check_shows_the_served_engine_and_weights() {
