@@ -566,6 +566,21 @@ mod tests {
         assert_eq!(names, ["openai a", "openai b"]);
     }
 
+    /// Issue 36: a server evalgrid started is one lane of exactly its slots, whatever model
+    /// names and protocols its entries send; other servers keep per-model adaptive lanes.
+    #[test]
+    fn a_served_server_is_one_lane_of_its_slots() {
+        let url = "http://127.0.0.1:4100/v1";
+        let config = ClientConfig { served_lanes: [(url.to_owned(), 3)].into(), ..quick_config() };
+        let client = ProviderClient::new(config).unwrap();
+        let at = |kind, model: &str| Endpoint::new(kind, model).with_base_url(url);
+        let (a, b) = (client.lane(&at(ProviderKind::OpenAi, "a")), client.lane(&at(ProviderKind::Anthropic, "b")));
+        assert!(Arc::ptr_eq(&a, &b), "one lane per served server");
+        assert_eq!(a.limiter.snapshot().limit, 3);
+        let other = client.lane(&Endpoint::new(ProviderKind::OpenAi, "a").with_base_url("http://127.0.0.1:4200/v1"));
+        assert!(!Arc::ptr_eq(&a, &other));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_hundred_concurrent_calls_with_faults_complete() {
         let mix = vec![Fault::ServerError, Fault::Overloaded, Fault::RateLimited(RetryHeader::Millis(5)), Fault::Disconnect];
