@@ -303,7 +303,8 @@ pub fn resolve(raw: &Spanned<RawServe>, base_dir: &Path) -> Result<ServeConfig, 
 fn weights(engine: Engine, raw: &Spanned<String>, base_dir: &Path, pinned: bool, problems: &mut Vec<Problem>) -> Weights {
     let written = raw.value.trim();
     let path = base_dir.join(written);
-    let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+    // `..` resolved where the file exists, so messages and the engine see a plain path.
+    let absolute = std::fs::canonicalize(&path).or_else(|_| std::path::absolute(&path)).unwrap_or_else(|_| path.clone());
     let looks_like_path = written.starts_with(['.', '/', '~']) || written.ends_with(".gguf") || engine == Engine::LlamaCpp;
     if written.is_empty() {
         problems.push((position_of(raw), "`serve.model` is empty".into(), Some("name the weights file, relative to the pipeline file".into())));

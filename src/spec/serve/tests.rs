@@ -55,7 +55,7 @@ fn a_served_model_resolves_with_defaults_and_paths_next_to_the_pipeline() {
     let p = load(dir.path(), "{id: m, provider: openai, model: ft, serve: {engine: llama.cpp, model: ckpt/m.gguf}}").unwrap();
     let serve = p.models[0].serve.as_ref().unwrap();
     assert_eq!(serve.engine, crate::spec::Engine::LlamaCpp);
-    assert_eq!(serve.weights, crate::spec::Weights::Local(std::path::absolute(dir.path().join("ckpt/m.gguf")).unwrap()));
+    assert_eq!(serve.weights, crate::spec::Weights::Local(std::fs::canonicalize(dir.path().join("ckpt/m.gguf")).unwrap()));
     assert_eq!((serve.slots, serve.context, serve.gpus), (1, Some(4096), 0));
     let vllm = load(dir.path(), "{id: m, provider: openai, model: ft, serve: {engine: vllm, model: Qwen/Qwen3-8B}}").unwrap();
     let serve = vllm.models[0].serve.as_ref().unwrap();
