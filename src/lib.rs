@@ -19,5 +19,6 @@ pub mod platform;
 pub mod providers;
 pub mod report;
 pub mod sandbox;
+pub mod serve;
 pub mod spec;
 pub mod text;

@@ -3,6 +3,11 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    // `evalgrid __serve-guard …`: the small process that keeps a started server from
+    // outliving evalgrid (see `evalgrid::serve::guard`).
+    if let Some(code) = evalgrid::serve::guard::run_if_guard() {
+        return code.into();
+    }
     // Non-dumpable on Linux: other processes of our uid (model code run unsandboxed, or
     // anything else) cannot read /proc/<pid>/environ (the API keys) nor ptrace us.
     evalgrid::platform::protect_secrets();

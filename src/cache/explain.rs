@@ -17,7 +17,16 @@ pub struct Change {
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(absent)".into());
-        write!(f, "{}: {} → {}", self.path, show(&self.old), show(&self.new))
+        // A served model's identity, in the words a user thinks of it (issue 36).
+        let label = match self.path.as_str() {
+            "model.serve.weights" => Some("model weights changed"),
+            "model.serve.version" => Some("engine version changed"),
+            _ => None,
+        };
+        match label {
+            Some(label) => write!(f, "{label} ({}: {} → {})", self.path, show(&self.old), show(&self.new)),
+            None => write!(f, "{}: {} → {}", self.path, show(&self.old), show(&self.new)),
+        }
     }
 }
 
@@ -76,6 +85,12 @@ mod tests {
         let d = diff(&a, &b);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].to_string(), "model.params.temperature: 0.7 → 0.2");
+    }
+
+    #[test]
+    fn replaced_weights_say_so() {
+        let d = diff(&json!({"model": {"serve": {"weights": "a".repeat(64)}}}), &json!({"model": {"serve": {"weights": "b".repeat(64)}}}));
+        assert_eq!(d[0].to_string(), format!("model weights changed (model.serve.weights: {} → {})", "a".repeat(12), "b".repeat(12)));
     }
 
     #[test]

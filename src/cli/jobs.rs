@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use evalgrid::envs::Registry;
 use evalgrid::plan::{ResourceClass, plan};
-use evalgrid::spec::Pipeline;
+use evalgrid::spec::{Pipeline, Weights};
 
 use super::args::{JobArgs, K8sArgs, SlurmArgs};
 use super::exit::Exit;
-use super::{Env, Failure, load_pipeline, output};
+use super::{Env, Failure, load_spec, output};
 
 /// Seconds before the time limit a Slurm task gets SIGINT: more than one 600 s attempt or
 /// submission, so a task stops cleanly and what it finished is in the cache.
@@ -30,6 +30,8 @@ struct Context {
     data: PathBuf,
     name: String,
     classes: BTreeMap<ResourceClass, usize>,
+    /// The most GPUs a served model of each class asks for (`serve.gpus`).
+    served_gpus: BTreeMap<ResourceClass, u32>,
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -48,12 +50,18 @@ fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
     if job.shards == 0 {
         return Err(Failure::invalid(anyhow::anyhow!("--shards must be at least 1")));
     }
-    let pipeline = load_pipeline(env, &job.pipeline)?;
+    let pipeline = load_spec(env, &job.pipeline)?;
     let mut classes = BTreeMap::new();
+    let mut served_gpus: BTreeMap<ResourceClass, u32> = BTreeMap::new();
     for c in plan(&pipeline, None).cells {
-        let class = Registry::resource_class(&pipeline.tasks[c.task].benchmark, &pipeline.models[c.model]);
+        let model = &pipeline.models[c.model];
+        let class = Registry::resource_class(&pipeline.tasks[c.task].benchmark, model);
         if job.classes.is_empty() || job.classes.contains(&class) {
             *classes.entry(class).or_insert(0) += 1;
+            if let Some(serve) = &model.serve {
+                let most = served_gpus.entry(class).or_insert(0);
+                *most = (*most).max(serve.gpus);
+            }
         }
     }
     if classes.is_empty() {
@@ -70,6 +78,7 @@ fn context(env: &Env, job: &JobArgs) -> Result<(Pipeline, Context), Failure> {
         data: absolute(env.registry.data_dir()),
         name: pipeline.name.clone(),
         classes,
+        served_gpus,
     };
     Ok((pipeline, ctx))
 }
@@ -94,7 +103,9 @@ fn slurm_array(ctx: &Context, a: &SlurmArgs, cpus: Option<u32>, class: ResourceC
         let _ = writeln!(s, "#SBATCH --cpus-per-task={cpus}");
     }
     if class == ResourceClass::Gpu {
-        let _ = writeln!(s, "#SBATCH --gres=gpu:{}", a.gpus_per_task);
+        // Each task starts its own servers: the GPUs the largest one names.
+        let gpus = ctx.served_gpus.get(&class).copied().unwrap_or(0).max(a.gpus_per_task);
+        let _ = writeln!(s, "#SBATCH --gres=gpu:{gpus}");
     }
     if let Some(p) = &a.partition {
         let _ = writeln!(s, "#SBATCH --partition={p}");
@@ -136,8 +147,38 @@ fn slurm_report(ctx: &Context, a: &SlurmArgs, cpus: Option<u32>) -> String {
 }
 
 /// Writes (and unless `--dry-run`, submits) the arrays and the report job.
+/// Where each served model's weights must be for the jobs, said before they are written:
+/// found here (on a shared or a local filesystem), or not here, which evalgrid cannot check.
+fn weights_notes(pipeline: &Pipeline, kubernetes: bool) {
+    for model in &pipeline.models {
+        let Some(serve) = &model.serve else { continue };
+        let id = evalgrid::text::one_line(&model.id).into_owned();
+        let note = match &serve.weights {
+            Weights::Hub(name) => format!("note: model `{id}`: every shard's {} downloads `{name}` itself (keyed by the id, not hashed)", serve.engine),
+            Weights::Local(path) if kubernetes => format!(
+                "note: model `{id}`: cannot check from here that `{}` exists inside the pods: mount it there at that path (a volume), or bake it into the image{}",
+                path.display(),
+                if serve.pinned.is_some() { "; each server checks it against `serve.blake3` first" } else { "" }
+            ),
+            Weights::Local(path) if !path.exists() => format!(
+                "note: model `{id}`: `{}` is not on this machine, so evalgrid cannot check that the nodes have it; each shard checks it against `serve.blake3` before its server starts",
+                path.display()
+            ),
+            Weights::Local(path) if evalgrid::platform::is_local_filesystem(path.parent().unwrap_or(path)) => format!(
+                "warning: model `{id}`: `{}` is on a local disk of this machine: the nodes see it only if it is on a filesystem they share; else fetch it to node-local scratch in the job and pin `serve.blake3`",
+                path.display()
+            ),
+            Weights::Local(path) => {
+                format!("note: model `{id}`: `{}` exists here, on a network filesystem: the nodes must mount it at the same path", path.display())
+            }
+        };
+        output::note(&note);
+    }
+}
+
 pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
     let (pipeline, ctx) = context(env, &a.job)?;
+    weights_notes(&pipeline, false);
     let cpus = cpus_per_task(a.cpus_per_task, a.partition.as_deref(), node_cpus(a.partition.as_deref()))?;
     let dir = a.job.out.join(&ctx.name);
     let mut files = Vec::new();
@@ -300,8 +341,9 @@ fn k8s_job(ctx: &Context, a: &K8sArgs, class: ResourceClass) -> String {
         q(&format!("$(JOB_COMPLETION_INDEX)/{n}")),
         q("--json"),
     ]);
-    let gpu = if class == ResourceClass::Gpu { "\n            limits: {nvidia.com/gpu: 1}" } else { "" };
-    let gpu_request = if class == ResourceClass::Gpu { ", nvidia.com/gpu: 1" } else { "" };
+    let gpus = ctx.served_gpus.get(&class).copied().unwrap_or(0).max(1);
+    let gpu = if class == ResourceClass::Gpu { format!("\n            limits: {{nvidia.com/gpu: {gpus}}}") } else { String::new() };
+    let gpu_request = if class == ResourceClass::Gpu { format!(", nvidia.com/gpu: {gpus}") } else { String::new() };
     format!(
         "apiVersion: batch/v1
 kind: Job
@@ -390,7 +432,8 @@ fn file_name(p: &Path) -> String {
 /// Writes one Indexed Job per class and a report Job (Kubernetes has no job dependencies:
 /// start the report Job after `kubectl wait --for=condition=complete` on the others).
 pub(crate) fn k8s(env: &Env, a: &K8sArgs) -> Result<Exit, Failure> {
-    let (_, ctx) = context(env, &a.job)?;
+    let (pipeline, ctx) = context(env, &a.job)?;
+    weights_notes(&pipeline, true);
     let dir = a.job.out.join(&ctx.name);
     let mut files: Vec<(String, String)> = ctx.classes.keys().map(|&c| (format!("{c}.yaml"), k8s_job(&ctx, a, c))).collect();
     files.push(("report.yaml".into(), k8s_report(&ctx, a)));

@@ -22,7 +22,9 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _};
 use evalgrid::envs::Registry;
 use evalgrid::plan::{Plan, parse_filter, plan};
-use evalgrid::spec::{Pipeline, SpecError, load};
+use evalgrid::serve::{Found, ServeError};
+use evalgrid::spec::{Engine, Pipeline, SpecError, load};
+use std::collections::BTreeMap;
 
 use args::{Cli, Command, Globals};
 
@@ -134,12 +136,53 @@ fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
     }
 }
 
-/// Loads and validates a pipeline; invalid input maps to exit code 2.
+/// Loads and validates a pipeline, served models keyed by their weights (see
+/// [`load_served`]); invalid input maps to exit code 2.
 pub(crate) fn load_pipeline(env: &Env, path: &Path) -> Result<Pipeline, Failure> {
+    Ok(load_served(env, path)?.0)
+}
+
+/// Loads and validates a pipeline without looking at served models' weights or engines:
+/// enough to count and place cells, not to key them.
+pub(crate) fn load_spec(env: &Env, path: &Path) -> Result<Pipeline, Failure> {
     load(path, &env.registry).map_err(|e| match e {
         SpecError::Invalid(report) => Failure::invalid(anyhow::anyhow!("{report}")),
         other => Failure::invalid(other),
     })
+}
+
+/// Loads a pipeline and identifies its served models (engine version, weights hash, from
+/// the cache's hash memo when the files did not change), returning the engines found.
+pub(crate) fn load_served(env: &Env, path: &Path) -> Result<(Pipeline, BTreeMap<Engine, Found>), Failure> {
+    let mut pipeline = load_spec(env, path)?;
+    if pipeline.models.iter().all(|m| m.serve.is_none()) {
+        return Ok((pipeline, BTreeMap::new()));
+    }
+    let memo = evalgrid::cache::HashMemo::new(&env.cache_dir);
+    let engines = evalgrid::serve::identify(&mut pipeline, &memo).map_err(|e| serve_failure(&pipeline, e))?;
+    Ok((pipeline, engines))
+}
+
+/// A served model's error with its place in the pipeline file, exit 2 for configuration
+/// and 1 for a runtime failure.
+pub(crate) fn serve_failure(pipeline: &Pipeline, error: ServeError) -> Failure {
+    let model = match &error {
+        ServeError::EngineMissing { model, .. }
+        | ServeError::Unreadable { model, .. }
+        | ServeError::PinMismatch { model, .. }
+        | ServeError::Spawn { model, .. }
+        | ServeError::Exited { model, .. }
+        | ServeError::Killed { model, .. }
+        | ServeError::Timeout { model, .. } => model.clone(),
+    };
+    let at = pipeline.models.iter().find(|m| m.id == model).and_then(|m| m.serve.as_ref()).map(|s| s.position);
+    let code = if error.is_configuration() { Exit::Invalid } else { Exit::Failed };
+    let error = anyhow::Error::new(error);
+    let error = match at {
+        Some(p) => error.context(format!("{}:{}:{}", pipeline.source_path.display(), p.line, p.column)),
+        None => error,
+    };
+    Failure { code, error }
 }
 
 /// Loads a pipeline and plans it with an optional `--filter`.
@@ -153,7 +196,7 @@ pub(crate) fn load_plan(env: &Env, path: &Path, filter: Option<&str>) -> Result<
 fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<Exit, Failure> {
     let mut bad = false;
     for path in paths {
-        match load_pipeline(env, path) {
+        match load_spec(env, path) {
             Ok(p) => {
                 let cells = plan(&p, None).cells.len();
                 output::line(&format!(

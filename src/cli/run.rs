@@ -17,17 +17,25 @@ use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use serde_json::json;
 
 use super::args::{ReportArgs, RetryOutcome, RunArgs};
-use super::{Env, Failure, load_pipeline, load_plan, output};
+use super::{Env, Failure, load_pipeline, load_served, output};
+use evalgrid::plan::parse_filter;
+use evalgrid::serve::Servers;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
-    let (pipeline, mut plan) = load_plan(env, &args.plan.pipeline, args.plan.filter.as_deref())?;
+    let (pipeline, engines) = load_served(env, &args.plan.pipeline)?;
+    let filter = args.plan.filter.as_deref().map(parse_filter).transpose().map_err(Failure::invalid)?;
+    let mut plan = plan(&pipeline, filter.as_ref());
     narrow_to_part(&pipeline, &mut plan, args);
     let store = env.store()?;
     if args.dry_run {
         let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
     }
-    let pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
+    let mut pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
+    // Servers only for models with a cell to run, started before any cell: one that cannot
+    // start ends the run here, and no cell is marked failed for it.
+    let mut servers = if args.offline { Servers::default() } else { start_servers(env, &mut pipeline, &engines, &store, &plan, args)? };
     // `--jobs N` bounds every cell; by default CPU-bound cells get the CPUs and cells that
     // wait on model calls get many more, since their lanes pace the calls.
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
@@ -39,7 +47,8 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
     let options = RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: !args.json, on_cell: on_cell.clone() };
     let pipeline = Arc::new(pipeline);
-    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args)?;
+    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes)?;
+    servers.stop();
     let report = if summary.interrupted {
         Ok(None)
     } else if plan.filtered {
@@ -136,10 +145,12 @@ fn execute(
     plan: &Plan,
     options: &RunOptions,
     args: &RunArgs,
+    served_lanes: &BTreeMap<String, usize>,
 ) -> Result<(RunSummary, Arc<CallContext>), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
-    let client = ProviderClient::new(client_config(&pipeline.transport, args.shard)).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+    let config = ClientConfig { served_lanes: served_lanes.clone(), ..client_config(&pipeline.transport, args.shard) };
+    let client = ProviderClient::new(config).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
     let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone()));
     let cancel = Cancel::default();
     let summary = runtime.block_on(async {
@@ -148,6 +159,54 @@ fn execute(
     })?;
     runtime.shutdown_background();
     Ok((summary, calls))
+}
+
+/// Whether `cell` runs in this run (as `run --dry-run` counts it): not cached, or failed and
+/// retried, or holding an answer `--retry-outcome` asks again.
+fn must_run(store: &Store, cell: &evalgrid::plan::Cell, retry_errors: bool, outcomes: &[String]) -> bool {
+    let only_retries = retry_errors || !outcomes.is_empty();
+    match classify(store, cell) {
+        CellState::Cached => has_outcome(store, cell, outcomes),
+        CellState::Failed => retry_errors || outcomes.is_empty(),
+        _ => !only_retries,
+    }
+}
+
+/// Starts the servers of the served models that have a cell to run (none when everything
+/// is cached) and points those models at them; the caller stops them.
+fn start_servers(
+    env: &Env,
+    pipeline: &mut Pipeline,
+    engines: &BTreeMap<evalgrid::spec::Engine, evalgrid::serve::Found>,
+    store: &Store,
+    plan: &Plan,
+    args: &RunArgs,
+) -> Result<Servers, Failure> {
+    if pipeline.models.iter().all(|m| m.serve.is_none()) {
+        return Ok(Servers::default());
+    }
+    let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
+    let needed: BTreeSet<usize> = plan
+        .cells
+        .iter()
+        .filter(|c| pipeline.models[c.model].serve.is_some())
+        .filter(|c| must_run(store, c, args.retry_errors, &outcomes))
+        .map(|c| c.model)
+        .collect();
+    let mut note = |s: &evalgrid::serve::Starting| {
+        output::note(&format!("starting {} for model {} (log: {})", s.engine, s.models.join(", "), s.log.display()));
+    };
+    let started = std::time::Instant::now();
+    let servers = evalgrid::serve::start(pipeline, &needed, engines, &serve_log_dir(env), &mut note).map_err(|e| super::serve_failure(pipeline, e))?;
+    if !servers.is_empty() {
+        output::note(&format!("{} server(s) ready after {:.1} s", servers.len(), started.elapsed().as_secs_f64()));
+    }
+    Ok(servers)
+}
+
+/// Where started servers write their logs: beside the cache, one file per server.
+pub(crate) fn serve_log_dir(env: &Env) -> std::path::PathBuf {
+    env.cache_dir.join("logs").join("serve")
 }
 
 /// The first Ctrl-C cancels the run (cells in flight are dropped, answers already cached

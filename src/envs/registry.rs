@@ -64,12 +64,16 @@ impl Registry {
     }
 
     /// The resource a cell of `benchmark` played by `model` needs most: `gpu` for
-    /// benchmarks that want one, `api` for models called over HTTP, else `cpu`.
+    /// benchmarks that want one and for models served on GPUs, `cpu` for models served on
+    /// the CPU, `api` for models called over HTTP, else `cpu`.
     #[must_use]
     pub fn resource_class(benchmark: &str, model: &ModelConfig) -> crate::plan::ResourceClass {
         use crate::plan::ResourceClass;
-        if get(benchmark).is_some_and(|b| b.uses_gpu()) {
+        if get(benchmark).is_some_and(|b| b.uses_gpu()) || model.serve.as_ref().is_some_and(|s| s.gpus > 0) {
             ResourceClass::Gpu
+        } else if model.serve.is_some() {
+            // A server on the CPU (llama.cpp) does the model's work on the job's own cores.
+            ResourceClass::Cpu
         } else if model.provider.over_http() {
             ResourceClass::Api
         } else {
@@ -222,6 +226,7 @@ mod tests {
             api: crate::providers::OpenAiApi::default(),
             background: crate::providers::Background::default(),
             stream: crate::providers::StreamMode::Auto,
+            serve: None,
         };
         assert_eq!(Registry::injected_params("bbq", &model("gpt-5-mini", &[])), vec!["reasoning_effort: \"medium\"".to_owned()]);
         assert!(

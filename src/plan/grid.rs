@@ -154,6 +154,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
             api: crate::providers::OpenAiApi::Auto,
             background: crate::providers::Background::Auto,
             stream: crate::providers::StreamMode::Auto,
+            serve: None,
             id: "m".into(),
             provider: crate::spec::Provider::Builtin,
             model: "random".into(),

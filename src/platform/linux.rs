@@ -33,6 +33,12 @@ pub fn protect_secrets() {
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 }
 
+/// `PR_SET_PDEATHSIG`: the kernel sends this process SIGTERM when the thread that started
+/// it ends (evalgrid's main thread, so: when evalgrid ends, even by `kill -9`).
+pub fn terminate_with_parent() {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM));
+}
+
 /// Whether `path` is on a filesystem whose `statfs` magic number is in [`LOCAL_FILESYSTEMS`].
 pub fn is_local_filesystem(path: &Path) -> bool {
     #[expect(clippy::cast_sign_loss, reason = "a magic number: its bits, not its value")]

@@ -61,5 +61,32 @@ pub fn process_exists(pid: u32) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
 }
 
+/// Asks the OS to send this process SIGTERM when its parent ends (Linux `PR_SET_PDEATHSIG`;
+/// nothing elsewhere): how a server evalgrid started dies with evalgrid, even after `kill -9`.
+pub fn terminate_with_parent() {
+    active::terminate_with_parent();
+}
+
+/// This process's parent id: a guard whose parent changed has lost evalgrid.
+#[must_use]
+pub fn parent_pid() -> u32 {
+    rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get().unsigned_abs())
+}
+
+/// Sends SIGTERM (or SIGKILL with `kill`) to every process of group `pgid`; errors (no such
+/// group any more) are ignored. Group 0 and 1 are never signalled.
+pub fn signal_group(pgid: u32, kill: bool) {
+    let Some(pid) = i32::try_from(pgid).ok().filter(|&p| p > 1).and_then(rustix::process::Pid::from_raw) else { return };
+    let signal = if kill { rustix::process::Signal::KILL } else { rustix::process::Signal::TERM };
+    let _ = rustix::process::kill_process_group(pid, signal);
+}
+
+/// Sends SIGTERM (or SIGKILL with `kill`) to process `pid`; errors are ignored.
+pub fn signal_process(pid: u32, kill: bool) {
+    let Some(pid) = i32::try_from(pid).ok().filter(|&p| p > 1).and_then(rustix::process::Pid::from_raw) else { return };
+    let signal = if kill { rustix::process::Signal::KILL } else { rustix::process::Signal::TERM };
+    let _ = rustix::process::kill_process(pid, signal);
+}
+
 #[cfg(test)]
 mod tests;

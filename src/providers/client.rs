@@ -25,7 +25,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 use super::attempt::AttemptClass;
 use super::background::{self, ResponseLedger, Submitted};
 use super::error::CallError;
-use super::limiter::{Feedback, Limiter, LimiterSnapshot, Permit};
+use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 use super::pacer::{PaceTicket, Pacer, PacerSnapshot};
 use super::shaping::{REASONING_TAG, Shaping};
 use super::stop::StopSwitch;
@@ -113,6 +113,9 @@ pub struct LaneSnapshot {
 
 type LaneKey = (ProviderKind, String, String);
 
+/// The model part of the lane key of a server evalgrid started (all its entries share it).
+const SERVED_LANE: &str = "served";
+
 /// The shared HTTP client plus per-lane limiters and pacers.
 #[derive(Debug)]
 pub struct ProviderClient {
@@ -160,9 +163,15 @@ pub fn request_fingerprint_of(endpoint: &Endpoint, request: &ChatRequest, body: 
         "base_url": endpoint.base_url.trim_end_matches('/'),
         "body": body,
     });
-    let url = request_url(endpoint);
-    if url != legacy_request_url(endpoint) {
-        fingerprint["url"] = Value::String(url);
+    if let Some(served) = &endpoint.served {
+        // A server evalgrid started: its weights and settings, never its port.
+        fingerprint["base_url"] = Value::Null;
+        fingerprint["served"] = served.clone();
+    } else {
+        let url = request_url(endpoint);
+        if url != legacy_request_url(endpoint) {
+            fingerprint["url"] = Value::String(url);
+        }
     }
     let literal: serde_json::Map<String, Value> = endpoint
         .headers
@@ -220,9 +229,16 @@ impl ProviderClient {
 
     /// The lane shared by every call to this (provider, base URL, model).
     pub fn lane(&self, endpoint: &Endpoint) -> Arc<Lane> {
-        let key = (endpoint.kind, endpoint.base_url.trim_end_matches('/').to_owned(), endpoint.model.clone());
+        let base = endpoint.base_url.trim_end_matches('/').to_owned();
+        let served = self.config.served_lanes.get(&base).copied();
+        // One lane per server evalgrid started: its slots, shared by every entry it serves.
+        let key = match served {
+            Some(_) => (ProviderKind::OpenAi, base, SERVED_LANE.to_owned()),
+            None => (endpoint.kind, base, endpoint.model.clone()),
+        };
+        let concurrency = served.map_or(self.config.concurrency, |slots| ConcurrencyMode::Static { max_concurrency: slots.max(1) });
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(lanes.entry(key).or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(self.config.concurrency), pacer: Pacer::new(self.config.pacing) })))
+        Arc::clone(lanes.entry(key).or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(concurrency), pacer: Pacer::new(self.config.pacing) })))
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
@@ -591,6 +607,21 @@ mod tests {
         client.call(&b, &ask("x")).await.unwrap();
         let names: Vec<String> = client.lane_snapshots().into_iter().map(|lane| lane.name).collect();
         assert_eq!(names, ["openai a", "openai b"]);
+    }
+
+    /// Issue 36: a server evalgrid started is one lane of exactly its slots, whatever model
+    /// names and protocols its entries send; other servers keep per-model adaptive lanes.
+    #[test]
+    fn a_served_server_is_one_lane_of_its_slots() {
+        let url = "http://127.0.0.1:4100/v1";
+        let config = ClientConfig { served_lanes: [(url.to_owned(), 3)].into(), ..quick_config() };
+        let client = ProviderClient::new(config).unwrap();
+        let at = |kind, model: &str| Endpoint::new(kind, model).with_base_url(url);
+        let (a, b) = (client.lane(&at(ProviderKind::OpenAi, "a")), client.lane(&at(ProviderKind::Anthropic, "b")));
+        assert!(Arc::ptr_eq(&a, &b), "one lane per served server");
+        assert_eq!(a.limiter.snapshot().limit, 3);
+        let other = client.lane(&Endpoint::new(ProviderKind::OpenAi, "a").with_base_url("http://127.0.0.1:4200/v1"));
+        assert!(!Arc::ptr_eq(&a, &other));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

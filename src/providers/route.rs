@@ -6,6 +6,10 @@ use super::ChatRequest;
 use super::types::{Endpoint, HeaderValueOf, Secret};
 use crate::spec::{HeaderSource, ModelConfig, Provider};
 
+/// Where a served model's calls point before its server is started (never contacted: a
+/// cell that must call the model starts the server first).
+pub const SERVED_PLACEHOLDER_URL: &str = "http://127.0.0.1:0/v1";
+
 /// Why a model entry has no usable endpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
@@ -34,6 +38,15 @@ pub fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, 
     let mut endpoint = Endpoint::new(kind, model.model.clone()).with_stream(model.stream);
     if let Some(url) = &model.base_url {
         endpoint = endpoint.with_base_url(url.clone());
+    }
+    if let Some(serve) = &model.serve {
+        // Until evalgrid starts the server (only for cells that must run) its URL is a
+        // loopback placeholder: routing decisions see a local server either way, and the
+        // key holds the served identity, not the URL.
+        if model.base_url.is_none() {
+            endpoint = endpoint.with_base_url(SERVED_PLACEHOLDER_URL.to_owned());
+        }
+        endpoint.served = Some(serve.key_value());
     }
     if model.provider == Provider::OpenAi {
         kind = super::responses::route(model.api, &model.model, &endpoint.base_url, request);

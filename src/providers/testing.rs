@@ -38,6 +38,7 @@ pub(crate) fn quick_config() -> ClientConfig {
         polling: PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) },
         stream_idle_timeout: Duration::from_secs(1),
         stream_total_timeout: Duration::from_secs(10),
+        served_lanes: std::collections::BTreeMap::new(),
     }
 }
 

@@ -71,6 +71,10 @@ pub struct ClientConfig {
     /// Longest one streamed attempt may run while it keeps sending, so nothing hangs
     /// forever; the time a stream spends sending does not use up the retry budget.
     pub stream_total_timeout: Duration,
+    /// Servers evalgrid started (`serve:`), by base URL, with their slot counts: all calls
+    /// to one share one lane of exactly that many requests in flight, whatever model name
+    /// they send.
+    pub served_lanes: std::collections::BTreeMap<String, usize>,
 }
 
 /// Default silence that fails a streamed attempt: long enough for a server that sends
@@ -101,6 +105,7 @@ impl Default for ClientConfig {
             polling: PollConfig::default(),
             stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
             stream_total_timeout: DEFAULT_STREAM_TOTAL_TIMEOUT,
+            served_lanes: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -138,6 +138,10 @@ pub struct Endpoint {
     /// keyed.
     #[serde(skip)]
     pub stream: StreamMode,
+    /// For a server evalgrid started (`serve:`), the model's identity (weights hash, engine,
+    /// output-changing settings): keyed instead of the base URL, whose port changes each run.
+    #[serde(skip)]
+    pub served: Option<serde_json::Value>,
 }
 
 /// One header the model entry adds (Azure `api-key`, `anthropic-beta`, a gateway's tag).
@@ -170,6 +174,7 @@ impl Endpoint {
             headers: Vec::new(),
             background: false,
             stream: StreamMode::Auto,
+            served: None,
         }
     }
 

@@ -155,7 +155,16 @@ fn provenance(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>) -> Vec<(S
         ),
     ];
     for m in &pipeline.models {
-        let url = m.base_url.as_deref().unwrap_or("default endpoint");
+        // A served model is its weights and engine; its URL was a port of one run.
+        let url = match &m.serve {
+            Some(serve) => {
+                let identity = serve.identity.as_ref();
+                let weights =
+                    identity.and_then(|i| i.weights.as_deref()).map_or_else(|| serve.written.clone(), |w| format!("blake3 {}", &w[..w.len().min(16)]));
+                format!("served by {} {}, weights {weights}", serve.engine, identity.map_or("", |i| i.engine_version.as_str()))
+            }
+            None => m.base_url.as_deref().unwrap_or("default endpoint").to_owned(),
+        };
         let mut line = format!("{} `{}` ({url})", m.provider, m.model);
         // Snapshots (and, where accepted, other models) that answered, as the server said.
         let answered: Vec<&String> = input.answered_by.get(&m.id).into_iter().flatten().filter(|id| **id != m.model).collect();

@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod provider;
 pub mod raw;
 pub mod resolve;
+pub mod serve;
 pub mod yaml;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub use pipeline::{
     TransportConfig, WeirdMlReport, glob_match,
 };
 pub use provider::Provider;
+pub use serve::{Engine, ServeArg, ServeConfig, ServedIdentity, Weights};
 
 /// Why a pipeline could not be loaded.
 #[derive(Debug, thiserror::Error)]

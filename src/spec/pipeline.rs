@@ -204,6 +204,10 @@ pub struct ModelConfig {
     /// [`Self::key_value`]).
     #[serde(skip_serializing_if = "StreamMode::is_auto")]
     pub stream: StreamMode,
+    /// The inference server evalgrid starts for this entry (`serve:`); `None` for a model
+    /// behind an endpoint someone else runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serve: Option<super::serve::ServeConfig>,
 }
 
 /// Where an extra header's value comes from.
@@ -254,6 +258,12 @@ impl ModelConfig {
         // which); keyed only when not the default, so every existing key stays.
         if !self.api.is_auto() {
             value["api"] = serde_json::json!(self.api);
+        }
+        // A served model is its weights, engine and output-changing settings; its URL
+        // (a free port each run) is no part of it. Absent otherwise, so keys stay.
+        if let Some(serve) = &self.serve {
+            value["base_url"] = Value::Null;
+            value["serve"] = serve.key_value();
         }
         value
     }

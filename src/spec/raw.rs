@@ -107,6 +107,29 @@ pub struct RawModel {
     /// Streaming: `auto`, `true` or `false` (models called over HTTP only).
     #[serde(default)]
     pub stream: Option<Spanned<serde_json::Value>>,
+    /// An inference server evalgrid starts for this entry (llama.cpp or vLLM).
+    #[serde(default)]
+    pub serve: Option<Spanned<RawServe>>,
+}
+
+/// `serve:` of a model entry: the engine, the weights and how to run them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServe {
+    pub engine: Spanned<String>,
+    pub model: Spanned<String>,
+    #[serde(default)]
+    pub slots: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub context: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub gpus: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub args: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub blake3: Option<Spanned<String>>,
+    #[serde(default)]
+    pub start_timeout_s: Option<Spanned<u64>>,
 }
 
 /// One entry of `tasks:`.

@@ -396,6 +396,7 @@ impl Resolver<'_> {
             let api = self.api(m, provider);
             let background = self.background(m, provider, api);
             let stream = self.stream(m, provider);
+            let serve = self.serve(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider,
@@ -413,9 +414,36 @@ impl Resolver<'_> {
                 api,
                 background,
                 stream,
+                serve,
             });
         }
         out
+    }
+
+    /// `serve:` of a model entry: an OpenAI- or Anthropic-protocol model whose server
+    /// evalgrid starts, so it takes no `base_url` of its own.
+    fn serve(&mut self, m: &RawModel, provider: Provider) -> Option<super::serve::ServeConfig> {
+        let raw = m.serve.as_ref()?;
+        if !matches!(provider, Provider::OpenAi | Provider::Anthropic) {
+            self.push(
+                position_of(raw),
+                format!("`serve` needs `provider: openai` (or `anthropic`), the protocols llama.cpp and vLLM serve, not `{provider}`"),
+                None,
+            );
+            return None;
+        }
+        if let Some(url) = &m.base_url {
+            self.push(position_of(url), "a model with `serve` takes no `base_url`: evalgrid starts the server on a free loopback port", None);
+        }
+        match super::serve::resolve(raw, &self.base_dir) {
+            Ok(serve) => Some(serve),
+            Err(problems) => {
+                for (at, message, hint) in problems {
+                    self.push(at, format!("model `{}`: {message}", m.id.value), hint);
+                }
+                None
+            }
+        }
     }
 
     /// `stream:` of a model entry (`auto`, `true`, `false`), for models called over HTTP;

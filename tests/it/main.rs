@@ -83,3 +83,5 @@ mod fail_fast;
 mod check;
 // A real inference server (llama.cpp + SmolLM2, LiteLLM for Gemini): every benchmark, four protocols (issue 23).
 mod real_server;
+// `serve:` model entries: llama.cpp started, keyed by its weights, stopped (skipped without xllamacpp).
+mod serve;

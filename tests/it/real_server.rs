@@ -5,7 +5,9 @@
 //! through the real binary; what the server itself counts (its log and `/metrics`) checks
 //! evalgrid's own counts. Skipped, with a message, only where the packages cannot be imported
 //! (`.ci/run` installs them). About 10–12 minutes on a busy 2-core machine, most of it
-//! BBQ-Bench (20 rounds × 3 phases per protocol); the wall time is printed.
+//! BBQ-Bench (20 rounds × 3 phases per protocol); the wall time is printed. The `chat` lane is
+//! served by evalgrid itself (`serve:`, issue 36): a cached rerun starts no server, and a
+//! different GGUF at the same path makes that lane's cells stale and run again.
 //!
 //! What a 135M model exercises: BBQ-Bench's text fallback (evalgrid sends no `tool_choice`, and
 //! SmolLM2's template has no tool-call format, so no native call is made: every phase is
@@ -36,6 +38,8 @@ struct Rig {
     litellm: u16,
     log: PathBuf,
     version: String,
+    /// The SmolLM2 GGUF the rig serves (the served lane gets a copy).
+    model: PathBuf,
 }
 
 /// What the rig's start said: its ports, or why it cannot run here.
@@ -73,7 +77,8 @@ impl Rig {
         }
         let ready: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("rig's ready line {line:?}: {e}"));
         let port = |name: &str| u16::try_from(ready[name].as_u64().unwrap_or_else(|| panic!("{name} port in {ready}"))).unwrap();
-        Started::Up(Rig { llama: port("llama"), litellm: port("litellm"), log, version: ready["xllamacpp"].as_str().unwrap_or("?").to_owned(), child })
+        let model = PathBuf::from(ready["model_path"].as_str().unwrap_or_default());
+        Started::Up(Rig { llama: port("llama"), litellm: port("litellm"), log, version: ready["xllamacpp"].as_str().unwrap_or("?").to_owned(), child, model })
     }
 
     /// `GET path` on the llama.cpp server, the body.
@@ -133,14 +138,16 @@ impl Drop for Rig {
     }
 }
 
-/// The grid as a new user writes it: `model: smollm2`, the server's address, small caps.
+/// The grid as a new user writes it: `model: smollm2`, the server's address, small caps. The
+/// `chat` lane names the checkpoint instead (`serve:`, issue 36): evalgrid starts its own
+/// llama.cpp server for the GGUF copied to `weights/model.gguf`, with the rig's slots and context.
 fn pipeline(rig: &Rig) -> String {
     let llama = format!("http://127.0.0.1:{}", rig.llama);
     let params = "params: {max_tokens: 16, temperature: 0}";
     format!(
         "name: realserver
 models:
-  - {{id: chat, provider: openai, model: smollm2, base_url: \"{llama}/v1\", {params}}}
+  - {{id: chat, provider: openai, model: smollm2, {params}, serve: {{engine: llama.cpp, model: weights/model.gguf, slots: 2, context: {CTX_PER_SLOT}}}}}
   - {{id: responses, provider: openai, api: responses, model: smollm2, base_url: \"{llama}/v1\", {params}}}
   - {{id: messages, provider: anthropic, model: smollm2, base_url: \"{llama}\", {params}}}
   - {{id: gemini, provider: gemini, model: smollm2, base_url: \"http://127.0.0.1:{litellm}\", {params}}}
@@ -222,6 +229,8 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
         }
     };
     eprintln!("real server: xllamacpp {} (SmolLM2-135M-Instruct Q4_1), up after {:.0?}", rig.version, start.elapsed());
+    std::fs::create_dir_all(ws.path("weights")).expect("weights folder");
+    std::fs::copy(&rig.model, ws.path("weights/model.gguf")).expect("a copy of the GGUF for the served lane");
     ws.write("p.yaml", &pipeline(&rig));
     ws.write("capitals.jsonl", QA_ROWS);
     let data = data_dir().to_str().unwrap().to_owned();
@@ -248,10 +257,19 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     // First run: every cell is scored.
     let (code, v, stderr) = run(&[]);
     let (requests, refused) = rig.counts();
-    eprintln!("first run: {requests} requests reached llama.cpp, {refused} refused as too long, {:.0?} so far", start.elapsed());
+    let (served, served_refused) = served_counts(&ws);
+    eprintln!(
+        "first run: {requests} + {served} (served lane) requests reached llama.cpp, {refused} + {served_refused} refused as too long, {:.0?} so far",
+        start.elapsed()
+    );
     check(code == 0 && v["cells_failed"] == 0, format!("every cell is scored (exit {code}): {}\n{}", v["failures"], tail(&stderr)));
     check(v["cells_run"] == 24, format!("24 cells run: {v}"));
-    check(v["calls"]["http_attempts"] == requests, format!("evalgrid's count of requests sent is the server's ({requests}): {}", v["calls"]));
+    check(stderr.matches("starting llama.cpp").count() == 1, format!("one server is started for the served lane:\n{}", tail(&stderr)));
+    check(served > 0, "the served lane's own server took its requests".to_owned());
+    check(
+        v["calls"]["http_attempts"] == requests + served,
+        format!("evalgrid's count of requests sent is the servers' ({requests} + {served}): {}", v["calls"]),
+    );
 
     // The report is complete: every model has a row for every task, and nothing is incomplete.
     let csv = std::fs::read_to_string(ws.path("reports/realserver/summary.csv")).unwrap_or_default();
@@ -277,7 +295,7 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     check(outcomes_table(&md).contains_key("judge"), "the judge has a row in the model-outcomes table".to_owned());
 
     // The items longer than a slot's context are the model's outcome `context_exceeded`.
-    check(refused > 0, format!("some spatial_reasoning item is longer than {CTX_PER_SLOT} tokens"));
+    check(refused > 0 && served_refused > 0, format!("some spatial_reasoning item is longer than {CTX_PER_SLOT} tokens, on both servers"));
     let table = outcomes_table(&md);
     for model in MODELS {
         let row = table.get(model).cloned().unwrap_or_default();
@@ -295,6 +313,7 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
         let (code, v, stderr) = run(&[]);
         let counts = rig.counts();
         check(code == 0 && v["cells_cached"] == 24 && v["calls"]["live"] == 0, format!("the rerun is all cached (exit {code}): {v}\n{}", tail(&stderr)));
+        check(!stderr.contains("starting llama.cpp"), format!("a fully cached rerun starts no server:\n{}", tail(&stderr)));
         check(counts == (requests, refused), format!("the server took no request on the rerun: (requests, refused) {:?} → {counts:?}", (requests, refused)));
         let now = rig.metrics();
         for counter in ["llamacpp:n_decode_total", "llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total"] {
@@ -305,17 +324,48 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
         // a user would first serve the model with a larger context).
         let (code, v, stderr) = run(&["--retry-outcome", "context_exceeded"]);
         let (after, refused_after) = rig.counts();
+        // The served lane's server starts again for its refused calls, with a fresh log.
+        let (served_after, served_refused_after) = served_counts(&ws);
+        let (again, refused_again) = (after - counts.0 + served_after, refused_after - counts.1 + served_refused_after);
+        let all_refused = refused + served_refused;
         check(code == 0, format!("`run --retry-outcome context_exceeded` succeeds (exit {code}): {v}\n{}", tail(&stderr)));
         check(
-            (after - counts.0, refused_after - counts.1) == (refused, refused),
-            format!("exactly the {refused} context_exceeded calls reach the server again: {} requests, {} refused", after - counts.0, refused_after - counts.1),
+            (again, refused_again) == (all_refused, all_refused),
+            format!("exactly the {all_refused} context_exceeded calls reach the servers again: {again} requests, {refused_again} refused"),
         );
-        check(v["calls"]["live"] == refused && v["calls"]["http_attempts"] == refused, format!("evalgrid sent {refused} calls: {}", v["calls"]));
+        check(v["calls"]["live"] == all_refused && v["calls"]["http_attempts"] == all_refused, format!("evalgrid sent {all_refused} calls: {}", v["calls"]));
+
+        // A different GGUF at the same path (one byte of its name changed, still loadable):
+        // exactly the served lane's cells are stale, say why, and run again on a new server.
+        let path = ws.path("weights/model.gguf");
+        let mut bytes = std::fs::read(&path).expect("served weights");
+        if let Some(at) = bytes.windows(7).position(|w| w == b"Smollm2") {
+            bytes[at + 6] = b'3';
+        }
+        std::fs::write(&path, bytes).expect("replaced weights");
+        let status = ws.run(&["--data-dir", data.as_str(), "status", "p.yaml", "--json"]);
+        let status: Value = serde_json::from_slice(&status.stdout).unwrap_or(Value::Null);
+        check(status["cells_stale"] == 6 && status["cells_cached"] == 18, format!("the served lane's 6 cells are stale: {status}"));
+        let explain = ws.run(&["--data-dir", data.as_str(), "status", "p.yaml", "--explain", "chat/guess/range_10/0"]);
+        let explain = String::from_utf8_lossy(&explain.stdout).into_owned();
+        check(explain.contains("model weights changed"), format!("`status --explain` says the weights changed:\n{explain}"));
+        let (code, v, stderr) = run(&[]);
+        check(
+            code == 0 && v["cells_run"] == 6 && v["cells_cached"] == 18 && v["cells_failed"] == 0,
+            format!("the new checkpoint's cells run (exit {code}): {v}\n{}", tail(&stderr)),
+        );
     } else {
         check(false, format!("the rerun and `--retry-outcome` were not checked: the first run left {first_failed} cell(s) failed"));
     }
     eprintln!("real-server grid: {:.0?} wall in all", start.elapsed());
     assert!(failed.is_empty(), "{} check(s) failed against the real server:\n- {}", failed.len(), failed.join("\n- "));
+}
+
+/// What the server evalgrid started for the `chat` lane counted in its log (written anew each
+/// time it starts): requests taken and prompts refused as too long.
+fn served_counts(ws: &Workspace) -> (usize, usize) {
+    let text = std::fs::read_to_string(ws.path("cache/logs/serve/chat.log")).unwrap_or_default();
+    (text.matches("launch_slot_").count(), text.matches("exceeds the available context size").count())
 }
 
 /// The last lines of a run's stderr (it logs a line per warning).

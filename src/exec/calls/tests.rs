@@ -35,6 +35,7 @@ fn config(id: &str, provider: Provider, model: &str) -> ModelConfig {
         api: crate::providers::OpenAiApi::Auto,
         background: crate::providers::Background::Auto,
         stream: crate::providers::StreamMode::Auto,
+        serve: None,
     }
 }
 
@@ -345,4 +346,36 @@ fn a_bad_replies_file_keeps_its_cause() {
     let err = scripted::scripted_reply(&ctx.scripts, &scripted(&bad), &ask("q")).unwrap_err();
     assert!(err.to_string().starts_with(&format!("episode failed: replies file `{}`: expected", bad.display())), "{err}");
     assert!(err.source().is_some_and(|s| s.is::<serde_json::Error>()), "{err:?}");
+}
+
+/// Issue 36: a served model's calls are keyed by its weights and settings, never by the
+/// port its server got this run; other weights are other keys.
+#[test]
+fn a_served_models_call_key_holds_its_weights_not_its_port() {
+    let identity = |weights: &str| crate::spec::ServedIdentity { engine_version: "v".into(), weights: Some(weights.into()), arg_files: Vec::new() };
+    let serve = crate::spec::ServeConfig {
+        engine: crate::spec::Engine::LlamaCpp,
+        weights: crate::spec::Weights::Local("/w/m.gguf".into()),
+        written: "m.gguf".into(),
+        position: crate::spec::Position::default(),
+        slots: 2,
+        context: Some(1024),
+        gpus: 0,
+        args: Vec::new(),
+        pinned: None,
+        start_timeout_s: 1,
+        identity: Some(identity("w1")),
+    };
+    let served = |url: Option<&str>, weights: &str| ModelConfig {
+        base_url: url.map(str::to_owned),
+        serve: Some(crate::spec::ServeConfig { identity: Some(identity(weights)), ..serve.clone() }),
+        ..config("m", Provider::OpenAi, "ft")
+    };
+    let (request, site) = (ask("q"), CallSite::default());
+    let before_start = call_key(&served(None, "w1"), &request, &site).unwrap();
+    assert_eq!(call_key(&served(Some("http://127.0.0.1:4001/v1"), "w1"), &request, &site).unwrap(), before_start);
+    assert_eq!(call_key(&served(Some("http://127.0.0.1:4002/v1"), "w1"), &request, &site).unwrap(), before_start);
+    assert_ne!(call_key(&served(None, "w2"), &request, &site).unwrap(), before_start, "other weights");
+    let plain = ModelConfig { base_url: Some("http://127.0.0.1:4001/v1".into()), ..config("m", Provider::OpenAi, "ft") };
+    assert_ne!(call_key(&plain, &request, &site).unwrap(), before_start, "an endpoint someone else runs is keyed by its URL");
 }
