@@ -93,7 +93,14 @@ pub fn read_rows(path: &Path, mut each: impl FnMut(Row) -> Result<(), DatasetErr
     match format {
         Format::Jsonl => read_jsonl(path, BufReader::new(file), &mut each),
         Format::Csv => read_csv(path, BufReader::new(file), &mut each),
-        Format::Parquet => super::parquet::read_parquet(path, file, &mut each),
+        Format::Parquet => super::parquet::read_parquet(
+            file,
+            |row, message| match row {
+                None => DatasetError::file(path, format!("not a readable Parquet file: {message}")),
+                Some(index) => DatasetError::at(path, Place::Row(index), message),
+            },
+            &mut |index, fields| each(Row { place: Place::Row(index), fields }),
+        ),
     }
 }
 

@@ -2,27 +2,28 @@
 //! polars is already compiled in (no `arrow`/`parquet` crate is in the graph). Only this
 //! file of `envs/` touches polars; values become JSON as the text formats give them.
 
-use std::path::Path;
-
 use polars::prelude::{AnyValue, ParquetReader, SerReader};
 use serde_json::{Map, Value};
 
-use super::dataset::{DatasetError, Place, Row};
-
-/// Reads the rows of a Parquet file, one JSON object per row, in file order.
-pub(super) fn read_parquet(path: &Path, file: std::fs::File, each: &mut dyn FnMut(Row) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
-    let frame = ParquetReader::new(file).finish().map_err(|e| DatasetError::file(path, format!("not a readable Parquet file: {e}")))?;
+/// Reads the rows of a Parquet file, one JSON object per row (with its 0-based index), in
+/// file order; `failed` turns a file (`None`) or row failure into the caller's error.
+pub(super) fn read_parquet<E>(
+    file: std::fs::File,
+    failed: impl Fn(Option<u64>, String) -> E,
+    each: &mut dyn FnMut(u64, Map<String, Value>) -> Result<(), E>,
+) -> Result<(), E> {
+    let frame = ParquetReader::new(file).finish().map_err(|e| failed(None, e.to_string()))?;
     let columns = frame.columns();
     for i in 0..frame.height() {
         let mut fields = Map::new();
         for column in columns {
-            let value = column.get(i).map_err(|e| DatasetError::at(path, Place::Row(i as u64), e.to_string()))?;
+            let value = column.get(i).map_err(|e| failed(Some(i as u64), e.to_string()))?;
             let value = json(&value);
             if !value.is_null() {
                 fields.insert(column.name().to_string(), value);
             }
         }
-        each(Row { place: Place::Row(i as u64), fields })?;
+        each(i as u64, fields)?;
     }
     Ok(())
 }
@@ -65,20 +66,23 @@ mod tests {
         ])
         .unwrap();
         ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
+        let failed = |row: Option<u64>, message: String| format!("{row:?}: {message}");
         let mut rows = Vec::new();
-        read_parquet(&path, std::fs::File::open(&path).unwrap(), &mut |r| {
-            rows.push(r);
+        read_parquet(std::fs::File::open(&path).unwrap(), failed, &mut |index, fields| {
+            rows.push((index, fields));
             Ok(())
         })
         .unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[1].place, Place::Row(1));
-        assert_eq!(rows[0].fields["id"], 7);
-        assert_eq!(rows[0].fields["hint"], "even");
-        assert!(!rows[1].fields.contains_key("hint"), "a null cell is absent");
+        assert_eq!(rows[1].0, 1);
+        assert_eq!(rows[0].1["id"], 7);
+        assert_eq!(rows[0].1["hint"], "even");
+        assert!(!rows[1].1.contains_key("hint"), "a null cell is absent");
         let bad = dir.path().join("bad.parquet");
         std::fs::write(&bad, b"not parquet").unwrap();
-        let e = read_parquet(&bad, std::fs::File::open(&bad).unwrap(), &mut |_| Ok(())).unwrap_err();
-        assert!(e.to_string().contains("not a readable Parquet file"), "{e}");
+        let e = read_parquet(std::fs::File::open(&bad).unwrap(), failed, &mut |_, _| Ok(())).unwrap_err();
+        assert!(e.starts_with("None: "), "a file failure, not a row's: {e}");
+        let located = crate::envs::qa::dataset::read_rows(&bad, |_| Ok(())).unwrap_err();
+        assert!(located.to_string().contains("not a readable Parquet file"), "{located}");
     }
 }
