@@ -349,13 +349,22 @@ pub(crate) struct BenchArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum DatasetsCommand {
-    /// Download (or copy with `--from`) a dataset, verify every pin, install it.
-    #[command(after_help = "Examples:\n  evalgrid datasets fetch bbeh\n  evalgrid datasets fetch bbeh --from ../shared/data/bbeh")]
+    /// Download (or copy with `--from`) a dataset, verify every pin, install it; or download
+    /// one file of your own (a `qa` dataset) from a URL, pinned by its SHA-256.
+    #[command(
+        after_help = "Examples:\n  evalgrid datasets fetch bbeh\n  evalgrid datasets fetch bbeh --from ../shared/data/bbeh\n  evalgrid datasets fetch https://example.org/heldout.jsonl --sha256 9f86d0…"
+    )]
     Fetch {
-        /// Dataset name (`bbeh`).
+        /// Dataset name (`bbeh`), or an `http(s)://` URL of one file.
         name: String,
         /// Install from a local copy instead of downloading.
         #[arg(long)]
         from: Option<PathBuf>,
+        /// The SHA-256 (hex) a URL's file must have; a mismatch installs nothing.
+        #[arg(long)]
+        sha256: Option<String>,
+        /// Where a URL's file goes.
+        #[arg(long, default_value = "datasets")]
+        into: PathBuf,
     },
 }

@@ -42,6 +42,7 @@ mod rate_limits;
 mod guess;
 // Tasks declared in files (`qa`): example pipeline, item-precise reruns, located bad input.
 mod qa;
+mod datasets_fetch;
 // The `qa` scorers against Inspect AI's own, item by item (skipped without inspect_ai).
 mod qa_inspect;
 // Shards and resource classes: disjoint parts, one report from the shared cache.
