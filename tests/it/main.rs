@@ -79,3 +79,5 @@ mod fail_fast;
 mod check;
 // A real inference server (llama.cpp + SmolLM2, LiteLLM for Gemini): every benchmark, four protocols (issue 23).
 mod real_server;
+// Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
+mod progress_log;
