@@ -98,6 +98,19 @@ pub(crate) struct PlanArgs {
     pub(crate) filter: Option<String>,
 }
 
+/// `run --progress`: how a run shows that it moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProgressArg {
+    /// A bar on a terminal, plain lines otherwise (nothing with EVALGRID_NO_PROGRESS set).
+    Auto,
+    /// A bar redrawn in place.
+    Bar,
+    /// One line every 30 s and at each 10 % of cells, for log files.
+    Plain,
+    /// Nothing.
+    None,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
@@ -122,6 +135,10 @@ pub(crate) struct RunArgs {
     /// Print one JSON object summarising the outcome on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Progress on stderr: `auto` draws a bar on a terminal and prints plain lines (every
+    /// 30 s and at each 10 % of cells) otherwise, `none` when EVALGRID_NO_PROGRESS is set.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    pub(crate) progress: ProgressArg,
     /// Folder that receives `<pipeline>/summary.md` etc.
     #[arg(long, default_value = "reports")]
     pub(crate) reports_dir: PathBuf,

@@ -42,7 +42,9 @@ fn fetch_url(url: &str, sha256: Option<&str>, into: &std::path::Path) -> Result<
     use sha2::{Digest, Sha256};
     use std::io::Write as _;
     let Some(pin) = sha256.map(str::to_ascii_lowercase) else {
-        return Err(Failure::invalid(anyhow::anyhow!("a URL needs `--sha256 HEX`: a dataset is pinned by its content, so a changed file is never used silently")));
+        return Err(Failure::invalid(anyhow::anyhow!(
+            "a URL needs `--sha256 HEX`: a dataset is pinned by its content, so a changed file is never used silently"
+        )));
     };
     if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Failure::invalid(anyhow::anyhow!("`--sha256` must be 64 hex digits, got `{pin}`")));

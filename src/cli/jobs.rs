@@ -121,7 +121,16 @@ fn slurm_array(ctx: &Context, a: &SlurmArgs, cpus: Option<u32>, class: ResourceC
     let _ = writeln!(s, "export EVALGRID_NO_PROGRESS=1");
     let shard = format!("${{SLURM_ARRAY_TASK_ID}}/{n}");
     let mut cmd: Vec<String> = command(ctx, &["run"]).into_iter().map(|w| sh(&w)).collect();
-    cmd.extend([sh(&ctx.pipeline.display().to_string()), "--class".into(), class.to_string(), "--shard".into(), format!("\"{shard}\""), "--json".into()]);
+    cmd.extend([
+        sh(&ctx.pipeline.display().to_string()),
+        "--class".into(),
+        class.to_string(),
+        "--shard".into(),
+        format!("\"{shard}\""),
+        "--progress".into(),
+        "plain".into(),
+        "--json".into(),
+    ]);
     let _ = writeln!(s, "exec {}", cmd.join(" "));
     s
 }
@@ -339,6 +348,8 @@ fn k8s_job(ctx: &Context, a: &K8sArgs, class: ResourceClass) -> String {
         q(&class.to_string()),
         q("--shard"),
         q(&format!("$(JOB_COMPLETION_INDEX)/{n}")),
+        q("--progress"),
+        q("plain"),
         q("--json"),
     ]);
     let gpus = ctx.served_gpus.get(&class).copied().unwrap_or(0).max(1);

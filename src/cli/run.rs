@@ -8,6 +8,7 @@ use evalgrid::cache::Store;
 use evalgrid::envs::registry::Registry;
 use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::calls::Usage;
+use evalgrid::exec::progress::Display;
 use evalgrid::exec::scheduler::DEFAULT_WAITING_JOBS;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
 use evalgrid::plan::{Plan, plan};
@@ -16,11 +17,30 @@ use evalgrid::report::{ReportOutcome, build};
 use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use serde_json::json;
 
-use super::args::{ReportArgs, RetryOutcome, RunArgs};
+use super::args::{ProgressArg, ReportArgs, RetryOutcome, RunArgs};
 use super::{Env, Failure, load_pipeline, load_served, output};
 use evalgrid::plan::parse_filter;
 use evalgrid::serve::Servers;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Resolves `--progress auto`: a bar on a terminal (none under `--json`, as before), plain
+/// lines in a log file or pipe, nothing when `EVALGRID_NO_PROGRESS` is set.
+fn progress_display(args: &RunArgs) -> Display {
+    match args.progress {
+        ProgressArg::Bar => Display::Bar,
+        ProgressArg::Plain => Display::Plain,
+        ProgressArg::None => Display::None,
+        ProgressArg::Auto if std::env::var_os("EVALGRID_NO_PROGRESS").is_some() => Display::None,
+        ProgressArg::Auto if std::io::IsTerminal::is_terminal(&std::io::stderr()) => {
+            if args.json {
+                Display::None
+            } else {
+                Display::Bar
+            }
+        }
+        ProgressArg::Auto => Display::Plain,
+    }
+}
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let (pipeline, engines) = load_served(env, &args.plan.pipeline)?;
@@ -45,7 +65,8 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
     }
     let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-    let options = RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: !args.json, on_cell: on_cell.clone() };
+    let options =
+        RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: progress_display(args), on_cell: on_cell.clone() };
     let pipeline = Arc::new(pipeline);
     let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes)?;
     servers.stop();

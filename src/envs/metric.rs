@@ -11,8 +11,8 @@ pub enum Agg {
     Mean(String),
     /// Σ numerator / Σ denominator over cells (a micro average).
     Ratio(String, String),
-    /// Per task: 100 · Σnum/Σden; per model: the adjusted harmonic mean
-    /// `T / Σ_t 1/(acc_t% + 1)` over its tasks (BBEH's headline).
+    /// BBEH's headline, the adjusted harmonic mean `T / Σ_t 1/(acc_t% + 1)` over a row's
+    /// tasks: per model over its tasks, per task over that one task (accuracy % + 1).
     HarmonicPercent(String, String),
     /// Lower bound of the 95 % Wilson interval of Σnum/Σden.
     WilsonLow(String, String),

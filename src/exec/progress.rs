@@ -1,13 +1,17 @@
 //! Progress display on stderr: cells done / cached / failed, rate and ETA, calls, and
 //! how each rate-limited lane is being paced (`paced openai m: 12 429s, 2 in flight, 37.5 req/s`).
 //!
-//! Hidden automatically when stderr is not a terminal (CI, pipes) or when
-//! `EVALGRID_NO_PROGRESS` is set, so stdout stays clean for `--json`.
+//! Three displays ([`Display`]): a bar redrawn in place on a terminal; plain lines for logs
+//! (Slurm, Kubernetes, CI, pipes), one every [`plain_interval`] and one at each 10 % of
+//! cells, so a job's log shows it moving; or nothing. Everything goes to stderr, so stdout
+//! stays clean for `--json`.
 //!
 //! Every text shown here (lines above the bar, the bar's own lines) is escaped with
 //! [`crate::text`]: it holds model names, lane names and provider errors from outside.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, WeakProgressBar};
 
@@ -28,18 +32,52 @@ pub fn eprintln(line: &str) {
     }
 }
 
+/// How a run shows its progress on stderr (`run --progress`, `auto` resolved by the CLI).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Display {
+    /// A bar redrawn in place: for a terminal.
+    #[default]
+    Bar,
+    /// One plain line every [`plain_interval`] and at each 10 % of cells: for log files.
+    Plain,
+    /// Nothing.
+    None,
+}
+
+/// Seconds between two plain progress lines: 30, or `EVALGRID_PROGRESS_INTERVAL_S` (tests
+/// set it low so a short run shows timed lines too).
+#[must_use]
+pub fn plain_interval() -> Duration {
+    let secs = std::env::var("EVALGRID_PROGRESS_INTERVAL_S").ok().and_then(|s| s.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s > 0.0);
+    Duration::from_secs_f64(secs.unwrap_or(30.0))
+}
+
+/// What the plain lines need besides the (hidden) bar: counters, the call line, and which
+/// tenth of the cells was last announced.
+#[derive(Debug)]
+struct Plain {
+    started: Instant,
+    /// Cells already done when the run started (cached), left out of the rate.
+    start_done: u64,
+    total: u64,
+    counts: Mutex<(u64, u64, u64)>,
+    extra: Mutex<String>,
+    last_tenth: AtomicU64,
+}
+
 /// Live counters shown next to the bar; clones draw the same bar.
 #[derive(Debug, Clone)]
 pub struct Progress {
     bar: ProgressBar,
+    plain: Option<Arc<Plain>>,
 }
 
 impl Progress {
-    /// Creates a bar over `total` cells of which `cached` are already done.
+    /// Creates a progress display of kind `display` over `total` cells of which `cached`
+    /// are already done.
     #[must_use]
-    pub fn new(total: u64, cached: u64) -> Self {
-        let hidden = std::env::var_os("EVALGRID_NO_PROGRESS").is_some();
-        let target = if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
+    pub fn with_display(total: u64, cached: u64, display: Display) -> Self {
+        let target = if display == Display::Bar { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let bar = ProgressBar::with_draw_target(Some(total), target);
         let style = ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} cells  {msg}  {per_sec}  ETA {eta}  {prefix}")
             .map(|s| s.progress_chars("=> "))
@@ -47,20 +85,46 @@ impl Progress {
         bar.set_style(style);
         bar.set_position(cached);
         bar.reset_eta();
-        *LIVE.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.downgrade());
-        let p = Self { bar };
+        if display == Display::Bar {
+            *LIVE.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.downgrade());
+        }
+        let plain = (display == Display::Plain).then(|| {
+            let tenth = (cached * 10).checked_div(total).unwrap_or(10);
+            Arc::new(Plain {
+                started: Instant::now(),
+                start_done: cached,
+                total,
+                counts: Mutex::new((0, cached, 0)),
+                extra: Mutex::new(String::new()),
+                last_tenth: AtomicU64::new(tenth),
+            })
+        });
+        let p = Self { bar, plain };
         p.update(0, cached, 0);
         p
     }
 
-    /// Refreshes the counters text.
+    /// Refreshes the counters text; in plain mode, prints a line when the cells done
+    /// cross the next tenth of the total.
     pub fn update(&self, run: u64, cached: u64, failed: u64) {
         self.bar.set_message(format!("run {run} · cached {cached} · failed {failed}"));
+        if let Some(plain) = &self.plain {
+            *plain.counts.lock().unwrap_or_else(PoisonError::into_inner) = (run, cached, failed);
+            let done = run + cached + failed;
+            let tenth = (done * 10).checked_div(plain.total).unwrap_or(10).min(10);
+            if plain.last_tenth.fetch_max(tenth, Ordering::Relaxed) < tenth {
+                eprintln(&plain.line());
+            }
+        }
     }
 
     /// Appends call/token/cost counters to the bar's prefix line.
     pub fn set_extra(&self, text: &str) {
-        self.bar.set_prefix(one_line(text).into_owned());
+        let text = one_line(text).into_owned();
+        if let Some(plain) = &self.plain {
+            plain.extra.lock().unwrap_or_else(PoisonError::into_inner).clone_from(&text);
+        }
+        self.bar.set_prefix(text);
     }
 
     /// Refreshes the prefix line from `line` twice a second until the returned guard is
@@ -68,12 +132,20 @@ impl Progress {
     /// Needs a tokio runtime.
     #[must_use]
     pub fn watch(&self, line: impl Fn() -> String + Send + 'static) -> Watch {
-        let bar = self.bar.clone();
+        let this = self.clone();
+        let every = plain_interval();
         Watch(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            let mut last = Instant::now();
             loop {
                 tick.tick().await;
-                bar.set_prefix(one_line(&line()).into_owned());
+                this.set_extra(&line());
+                if let Some(plain) = &this.plain
+                    && last.elapsed() >= every
+                {
+                    last = Instant::now();
+                    eprintln(&plain.line());
+                }
             }
         }))
     }
@@ -99,6 +171,48 @@ impl Progress {
     /// Removes the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+impl Plain {
+    /// `progress: 12/40 cells (30 %) · run 9 · cached 3 · failed 0 · 1.5 cells/s · ETA 19s · calls …`
+    fn line(&self) -> String {
+        let (run, cached, failed) = *self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let done = run + cached + failed;
+        let percent = (done * 100).checked_div(self.total).unwrap_or(100);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let fresh = done.saturating_sub(self.start_done);
+        let rate = if elapsed > 0.0 { fresh as f64 / elapsed } else { 0.0 };
+        let left = self.total.saturating_sub(done);
+        let eta = if left == 0 {
+            "ETA 0s".to_owned()
+        } else if rate > 0.0 {
+            format!("ETA {}", human(left as f64 / rate))
+        } else {
+            "ETA unknown".to_owned()
+        };
+        let extra = self.extra.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let mut line = format!(
+            "progress: {done}/{} cells ({percent} %) · run {run} · cached {cached} · failed {failed} · {rate:.2} cells/s · {eta} · elapsed {}",
+            self.total,
+            human(elapsed)
+        );
+        if !extra.is_empty() {
+            line.push_str(" · ");
+            line.push_str(&extra);
+        }
+        one_line(&line).into_owned()
+    }
+}
+
+/// `75s` → `1m15s`, `4000s` → `1h06m`.
+fn human(secs: f64) -> String {
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "durations of a run are small and non-negative")]
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::calls::CallContext;
-use super::progress::Progress;
+use super::progress::{Display, Progress};
 use super::runner::{EpisodeContext, EpisodeRunner, StepError};
 use crate::cache::{CacheError, Entry, Failure, Head, Store, Stored};
 use crate::plan::{Cell, Plan, StepKey, StepKind, episode_components, score_components};
@@ -69,8 +69,8 @@ pub struct RunOptions {
     /// Finish classes (`context_exceeded`, …): re-run the cached cells with answers of these
     /// outcomes (and, unless `retry_errors_only`, only those), asking those calls again.
     pub retry_outcomes: Vec<String>,
-    /// Show a progress bar.
-    pub progress: bool,
+    /// How progress shows on stderr: a bar, plain log lines, or nothing.
+    pub progress: Display,
     /// Called after each finished cell with (run, cached, failed, total) so far, e.g. to
     /// publish a shard's progress record for `status` on another machine.
     pub on_cell: Option<Arc<dyn Fn(RunCounts) + Send + Sync>>,
@@ -149,12 +149,12 @@ pub async fn run_cells(
 ) -> Result<RunSummary, CacheError> {
     let mut summary = RunSummary { cells_total: plan.cells.len(), ..RunSummary::default() };
     let pending = pending_cells(plan, &store, options, &mut summary)?;
-    let progress = Progress::new(plan.cells.len() as u64, summary.cells_cached as u64);
-    if !options.progress {
+    let progress = Progress::with_display(plan.cells.len() as u64, summary.cells_cached as u64, options.progress);
+    if options.progress != Display::Bar {
         progress.finish();
     }
     calls.attach_progress(progress.clone());
-    let _watch = options.progress.then(|| {
+    let _watch = (options.progress != Display::None).then(|| {
         let calls = Arc::clone(&calls);
         progress.watch(move || calls.progress_line())
     });
@@ -194,11 +194,12 @@ pub async fn run_cells(
         let (id, cell, result, waiting) =
             joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
         queue.finished(waiting);
+        // The call counters first, so the progress line this cell may print carries them.
+        progress.set_extra(&calls.progress_line());
         settle(&store, &progress, &mut summary, id, &cell, result)?;
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
         }
-        progress.set_extra(&calls.progress_line());
     }
     progress.finish();
     summary.cells_skipped += total_pending - launched + dropped;

@@ -157,9 +157,10 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
     }
 }
 
-/// Which models are statistically tied with the best on a suite's first per-unit metric
-/// (Holm-adjusted p ≥ 0.05 against it), with the minimum detectable difference of each
-/// pair: `(metric, best, [(model, tied, mde)])`, or `None` with fewer than two models.
+/// Which models cannot be told apart from the best on a suite's first per-unit metric
+/// ([`indistinguishable`]), with the minimum detectable difference of each pair:
+/// `(metric, best, [(model, tied, mde)])`, or `None` with fewer than two models or when
+/// every model has the same mean (then all are tied and none is best).
 #[must_use]
 pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<Ties<'c>> {
     let metric = rows.iter().find(|c| c.suite == suite)?.metric.as_str();
@@ -174,17 +175,30 @@ pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<Ties<'c
             }
         }
     }
-    let (best, _) = best?;
+    let (best, top) = best?;
+    // Equal means are ties: when every model has the best mean, none is best (all 0 %).
+    let all_equal = family.iter().all(|c| c.mean_a.is_none_or(|m| m == top) && c.mean_b.is_none_or(|m| m == top));
+    if all_equal {
+        return None;
+    }
     let others = family
         .iter()
         .filter_map(|c| match (c.model_a == best, c.model_b == best) {
-            (true, _) => Some((c.model_b.as_str(), *c)),
-            (_, true) => Some((c.model_a.as_str(), *c)),
+            (true, _) => Some((c.model_b.as_str(), c.mean_b, *c)),
+            (_, true) => Some((c.model_a.as_str(), c.mean_a, *c)),
             _ => None,
         })
-        .map(|(model, c)| (model, c.p_holm.is_some_and(|p| p >= 0.05), c.mde))
+        .map(|(model, mean, c)| (model, indistinguishable(c, mean == Some(top)), c.mde))
         .collect();
     Some((metric, best, others))
+}
+
+/// Whether a pair cannot be told apart: equal means, a Holm-adjusted p ≥ 0.05, McNemar's p
+/// ≥ 0.05 where fewer than two task clusters leave no clustered p, or no p-value at all (a
+/// pair without one is "not distinguishable", never "not tied").
+#[must_use]
+pub fn indistinguishable(c: &Comparison, equal_means: bool) -> bool {
+    equal_means || c.p_holm.or(c.mcnemar_p).is_none_or(|p| p >= 0.05)
 }
 
 /// Two-sided normal p-value `2·(1 − Φ(|z|)) = erfc(|z|/√2)`.
@@ -321,5 +335,47 @@ mod tests {
         let pairs: Vec<(u32, f64, f64)> = (0..6).map(|i| (i % 3, f64::from(i % 2), f64::from(i % 2))).collect();
         let c = pair_row(&pairs, true);
         assert_eq!((c.diff, c.se, c.p_value, c.mcnemar_p), (Some(0.0), Some(0.0), Some(1.0), Some(1.0)));
+    }
+}
+
+#[cfg(test)]
+mod ties_tests {
+    use super::*;
+
+    fn pair(a: &str, b: &str, means: (f64, f64), p_holm: Option<f64>, mcnemar_p: Option<f64>) -> Comparison {
+        Comparison {
+            suite: "s".into(),
+            metric: "correct".into(),
+            model_a: a.into(),
+            model_b: b.into(),
+            n_pairs: 20,
+            clusters: 1,
+            mean_a: Some(means.0),
+            mean_b: Some(means.1),
+            diff: Some(means.0 - means.1),
+            se: None,
+            ci_low: None,
+            ci_high: None,
+            p_value: None,
+            p_holm,
+            mcnemar_p,
+            mde: None,
+        }
+    }
+
+    #[test]
+    fn equal_means_are_ties_and_name_no_best() {
+        // Issue 34: three models all at 0 % named a best and said none was tied.
+        let rows = [pair("a", "b", (0.0, 0.0), None, Some(1.0)), pair("a", "c", (0.0, 0.0), None, Some(1.0)), pair("b", "c", (0.0, 0.0), None, Some(1.0))];
+        assert!(ties_with_best(&rows, "s").is_none());
+    }
+
+    #[test]
+    fn a_pair_without_a_p_value_is_not_distinguishable_and_mcnemar_stands_in_for_one_cluster() {
+        let rows = [pair("a", "b", (0.5, 0.4), None, None), pair("a", "c", (0.5, 0.1), None, Some(0.01)), pair("a", "d", (0.5, 0.45), None, Some(0.6))];
+        let (_, best, others) = ties_with_best(&rows, "s").unwrap();
+        assert_eq!(best, "a");
+        let tied: Vec<(&str, bool)> = others.iter().map(|o| (o.0, o.1)).collect();
+        assert_eq!(tied, [("b", true), ("c", false), ("d", true)], "no p: not distinguishable; McNemar p 0.01: behind; 0.6: tied");
     }
 }

@@ -155,7 +155,7 @@ pub fn aggregate(benchmark: &str, rows: &[&CellRow], columns: &[MetricColumn], p
     let by_model = frame.lazy().group_by([col("model_index"), col("model")]).agg(aggs()).sort(["model_index"], SortMultipleOptions::default()).collect()?;
     let mut by_task_rows = rows_of(&by_task, columns, true)?;
     let mut by_model_rows = rows_of(&by_model, columns, false)?;
-    harmonic_over_tasks(&by_task_rows, &mut by_model_rows, columns);
+    harmonic_over_tasks(&mut by_task_rows, &mut by_model_rows, columns);
     withhold_incomplete(&mut by_task_rows, &mut by_model_rows, planned, columns.len());
     Ok(BenchmarkTables { benchmark: benchmark.to_owned(), columns: columns.to_vec(), by_task: by_task_rows, by_model: by_model_rows })
 }
@@ -206,17 +206,26 @@ fn withhold_incomplete(by_task: &mut Vec<TableRow>, by_model: &mut Vec<TableRow>
     }
 }
 
-/// Fills per-model `HarmonicPercent` columns from the per-task percentages:
-/// `T / Σ_t 1/(acc_t% + 1)`, summed in task order.
-fn harmonic_over_tasks(by_task: &[TableRow], by_model: &mut [TableRow], columns: &[MetricColumn]) {
+/// Percentage points BBEH adds to each task accuracy before its harmonic mean (the paper's
+/// adjustment, `envs::bbeh::HM_OFFSET`).
+const HARMONIC_OFFSET: f64 = 1.0;
+
+/// Gives `HarmonicPercent` columns one meaning on every row: the adjusted harmonic mean
+/// `T / Σ_t 1/(acc_t% + 1)` over the row's tasks. A model's pooled row takes it over its
+/// tasks; a model × task row over its one task, which is that task's accuracy + 1 (so a
+/// one-task grid shows the same number on both rows).
+fn harmonic_over_tasks(by_task: &mut [TableRow], by_model: &mut [TableRow], columns: &[MetricColumn]) {
     for (i, c) in columns.iter().enumerate() {
         if !matches!(c.agg, Agg::HarmonicPercent(..)) {
             continue;
         }
         for m in by_model.iter_mut() {
             let accs: Vec<f64> = by_task.iter().filter(|t| t.model == m.model).filter_map(|t| t.values[i]).collect();
-            let denominator: f64 = accs.iter().map(|a| 1.0 / (a + 1.0)).sum();
+            let denominator: f64 = accs.iter().map(|a| 1.0 / (a + HARMONIC_OFFSET)).sum();
             m.values[i] = (!accs.is_empty()).then(|| accs.len() as f64 / denominator);
+        }
+        for t in by_task.iter_mut() {
+            t.values[i] = t.values[i].map(|acc| acc + HARMONIC_OFFSET);
         }
     }
 }
@@ -364,13 +373,27 @@ mod ratio_tests {
         ];
         let t = aggregate("b", &refs, &cols, &Planned::default()).unwrap();
         assert_eq!(t.by_task[0].values[0], Some(0.5));
-        assert_eq!(t.by_task[0].values[1], Some(50.0));
+        assert_eq!(t.by_task[0].values[1], Some(51.0), "a task row holds the adjusted harmonic mean over its one task");
         // Micro: 50 / 300; harmonic: 2 / (1/51 + 1/1).
         assert_eq!(t.by_model[0].values[0], Some(50.0 / 300.0));
         let hm = t.by_model[0].values[1].unwrap();
         assert!((hm - 2.0 / (1.0 / 51.0 + 1.0)).abs() < 1e-12, "{hm}");
         // Wilson lower bound of 50/100 (textbook value 0.4038).
         assert!((t.by_task[0].values[2].unwrap() - 0.4038).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_one_task_grid_shows_one_harmonic_mean_on_both_rows() {
+        // Issue 34: 5 % on the only task used to read 6.000 pooled next to 5.000 per task.
+        let rows = [row("t1", 0, 5.0, 100.0)];
+        let refs: Vec<&CellRow> = rows.iter().collect();
+        let cols = vec![
+            MetricDef { name: "accuracy".into(), agg: Agg::Ratio("correct".into(), "n".into()) },
+            MetricDef { name: "hm".into(), agg: Agg::HarmonicPercent("correct".into(), "n".into()) },
+        ];
+        let t = aggregate("b", &refs, &cols, &Planned::default()).unwrap();
+        assert_eq!(t.by_task[0].values, vec![Some(0.05), Some(6.0)]);
+        assert_eq!(t.by_model[0].values, t.by_task[0].values, "the column means the same on both rows");
     }
 
     #[test]
@@ -386,7 +409,7 @@ mod ratio_tests {
         }
         planned.add(1, "silent", "t1");
         let t = aggregate("b", &refs, &cols, &planned).unwrap();
-        assert_eq!(t.by_task[0].values, vec![Some(40.0)], "a complete task keeps its number");
+        assert_eq!(t.by_task[0].values, vec![Some(41.0)], "a complete task keeps its number (accuracy + 1)");
         assert_eq!(t.by_task[1].values, vec![None]);
         assert_eq!(t.by_task[1].incomplete().as_deref(), Some("incomplete (2 of 3)"));
         assert_eq!(t.by_model[0].values, vec![None], "no harmonic mean over the tasks that finished");

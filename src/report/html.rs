@@ -309,7 +309,7 @@ fn summary_table(out: &mut String, cols: &[Col], rows: &[TableRow], with_task: b
             if *best == r.model {
                 out.push_str("<span class=\"best\">best</span>");
             } else if others.iter().any(|(m, tied, _)| *tied && *m == r.model) {
-                out.push_str("<span class=\"tied\" title=\"not significantly different from the best (Holm-adjusted p ≥ 0.05)\">tied</span>");
+                out.push_str("<span class=\"tied\" title=\"not distinguishable from the best (equal mean, p ≥ 0.05, or no p-value)\">tied</span>");
             }
         }
         out.push_str("</td>");
@@ -345,7 +345,7 @@ fn ties_note(out: &mut String, (metric, best, others): &Ties<'_>, decimals: u32)
     push_escaped(out, metric);
     out.push_str("</code>: ");
     push_escaped(out, best);
-    out.push_str(". Statistically tied with it (paired, clustered by task, Holm-adjusted p ≥ 0.05): ");
+    out.push_str(". Not distinguishable from it (equal mean, or paired Holm-adjusted p ≥ 0.05 clustered by task, or McNemar's p ≥ 0.05 with fewer than two task clusters, or no p-value): ");
     let tied: Vec<&str> = others.iter().filter(|o| o.1).map(|o| o.0).collect();
     push_escaped(out, &if tied.is_empty() { "none".to_owned() } else { tied.join(", ") });
     out.push_str(". Minimum detectable difference against it at 80 % power: ");

@@ -134,7 +134,7 @@ fn ties(out: &mut String, comparisons: &[crate::metrics::Comparison], suite: &st
         others.iter().map(|(m, _, mde)| format!("{} {}", escape_md(m), mde.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}")))).collect();
     let _ = writeln!(
         out,
-        "\nBest on `{metric}`: {}. Statistically tied with it (paired, clustered by task, Holm-adjusted p ≥ 0.05): {}. \
+        "\nBest on `{metric}`: {}. Not distinguishable from it (equal mean, or paired Holm-adjusted p ≥ 0.05 clustered by task, or McNemar's p ≥ 0.05 with fewer than two task clusters, or no p-value): {}. \
          Minimum detectable difference against it at 80 % power: {}.",
         escape_md(best),
         if tied.is_empty() { "none".to_owned() } else { tied.join(", ") },

@@ -33,6 +33,7 @@ fn slurm_writes_one_array_per_class_and_a_dependent_report() {
         assert!(s.contains("#SBATCH --array=0-3\n") && s.contains("#SBATCH --requeue") && s.contains("#SBATCH --partition=short"), "{s}");
         assert!(s.contains("#SBATCH --time=02:00:00") && s.contains("#SBATCH --signal=B:INT@900"), "{s}");
         assert!(s.contains(&format!("--class {class} --shard \"${{SLURM_ARRAY_TASK_ID}}/4\"")), "N is written out: {s}");
+        assert!(s.contains(" --progress plain "), "the job log shows plain progress lines: {s}");
         assert_eq!(s.contains("--gres=gpu:1"), class == "gpu", "only the GPU class asks for a GPU: {s}");
     }
     let report = script("report");
@@ -77,6 +78,7 @@ fn k8s_writes_indexed_jobs_that_parse_and_ask_for_gpus_only_where_needed() {
         let args: Vec<&str> = container["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
         assert!(args.windows(2).any(|w| w == ["--shard", "$(JOB_COMPLETION_INDEX)/3"]), "{args:?}");
         assert!(args.windows(2).any(|w| w == ["--class", class]), "{args:?}");
+        assert!(args.windows(2).any(|w| w == ["--progress", "plain"]), "the pod log shows plain progress lines: {args:?}");
         assert_eq!(container["envFrom"][0]["secretRef"]["name"], "model-keys");
         let gpu = &container["resources"]["limits"]["nvidia.com/gpu"];
         assert_eq!(gpu.is_null(), class != "gpu", "{class}: {}", container["resources"]);

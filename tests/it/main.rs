@@ -41,8 +41,8 @@ mod rate_limits;
 // The toy benchmark (docs/adding-a-benchmark.md) end to end.
 mod guess;
 // Tasks declared in files (`qa`): example pipeline, item-precise reruns, located bad input.
-mod qa;
 mod datasets_fetch;
+mod qa;
 // The `qa` scorers against Inspect AI's own, item by item (skipped without inspect_ai).
 mod qa_inspect;
 // Shards and resource classes: disjoint parts, one report from the shared cache.
@@ -86,3 +86,5 @@ mod check;
 mod real_server;
 // `serve:` model entries: llama.cpp started, keyed by its weights, stopped (skipped without xllamacpp).
 mod serve;
+// Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
+mod progress_log;
