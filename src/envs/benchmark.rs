@@ -75,6 +75,32 @@ pub fn builtin_on_cpu_or<'a>(
     })
 }
 
+/// The answers of an episode's items, or its first failure with how many failed: the items
+/// answered meanwhile are cached, so a rerun asks only the failed ones (BBEH, `qa`).
+///
+/// # Errors
+/// The first item's failure, as the source of an episode error that counts them all.
+pub fn all_items<T>(results: Vec<Result<T, StepError>>) -> Result<Vec<T>, StepError> {
+    let total = results.len();
+    let mut ok = Vec::with_capacity(total);
+    let mut failed = 0;
+    let mut first = None;
+    for result in results {
+        match result {
+            Ok(value) => ok.push(value),
+            Err(error) => {
+                failed += 1;
+                first.get_or_insert(error);
+            }
+        }
+    }
+    match first {
+        // The first failure is the source; the count says how many more there were.
+        Some(first) => Err(StepError::episode_in(format!("{failed} of {total} items failed (answered items are cached); first"), first)),
+        None => Ok(ok),
+    }
+}
+
 /// A benchmark: its tasks, agents, episodes, scorer, metrics and report exhibits.
 pub trait Benchmark: Send + Sync {
     /// Name used in pipelines (`benchmark: <name>`) and cell ids.

@@ -220,23 +220,7 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
         }))
         .await
     };
-    let total = answers.len();
-    let mut ok = Vec::with_capacity(total);
-    let mut failed = 0;
-    let mut first = None;
-    for a in answers {
-        match a {
-            Ok(a) => ok.push(a),
-            Err(e) => {
-                failed += 1;
-                first.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(first) = first {
-        // The first failure is the source; the count says how many more there were.
-        return Err(StepError::episode_in(format!("{failed} of {total} items failed (answered items are cached); first"), first));
-    }
+    let ok = crate::envs::benchmark::all_items(answers)?;
     Ok(json!({"task": task.task, "answers": ok}))
 }
 

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::item::Item;
 use super::judge;
 use super::task::{Task, choice_order, get, ideal_answer};
+use crate::envs::benchmark::all_items;
 use crate::envs::splitmix::SplitMix64;
 use crate::exec::{CallSite, EpisodeContext, StepError};
 use crate::providers::{ChatRequest, Message};
@@ -134,10 +135,10 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
         }))
         .await
     };
-    let mut answers = collect(results)?;
+    let mut answers = all_items(results)?;
     if !task.judges.is_empty() {
         let graded = join_all(answers.iter().map(|a| grade(ctx, task, a))).await;
-        for (a, judged) in answers.iter_mut().zip(collect(graded)?) {
+        for (a, judged) in answers.iter_mut().zip(all_items(graded)?) {
             a.judged = judged;
         }
     }
@@ -157,27 +158,6 @@ async fn grade(ctx: EpisodeContext<'_>, task: &Task, a: &Answer) -> Result<Map<S
         out.insert(name.clone(), Value::String(reply.text));
     }
     Ok(out)
-}
-
-/// All results, or the first failure with how many failed (answered items stay cached).
-fn collect<T>(results: Vec<Result<T, StepError>>) -> Result<Vec<T>, StepError> {
-    let total = results.len();
-    let mut ok = Vec::with_capacity(total);
-    let mut failed = 0;
-    let mut first = None;
-    for r in results {
-        match r {
-            Ok(v) => ok.push(v),
-            Err(e) => {
-                failed += 1;
-                first.get_or_insert(e);
-            }
-        }
-    }
-    match first {
-        Some(first) => Err(StepError::episode_in(format!("{failed} of {total} items failed (answered items are cached); first"), first)),
-        None => Ok(ok),
-    }
 }
 
 /// Every call an episode makes before judging (for `run --dry-run`).
