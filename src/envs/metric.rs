@@ -58,8 +58,10 @@ impl UnitMetric {
 /// per [`UnitMetric`] of the benchmark, in order (`None` where the record has none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Unit {
-    /// Item number inside the cell's task.
+    /// Item number inside the cell's task: what pairs units across models.
     pub item: u64,
+    /// The item's own id where its dataset names one (`qa`'s `id` column); `items.csv` shows it.
+    pub id: Option<String>,
     /// Values, one per unit metric.
     pub values: Vec<Option<f64>>,
 }
@@ -68,7 +70,7 @@ pub struct Unit {
 /// top-level field (booleans as 0/1).
 #[must_use]
 pub fn cell_unit(score: &serde_json::Value, metrics: &[UnitMetric]) -> Vec<Unit> {
-    vec![Unit { item: 0, values: metrics.iter().map(|m| number(score.get(&m.field))).collect() }]
+    vec![Unit { item: 0, id: None, values: metrics.iter().map(|m| number(score.get(&m.field))).collect() }]
 }
 
 /// A JSON number or boolean as f64.

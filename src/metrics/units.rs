@@ -16,8 +16,10 @@ pub struct UnitRow {
     pub task_index: u32,
     /// Seed.
     pub seed: u64,
-    /// Item number inside the task (0 when the unit is the cell).
+    /// Item number inside the task (0 when the unit is the cell): pairs units across models.
     pub item: u64,
+    /// The item's own id where the dataset names one, shown as `item` instead of the number.
+    pub id: Option<String>,
     /// One value per unit metric of the suite.
     pub values: Vec<Option<f64>>,
 }
@@ -62,13 +64,23 @@ pub fn items_frame(suites: &[SuiteUnits]) -> Result<DataFrame, MetricsError> {
         Column::new("model".into(), all().map(|(s, r)| s.models[r.model_index as usize].as_str()).collect::<Vec<_>>()),
         Column::new("task".into(), all().map(|(s, r)| s.tasks[r.task_index as usize].as_str()).collect::<Vec<_>>()),
         Column::new("seed".into(), all().map(|(_, r)| r.seed).collect::<Vec<_>>()),
-        Column::new("item".into(), all().map(|(_, r)| r.item).collect::<Vec<_>>()),
+        item_column(suites),
     ];
     for name in names {
         let values: Vec<Option<f64>> = all().map(|(s, r)| s.metric(name).and_then(|i| r.values[i])).collect();
         cols.push(Column::new(name.into(), values));
     }
     Ok(DataFrame::new_infer_height(cols)?)
+}
+
+/// The `item` column: item numbers, or text when some dataset names its items (`qa`'s `id`),
+/// where items without an id show their number.
+fn item_column(suites: &[SuiteUnits]) -> Column {
+    let rows = || suites.iter().flat_map(|s| &s.rows);
+    if rows().all(|r| r.id.is_none()) {
+        return Column::new("item".into(), rows().map(|r| r.item).collect::<Vec<_>>());
+    }
+    Column::new("item".into(), rows().map(|r| r.id.clone().unwrap_or_else(|| r.item.to_string())).collect::<Vec<_>>())
 }
 
 /// `items.csv` and `items.parquet` bytes. The CSV is written directly (one pass, names
@@ -106,7 +118,15 @@ fn items_csv(suites: &[SuiteUnits]) -> Vec<u8> {
         let tasks: Vec<String> = s.tasks.iter().map(|t| crate::exhibit::csv_field(t)).collect();
         let columns: Vec<Option<usize>> = names.iter().map(|n| s.metric(n)).collect();
         for r in &s.rows {
-            let _ = write!(out, "{suite},{},{},{},{}", models[r.model_index as usize], tasks[r.task_index as usize], r.seed, r.item);
+            let _ = write!(out, "{suite},{},{},{},", models[r.model_index as usize], tasks[r.task_index as usize], r.seed);
+            match &r.id {
+                // An empty text is quoted, as polars writes it, so it reads back as text, not as no value.
+                Some(id) if id.is_empty() => out.extend_from_slice(b"\"\""),
+                Some(id) => out.extend_from_slice(crate::exhibit::csv_field(id).as_bytes()),
+                None => {
+                    let _ = write!(out, "{}", r.item);
+                }
+            }
             for c in &columns {
                 out.push(b',');
                 if let Some(x) = c.and_then(|i| r.values[i]) {
@@ -128,7 +148,7 @@ mod tests {
     /// values, integer-valued and fractional floats, two suites with different metrics.
     #[test]
     fn items_csv_is_what_polars_writes() {
-        let row = |model_index, task_index, seed, item, values| UnitRow { model_index, task_index, seed, item, values };
+        let row = |model_index, task_index, seed, item, values| UnitRow { model_index, task_index, seed, item, id: None, values };
         let suites = vec![
             SuiteUnits {
                 suite: "bbeh".into(),
@@ -149,9 +169,27 @@ mod tests {
                 ],
             },
         ];
-        let mut frame = items_frame(&suites).unwrap();
+        assert_same_as_polars(&suites);
+        let mut qa = suites.clone();
+        qa.push(SuiteUnits {
+            suite: "qa".into(),
+            metrics: vec![UnitMetric::new("match", "match", "match", true)],
+            models: vec!["oracle".into()],
+            tasks: vec!["arith".into()],
+            rows: ["q-1", "a,b", "say \"hi\"", "007", ""]
+                .iter()
+                .enumerate()
+                .map(|(i, id)| UnitRow { model_index: 0, task_index: 0, seed: 0, item: i as u64, id: Some((*id).to_owned()), values: vec![Some(1.0)] })
+                .collect(),
+        });
+        assert_same_as_polars(&qa);
+        assert!(String::from_utf8(items_csv(&qa)).unwrap().contains("qa,oracle,arith,0,007,"), "a text id is written as it is, leading zeros kept");
+    }
+
+    fn assert_same_as_polars(suites: &[SuiteUnits]) {
+        let mut frame = items_frame(suites).unwrap();
         let mut polars = Vec::new();
         CsvWriter::new(&mut polars).finish(&mut frame).unwrap();
-        assert_eq!(String::from_utf8(items_csv(&suites)).unwrap(), String::from_utf8(polars).unwrap());
+        assert_eq!(String::from_utf8(items_csv(suites)).unwrap(), String::from_utf8(polars).unwrap());
     }
 }

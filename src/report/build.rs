@@ -271,6 +271,7 @@ fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cell, V
                 task_index: u32::try_from(cell.task).unwrap_or(u32::MAX),
                 seed: cell.seed,
                 item: unit.item,
+                id: unit.id,
                 values: unit.values,
             });
         }

@@ -28,6 +28,8 @@ fn example_pipeline_runs_offline_and_reruns_from_the_cache() {
     assert!(items.starts_with("suite,model,task,seed,item,match,includes,exact,f1,match_numeric,pattern,choice\n"), "{items}");
     // 3 models × 3 seeds × (6 + 5 + 6) items.
     assert_eq!(items.lines().count(), 1 + 9 * 17);
+    // `item` is the row's own id, text or number.
+    assert!(items.lines().any(|l| l.starts_with("qa,oracle,capitals,0,fr,")), "{items}");
     let html = std::fs::read_to_string(ws.path("reports/qa-example/index.html")).unwrap();
     assert!(html.contains("pass@k") && html.contains("maj@k"), "the repeats table is in the report");
     let (_, v) = ws.run_json(&["run", pipeline, "--json"]);

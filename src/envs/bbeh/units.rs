@@ -19,7 +19,7 @@ pub fn units(score: &Value) -> Vec<Unit> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|row| Some(Unit { item: row.get("index")?.as_u64()?, values: vec![number(row.get("correct"))] }))
+        .filter_map(|row| Some(Unit { item: row.get("index")?.as_u64()?, id: None, values: vec![number(row.get("correct"))] }))
         .collect()
 }
 
@@ -30,6 +30,6 @@ mod tests {
     #[test]
     fn every_item_row_is_a_unit() {
         let score = serde_json::json!({"correct": 1, "n": 2, "items": [{"index": 7, "correct": true}, {"index": 3, "correct": false}]});
-        assert_eq!(units(&score), vec![Unit { item: 7, values: vec![Some(1.0)] }, Unit { item: 3, values: vec![Some(0.0)] }]);
+        assert_eq!(units(&score), vec![Unit { item: 7, id: None, values: vec![Some(1.0)] }, Unit { item: 3, id: None, values: vec![Some(0.0)] }]);
     }
 }

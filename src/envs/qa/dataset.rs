@@ -85,21 +85,57 @@ impl Format {
     }
 }
 
+/// A row as read: a JSONL line is parsed later, by [`RawRow::parse`], so that a large file's
+/// lines can be parsed on all cores while the reader goes on.
+#[derive(Debug)]
+pub enum RawRow {
+    /// A JSONL line (valid UTF-8, not blank), not yet parsed.
+    Line {
+        /// 1-based line number.
+        line: u64,
+        /// The line's text.
+        text: String,
+    },
+    /// A CSV or Parquet row, already split into columns.
+    Parsed(Row),
+}
+
+impl RawRow {
+    /// The row's columns, or where and why its line is not a JSON object.
+    pub fn parse(self, path: &Path) -> Result<Row, DatasetError> {
+        match self {
+            Self::Parsed(row) => Ok(row),
+            Self::Line { line, text } => {
+                let value: Value = serde_json::from_str(&text).map_err(|e| DatasetError::at(path, Place::Line(line), format!("not a JSON object: {e}")))?;
+                let Value::Object(fields) = value else {
+                    return Err(DatasetError::at(path, Place::Line(line), "not a JSON object"));
+                };
+                Ok(Row { place: Place::Line(line), fields })
+            }
+        }
+    }
+}
+
 /// Reads every row of `path`, handing each to `each` as it is read (rows are never all held
 /// as raw text); stops at the first problem.
 pub fn read_rows(path: &Path, mut each: impl FnMut(Row) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
+    read_raw_rows(path, |raw| each(raw.parse(path)?))
+}
+
+/// [`read_rows`] without parsing JSONL lines: the caller parses them with [`RawRow::parse`].
+pub fn read_raw_rows(path: &Path, mut each: impl FnMut(RawRow) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
     let format = Format::of(path)?;
     let file = std::fs::File::open(path).map_err(|e| DatasetError::file(path, format!("cannot read: {}", e.kind())))?;
     match format {
         Format::Jsonl => read_jsonl(path, BufReader::new(file), &mut each),
-        Format::Csv => read_csv(path, BufReader::new(file), &mut each),
+        Format::Csv => read_csv(path, BufReader::new(file), &mut |row| each(RawRow::Parsed(row))),
         Format::Parquet => super::parquet::read_parquet(
             file,
             |row, message| match row {
                 None => DatasetError::file(path, format!("not a readable Parquet file: {message}")),
                 Some(index) => DatasetError::at(path, Place::Row(index), message),
             },
-            &mut |index, fields| each(Row { place: Place::Row(index), fields }),
+            &mut |index, fields| each(RawRow::Parsed(Row { place: Place::Row(index), fields })),
         ),
     }
 }
@@ -155,7 +191,7 @@ fn utf8<'a>(path: &Path, line: u64, bytes: &'a [u8]) -> Result<&'a str, DatasetE
     std::str::from_utf8(bytes).map_err(|e| DatasetError::at(path, Place::Line(line), format!("not valid UTF-8 (byte {} of the line)", e.valid_up_to() + 1)))
 }
 
-fn read_jsonl(path: &Path, mut r: impl BufRead, each: &mut dyn FnMut(Row) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
+fn read_jsonl(path: &Path, mut r: impl BufRead, each: &mut dyn FnMut(RawRow) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
     let mut buf = Vec::new();
     let mut line = 0u64;
     let io = |e: std::io::Error| DatasetError::file(path, format!("cannot read: {}", e.kind()));
@@ -168,11 +204,7 @@ fn read_jsonl(path: &Path, mut r: impl BufRead, each: &mut dyn FnMut(Row) -> Res
         if text.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(text).map_err(|e| DatasetError::at(path, Place::Line(line), format!("not a JSON object: {e}")))?;
-        let Value::Object(fields) = value else {
-            return Err(DatasetError::at(path, Place::Line(line), "not a JSON object"));
-        };
-        each(Row { place: Place::Line(line), fields })?;
+        each(RawRow::Line { line, text: text.to_owned() })?;
     }
     Ok(())
 }

@@ -46,12 +46,6 @@ fn columns(tasks: &[&TaskInstance]) -> Vec<config::Scorer> {
     out
 }
 
-/// The number `items.csv` shows for an item: its id when that is a number, else its
-/// 0-based row index.
-fn item_number(row: &Value) -> u64 {
-    row.get("id").and_then(Value::as_str).and_then(|id| id.parse().ok()).or_else(|| row.get("index").and_then(Value::as_u64)).unwrap_or(0)
-}
-
 impl Benchmark for Qa {
     fn name(&self) -> &'static str {
         NAME
@@ -120,7 +114,8 @@ impl Benchmark for Qa {
         items
             .iter()
             .map(|row| Unit {
-                item: item_number(row),
+                item: row.get("index").and_then(Value::as_u64).unwrap_or(0),
+                id: row.get("id").and_then(Value::as_str).map(str::to_owned),
                 values: metrics.iter().map(|m| super::metric::number(row.get("scores").and_then(|s| s.get(&m.name)))).collect(),
             })
             .collect()

@@ -10,13 +10,14 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde_json::{Value, json};
 
 use super::config::{Judge, ScorerKind, TaskConfig};
-use super::dataset::{DatasetError, Place, read_rows};
+use super::dataset::{DatasetError, Place, RawRow, read_raw_rows};
 use super::inspect::{letter, target_positions};
 use super::item::{FieldMap, Item, item};
 use super::prompt::{CHOICE_TEMPLATE, DEFAULT_TEMPLATE, MULTIPLE_CHOICE_TEMPLATE, Prompt};
 use crate::envs::splitmix::SplitMix64;
 use crate::exec::StepError;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Provider, TaskInstance};
+use rayon::prelude::*;
 
 /// Benchmark name in pipelines.
 pub const NAME: &str = "qa";
@@ -71,32 +72,54 @@ pub fn choice_order(item: &Item, seed: u64, shuffle: bool) -> Vec<usize> {
     order
 }
 
-/// Reads `path`'s rows as items (first `limit` rows), refusing duplicate ids.
+/// Rows parsed and mapped together on all cores while the file is read on.
+const BATCH_ROWS: usize = 4096;
+
+/// Reads `path`'s rows as items (first `limit` rows), refusing duplicate ids. Lines are
+/// parsed and mapped in batches on all cores; the first problem in file order is reported.
 fn read_items(path: &Path, fields: &FieldMap, limit: Option<u64>) -> Result<Vec<Item>, DatasetError> {
     let mut items = Vec::new();
     let mut ids: HashMap<String, Place> = HashMap::new();
-    let mut index = 0u64;
-    read_rows(path, |row| {
-        let place = row.place;
-        let i = index;
-        index += 1;
-        if limit.is_some_and(|l| i >= l) {
+    let mut batch = Vec::with_capacity(BATCH_ROWS);
+    let mut read = 0u64;
+    read_raw_rows(path, |raw| {
+        if limit.is_some_and(|l| read >= l) {
             return Ok(());
         }
-        let it = item(row, i, fields).map_err(|e| DatasetError::at(path, place, e.message))?;
+        read += 1;
+        batch.push(raw);
+        if batch.len() == BATCH_ROWS { map_batch(path, fields, &mut batch, &mut items, &mut ids) } else { Ok(()) }
+    })?;
+    map_batch(path, fields, &mut batch, &mut items, &mut ids)?;
+    Ok(items)
+}
+
+/// Parses and maps `batch` (numbered on from `items.len()`) into `items`, in order.
+fn map_batch(path: &Path, fields: &FieldMap, batch: &mut Vec<RawRow>, items: &mut Vec<Item>, ids: &mut HashMap<String, Place>) -> Result<(), DatasetError> {
+    let first = items.len() as u64;
+    let mapped: Vec<Result<Item, DatasetError>> = std::mem::take(batch)
+        .into_par_iter()
+        .enumerate()
+        .map(|(k, raw)| {
+            let row = raw.parse(path)?;
+            let place = row.place;
+            item(row, first + k as u64, fields).map_err(|e| DatasetError::at(path, place, e.message))
+        })
+        .collect();
+    for it in mapped {
+        let it = it?;
         if let Some(id) = &it.id
-            && let Some(first) = ids.insert(id.clone(), place)
+            && let Some(earlier) = ids.insert(id.clone(), it.place)
         {
-            let first = match first {
+            let earlier = match earlier {
                 Place::Line(n) => format!("line {n}"),
                 Place::Row(r) => format!("row {r}"),
             };
-            return Err(DatasetError::at(path, place, format!("duplicate id `{id}` (first at {first})")));
+            return Err(DatasetError::at(path, it.place, format!("duplicate id `{id}` (first at {earlier})")));
         }
         items.push(it);
-        Ok(())
-    })?;
-    Ok(items)
+    }
+    Ok(())
 }
 
 /// Keeps `n` items chosen by `seed` (by each item's label, so editing a row never changes
@@ -175,12 +198,14 @@ pub fn load(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<Catalo
     let prompt = Prompt::new(&template_for(&config), config.system.as_deref()).map_err(|e| {
         vec![CatalogIssue { site: IssueSite::Param(if config.template.is_some() { "template" } else { "system" }.into()), message: e.to_string(), hint: None }]
     })?;
-    for it in &items {
+    // Every item rendered once, on all cores; the first problem in file order is reported.
+    let problem = items.par_iter().find_map_first(|it| {
         let order: Vec<usize> = (0..it.choices.len()).collect();
         let problem = check_item(&config, it).err().or_else(|| prompt.render(it, &order).err().map(|e| e.to_string()));
-        if let Some(problem) = problem {
-            return Err(vec![dataset_issue(&DatasetError::at(&config.dataset, it.place, problem))]);
-        }
+        problem.map(|p| (it.place, p))
+    });
+    if let Some((place, problem)) = problem {
+        return Err(vec![dataset_issue(&DatasetError::at(&config.dataset, place, problem))]);
     }
     let fewshot = match &config.fewshot {
         None => Vec::new(),
