@@ -14,7 +14,7 @@ use super::units::SuiteUnits;
 pub const MDE_FACTOR: f64 = 1.96 + 0.84;
 
 /// One row of `comparisons.csv`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
     /// Suite.
     pub suite: String,
@@ -48,6 +48,10 @@ pub struct Comparison {
     pub mcnemar_p: Option<f64>,
     /// Minimum detectable difference at 80 % power: `(1.96 + 0.84)·se`.
     pub mde: Option<f64>,
+    /// How `se` was taken: `task` (clustered by task), `item` (fewer than two task
+    /// clusters: the item-level paired SE, items treated as independent), empty when none.
+    #[serde(default)]
+    pub se_level: String,
 }
 
 /// A unit's pairing key `(task, seed, item)` and its value.
@@ -57,7 +61,7 @@ type Keyed = ((u32, u64, u64), f64);
 pub type Ties<'c> = (&'c str, &'c str, Vec<(&'c str, bool, Option<f64>)>);
 
 /// The header of `comparisons.csv` (an interface: checks recompute every figure from it).
-pub const COMPARISON_COLUMNS: &str = "suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde";
+pub const COMPARISON_COLUMNS: &str = "suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde,se_level";
 
 /// Every pair of models of `units`, for every unit metric, in pipeline order.
 #[must_use]
@@ -122,7 +126,16 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
     let mean = |f: &dyn Fn(&(u32, f64, f64)) -> f64| (n > 0).then(|| pairs.iter().map(f).sum::<f64>() / nf);
     let d: Vec<(u32, f64)> = pairs.iter().map(|(c, a, b)| (*c, a - b)).collect();
     let diff = mean(&|p| p.1 - p.2);
-    let se = clustered_se(&d);
+    // Fewer than two task clusters leave no clustered SE: fall back to the item-level
+    // paired SE (each unit its own cluster, `s/√n`) and say so in `se_level`.
+    let (se, se_level) = match clustered_se(&d) {
+        Some(se) => (Some(se), "task"),
+        None => {
+            let items: Vec<(u32, f64)> = d.iter().enumerate().map(|(i, (_, x))| (u32::try_from(i).unwrap_or(u32::MAX), *x)).collect();
+            let se = if n >= 2 { clustered_se(&items) } else { None };
+            (se, if se.is_some() { "item" } else { "" })
+        }
+    };
     let p_value = diff.zip(se).map(|(diff, se)| {
         if se > 0.0 {
             two_sided_p(diff / se)
@@ -154,6 +167,7 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
         p_holm: None,
         mcnemar_p,
         mde: se.map(|s| MDE_FACTOR * s),
+        se_level: se_level.to_owned(),
     }
 }
 
@@ -193,9 +207,10 @@ pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<Ties<'c
     Some((metric, best, others))
 }
 
-/// Whether a pair cannot be told apart: equal means, a Holm-adjusted p ≥ 0.05, McNemar's p
-/// ≥ 0.05 where fewer than two task clusters leave no clustered p, or no p-value at all (a
-/// pair without one is "not distinguishable", never "not tied").
+/// Whether a pair cannot be told apart: equal means, a Holm-adjusted p ≥ 0.05 (clustered by
+/// task, or item-level with fewer than two task clusters), McNemar's p ≥ 0.05 where there is
+/// no Holm p, or no p-value at all (a pair without one is "not distinguishable", never "not
+/// tied").
 #[must_use]
 pub fn indistinguishable(c: &Comparison, equal_means: bool) -> bool {
     equal_means || c.p_holm.or(c.mcnemar_p).is_none_or(|p| p >= 0.05)
@@ -284,7 +299,7 @@ pub fn comparisons_csv(rows: &[Comparison]) -> String {
         let names = [&c.suite, &c.metric, &c.model_a, &c.model_b].map(|s| crate::exhibit::csv_field(s));
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             names[0],
             names[1],
             names[2],
@@ -300,7 +315,8 @@ pub fn comparisons_csv(rows: &[Comparison]) -> String {
             num(c.p_value),
             num(c.p_holm),
             num(c.mcnemar_p),
-            num(c.mde)
+            num(c.mde),
+            c.se_level
         );
     }
     out
@@ -360,6 +376,7 @@ mod ties_tests {
             p_holm,
             mcnemar_p,
             mde: None,
+            se_level: String::new(),
         }
     }
 

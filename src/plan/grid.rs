@@ -9,7 +9,7 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 10;
+pub const METRICS_VERSION: u32 = 11;
 /// Version of the report rendering code (bump when its output changes).
 pub const REPORT_VERSION: u32 = 5;
 

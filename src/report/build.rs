@@ -369,7 +369,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
 type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, u64, u64)>);
 
 fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
-    use crate::exec::runner::OUTCOME_FIELDS;
+    use crate::exec::runner::{LENGTH_INFERRED, OUTCOME_FIELDS};
     /// The one field of an episode record read here (the rest is skipped unparsed).
     #[derive(Deserialize)]
     struct Tally {
@@ -383,7 +383,7 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     // The outcome classes counted, `context_exceeded` (a prompt longer than the model's
     // context) included whether or not the tally lists it yet.
     let mut fields: Vec<&str> = OUTCOME_FIELDS.to_vec();
-    for extra in [CONTEXT_EXCEEDED, "input_tokens", "cached_tokens", "output_tokens"] {
+    for extra in [CONTEXT_EXCEEDED, LENGTH_INFERRED, "input_tokens", "cached_tokens", "output_tokens"] {
         if !fields.contains(&extra) {
             fields.push(extra);
         }
@@ -420,6 +420,8 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             .map(str::to_owned)
             .to_vec();
     let exceeded: u64 = totals.iter().map(|(_, c, _)| c.get(CONTEXT_EXCEEDED).copied().unwrap_or(0)).sum();
+    let inferred: Vec<(String, u64)> =
+        totals.iter().filter_map(|(m, c, _)| c.get(LENGTH_INFERRED).copied().filter(|n| *n > 0).map(|n| (m.clone(), n))).collect();
     #[expect(clippy::cast_precision_loss, reason = "call counts and milliseconds are far below 2^52")]
     let rows = totals
         .into_iter()
@@ -449,13 +451,20 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             (model, values)
         })
         .collect();
-    Ok((vec![Section { title: outcomes_title(exceeded), columns, rows }], answered_by, call_tokens))
+    Ok((vec![Section { title: outcomes_title(exceeded, &inferred), columns, rows }], answered_by, call_tokens))
 }
 
 /// The outcomes table's title; with answers whose prompt did not fit, it says how to ask
 /// them again once the model is served with a larger context.
-fn outcomes_title(exceeded: u64) -> String {
+fn outcomes_title(exceeded: u64, inferred: &[(String, u64)]) -> String {
     let mut title = "model outcomes (% of answers; no_usage = answers without reported usage, counted as 0 tokens; output tokens/s = output tokens over the answers' summed wall time)".to_owned();
+    if !inferred.is_empty() {
+        let each: Vec<String> = inferred.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        title.push_str(&format!(
+            "; truncated % includes answers inferred as truncated: the server said completed but the output tokens equal the cap (max_tokens) ({})",
+            each.join(", ")
+        ));
+    }
     if exceeded > 0 {
         title.push_str(&format!(
             "; {exceeded} answer(s) context_exceeded: the prompt did not fit the model's context window, scored by each benchmark's rules. Serve the model with a larger context, then `evalgrid run <pipeline> --retry-outcome context_exceeded` asks exactly those calls again"
