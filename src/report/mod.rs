@@ -3,6 +3,8 @@
 pub mod build;
 pub mod escape;
 pub mod html;
+pub mod items;
+pub mod items_page;
 pub mod page;
 pub mod render;
 pub mod svg;

@@ -104,6 +104,14 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         });
     }
     out.push(("cells.csv".to_owned(), cells_csv.into_bytes()));
+    let links: BTreeMap<String, String> = transcripts.iter().map(|(path, cell)| (cell.clone(), path.clone())).collect();
+    let mut item_pages = Vec::new();
+    for mut items in super::items::suite_items(pipeline, plan, input.scored, &super::items_page::safe_links(&links)) {
+        items.links = super::items_page::safe_links(&items.links);
+        let file = super::items_page::items_file(&items.suite);
+        out.push((file.clone(), super::items_page::render_items_page(&pipeline.report.title, &items).into_bytes()));
+        item_pages.push((items.suite, file));
+    }
     let report = HtmlReport {
         title: &pipeline.report.title,
         tables: input.tables,
@@ -115,6 +123,7 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         warnings: warnings(pipeline),
         sections: input.sections,
         comparisons: input.comparisons,
+        item_pages,
     };
     out.push(("index.html".to_owned(), render_html(&report).into_bytes()));
     out.sort_by(|a, b| a.0.cmp(&b.0));
