@@ -118,6 +118,13 @@ fn common(a: &[Keyed], b: &[Keyed]) -> Vec<(u32, f64, f64)> {
     out
 }
 
+/// The figures of one pair from its common units `(cluster, a, b)`, names left empty:
+/// what `comparisons.csv` holds for two models, and `evalgrid diff` for now against before.
+#[must_use]
+pub fn paired(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
+    pair_row(pairs, binary)
+}
+
 /// The figures of one pair from its common units (names left empty).
 fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
     let n = pairs.len();
@@ -272,6 +279,22 @@ pub fn mcnemar_exact(b01: u64, b10: u64) -> f64 {
     (2.0 * tail).min(1.0)
 }
 
+/// McNemar's mid-p: the exact two-sided p minus the probability of the observed split,
+/// `2·P(X ≤ k) − P(X = k)` for `k = min(b01, b10)`, X ~ Bin(b01 + b10, ½) (less
+/// conservative than the exact test; Fagerland et al. 2013).
+#[must_use]
+pub fn mcnemar_mid_p(b01: u64, b10: u64) -> f64 {
+    let n = b01 + b10;
+    let k = b01.min(b10);
+    if n == 0 || 2 * k == n {
+        return 1.0;
+    }
+    // P(X = k) = C(n, k) / 2^n, in log space; below n/2, 2·P(X ≤ k) < 1 is never capped.
+    #[expect(clippy::cast_precision_loss, reason = "counts are far below 2^52")]
+    let ln_point = (0..k).map(|j| ((n - j) as f64).ln() - ((j + 1) as f64).ln()).sum::<f64>() - n as f64 * std::f64::consts::LN_2;
+    (mcnemar_exact(b01, b10) - ln_point.exp()).clamp(0.0, 1.0)
+}
+
 /// Holm's step-down adjustment of the p-values that are present (absent ones stay absent).
 #[must_use]
 pub fn holm(p: &[Option<f64>]) -> Vec<Option<f64>> {
@@ -344,6 +367,14 @@ mod tests {
         assert_eq!(mcnemar_exact(4, 4), 1.0);
         assert_eq!(mcnemar_exact(0, 0), 1.0);
         assert_eq!(holm(&[Some(0.01), None, Some(0.04), Some(0.03)]), vec![Some(0.03), None, Some(0.06), Some(0.06)]);
+    }
+
+    #[test]
+    fn mcnemar_mid_p_on_textbook_cases() {
+        // 1 vs 9 discordant: 2·(1 + 10)/1024 − 10/1024.
+        assert!((mcnemar_mid_p(1, 9) - 12.0 / 1024.0).abs() < 1e-15);
+        assert!((mcnemar_mid_p(0, 3) - (2.0 / 8.0 - 1.0 / 8.0)).abs() < 1e-15);
+        assert_eq!(mcnemar_mid_p(0, 0), 1.0);
     }
 
     #[test]

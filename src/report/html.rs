@@ -146,7 +146,7 @@ for(var c=0;c<hs.length;c++){hs[c].addEventListener('click',sortBy.bind(null,c))
 
 /// `<!DOCTYPE html>` through `<body>`, with a CSP allowing only our own
 /// style (and script, when `script`) by hash.
-fn head(out: &mut String, title: &str, script: bool) {
+pub(super) fn head(out: &mut String, title: &str, script: bool) {
     let script_src = if script { format!("'{}'", csp_hash(SCRIPT)) } else { "'none'".to_owned() };
     let _ = write!(
         out,

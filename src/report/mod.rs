@@ -1,6 +1,8 @@
 //! Reports: the metrics and report steps, rendered to `reports/<pipeline>/`.
 
 pub mod build;
+pub mod diff;
+pub mod diff_page;
 pub mod escape;
 pub mod html;
 pub mod items;

@@ -90,3 +90,5 @@ mod serve;
 mod progress_log;
 // Item pages driven in headless Chromium (issue 34.1).
 mod items_pages;
+// `evalgrid diff` against the previous run or another cache (issue 34.2).
+mod diff;
