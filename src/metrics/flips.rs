@@ -14,6 +14,9 @@ use super::units::SuiteUnits;
 /// A unit: suite, model, task, seed, item.
 pub type UnitKey = (String, String, String, u64, u64);
 
+/// A compared unit: task, seed, item, value before, value now.
+type Pair = (String, u64, u64, f64, f64);
+
 /// One run's per-unit values, as `items.csv` holds them.
 #[derive(Debug, Default, PartialEq)]
 pub struct RunUnits {
@@ -127,7 +130,7 @@ pub struct ModelFlips {
 #[must_use]
 pub fn flips(before: &RunUnits, now: &RunUnits, changed: Option<&BTreeSet<(String, String, u64)>>) -> Vec<ModelFlips> {
     // (suite, metric, model) → [(task, seed, item, before, after)]
-    let mut groups: BTreeMap<(String, String, String), Vec<(String, u64, u64, f64, f64)>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String, String), Vec<Pair>> = BTreeMap::new();
     for (key, row) in &now.values {
         let (suite, model, task, seed, item) = key;
         if changed.is_some_and(|c| !c.contains(&(model.clone(), task.clone(), *seed))) {
@@ -143,7 +146,7 @@ pub fn flips(before: &RunUnits, now: &RunUnits, changed: Option<&BTreeSet<(Strin
     groups.into_iter().map(|((suite, metric, model), units)| one(suite, metric, model, &units)).collect()
 }
 
-fn one(suite: String, metric: String, model: String, units: &[(String, u64, u64, f64, f64)]) -> ModelFlips {
+fn one(suite: String, metric: String, model: String, units: &[Pair]) -> ModelFlips {
     let binary = units.iter().all(|u| [u.3, u.4].iter().all(|v| *v == 0.0 || *v == 1.0));
     let tasks: Vec<&str> = units.iter().map(|u| u.0.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
     let cluster = |t: &str| u32::try_from(tasks.binary_search(&t).unwrap_or(0)).unwrap_or(u32::MAX);

@@ -30,6 +30,9 @@ pub enum Entry {
     Missing(()),
 }
 
+/// One row: task, seed, item, an entry per model, an answer per model.
+pub type ItemRow = (u32, u64, u64, Vec<Entry>, Vec<String>);
+
 /// One suite's item table, serialised into its page.
 #[derive(Debug, Serialize)]
 pub struct SuiteItems {
@@ -44,7 +47,7 @@ pub struct SuiteItems {
     /// Task ids by position.
     pub tasks: Vec<String>,
     /// `[task, seed, item, [entry per model], [answer per model]]`, sorted by task, seed, item.
-    pub rows: Vec<(u32, u64, u64, Vec<Entry>, Vec<String>)>,
+    pub rows: Vec<ItemRow>,
     /// `"task:seed:model"` → transcript page, for the cells that have one.
     pub links: BTreeMap<String, String>,
 }
@@ -80,7 +83,8 @@ fn one_suite(
     models.sort_unstable();
     models.dedup();
     let column = |model: usize| models.iter().position(|m| *m == model).unwrap_or(0);
-    let mut rows: BTreeMap<(u32, u64, u64), (Vec<Entry>, Vec<String>)> = BTreeMap::new();
+    type Columns = (Vec<Entry>, Vec<String>);
+    let mut rows: BTreeMap<(u32, u64, u64), Columns> = BTreeMap::new();
     let mut failed: Vec<(u32, u64, usize)> = Vec::new();
     let mut out_links = BTreeMap::new();
     for cell in &cells {

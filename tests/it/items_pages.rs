@@ -33,8 +33,11 @@ fn reply(req: &MockRequest) -> MockOutcome {
     MockOutcome::Reply(MockReply::text(format!("The answer is: {HOSTILE}")))
 }
 
-/// `items.csv` as (task, seed, item) → model → value (None: empty field).
-type Items = BTreeMap<(String, String, String), BTreeMap<String, Option<f64>>>;
+/// One unit's values: model → value (None: empty field).
+type Row = BTreeMap<String, Option<f64>>;
+
+/// `items.csv` as (task, seed, item) → model → value.
+type Items = BTreeMap<(String, String, String), Row>;
 
 fn items(path: &std::path::Path) -> Items {
     let text = std::fs::read_to_string(path).unwrap();
@@ -83,9 +86,9 @@ fn item_page_filters_show_exactly_the_rows_items_csv_implies_in_chromium() {
     let table = items(&ws.path("reports/items/items.csv"));
     let key = |(t, s, i): &(String, String, String)| format!("{t}|{s}|{i}");
     let all_models = ["a", "b", "c"];
-    let value = |row: &BTreeMap<String, Option<f64>>, m: &str| row.get(m).copied().flatten();
-    let want = |f: &dyn Fn(&BTreeMap<String, Option<f64>>) -> bool| -> BTreeSet<String> { table.iter().filter(|(_, r)| f(r)).map(|(k, _)| key(k)).collect() };
-    let numbers = |r: &BTreeMap<String, Option<f64>>| -> Vec<f64> { all_models.iter().filter_map(|m| value(r, m)).collect() };
+    let value = |row: &Row, m: &str| row.get(m).copied().flatten();
+    let want = |f: &dyn Fn(&Row) -> bool| -> BTreeSet<String> { table.iter().filter(|(_, r)| f(r)).map(|(k, _)| key(k)).collect() };
+    let numbers = |r: &Row| -> Vec<f64> { all_models.iter().filter_map(|m| value(r, m)).collect() };
     let expected = [
         ("all", want(&|_| true)),
         ("failed", want(&|r| numbers(r).contains(&0.0))),
