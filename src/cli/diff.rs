@@ -13,7 +13,12 @@ pub(crate) fn diff(env: &Env, args: &DiffArgs) -> Result<Exit, Failure> {
     let plan = plan(&pipeline, None);
     let store = env.store()?;
     let against = args.against.clone().unwrap_or_else(|| args.reports_dir.join(&pipeline.name).join(PREVIOUS_DIR));
-    let d = run_diff(&pipeline, &plan, &store, &against, &against.display().to_string())?;
+    // Named as given, but an absolute path only by its last part: the page may be shared.
+    let label = match (against.is_absolute(), against.file_name()) {
+        (true, Some(name)) => format!("…/{}", name.to_string_lossy()),
+        _ => against.display().to_string(),
+    };
+    let d = run_diff(&pipeline, &plan, &store, &against, &label)?;
     if let Some(path) = &args.html {
         fs_err::write(path, diff_html(&pipeline.report.title, &d))?;
     }

@@ -46,7 +46,7 @@ tr.appendChild(el('td',d.tasks[r[0]]));tr.appendChild(el('td',String(r[1]),'num'
 for(var m=0;m<M;m++){var x=r[3][m],td=el('td',num(x)?String(x):(x===null?'\\u2013':'error'),num(x)?(x===0?'num zero':'num'):'err');\
 var href=d.links[r[0]+':'+r[1]+':'+m];if(href){var a=el('a','transcript');a.setAttribute('href',href);td.appendChild(a);}\
 tr.appendChild(td);tr.appendChild(el('td',r[4][m],'ans'));}frag.appendChild(tr);}body.appendChild(frag);\
-count.textContent=v.length+' of '+d.rows.length+' units';pageLabel.textContent='page '+(st.page+1)+' of '+pages;}\
+count.textContent=v.length+' of '+d.rows.length+' rows';pageLabel.textContent='page '+(st.page+1)+' of '+pages;}\
 var bs=document.querySelectorAll('#controls button[data-filter]');\
 for(var i=0;i<bs.length;i++){bs[i].addEventListener('click',function(e){st.filter=e.currentTarget.dataset.filter;st.page=0;\
 for(var k=0;k<bs.length;k++)bs[k].setAttribute('aria-pressed',String(bs[k]===e.currentTarget));draw();});}\
