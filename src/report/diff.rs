@@ -213,3 +213,24 @@ pub fn write_diff_page(pipeline: &Pipeline, plan: &Plan, store: &Store, dir: &Pa
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_previous_run_is_kept_only_when_the_keys_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        keep_previous(d, b"k1").unwrap();
+        assert!(!d.join(PREVIOUS_DIR).exists(), "a first report keeps nothing");
+        std::fs::write(d.join("items.csv"), "old items").unwrap();
+        std::fs::write(d.join(KEYS_CSV), "k1").unwrap();
+        keep_previous(d, b"k1").unwrap();
+        assert!(!d.join(PREVIOUS_DIR).exists() && d.join("items.csv").is_file(), "same keys: a re-render, not a rerun");
+        keep_previous(d, b"k2").unwrap();
+        assert_eq!(std::fs::read_to_string(d.join(PREVIOUS_DIR).join("items.csv")).unwrap(), "old items");
+        assert_eq!(std::fs::read_to_string(d.join(PREVIOUS_DIR).join(KEYS_CSV)).unwrap(), "k1");
+        assert!(!d.join("items.csv").exists(), "the new report writes its own");
+    }
+}
