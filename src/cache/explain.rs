@@ -30,6 +30,25 @@ impl std::fmt::Display for Change {
     }
 }
 
+/// Why `cell` is not what the run remembered in `head` (the cell's last keys and their
+/// components): the episode's changed fields, or the score's prefixed `score `, or a missing
+/// result. What `status --explain` prints as a stale cell's reason and `evalgrid diff` as a
+/// changed cell's.
+#[must_use]
+pub fn changes_since(pipeline: &crate::spec::Pipeline, store: &super::Store, cell: &crate::plan::Cell, head: &super::Head) -> Vec<String> {
+    use crate::plan::{episode_components, score_components};
+    const MISSING: &str = "episode result missing from cache (removed or corrupted)";
+    if head.episode_key != cell.episode_key {
+        let d = diff(&head.episode_components, &episode_components(pipeline, cell));
+        return if d.is_empty() { vec![MISSING.to_owned()] } else { d.iter().map(ToString::to_string).collect() };
+    }
+    if !store.contains(cell.episode_key) {
+        return vec![MISSING.to_owned()];
+    }
+    let d = diff(&head.score_components, &score_components(pipeline, cell.task, cell.episode_key));
+    if d.is_empty() { vec!["score result missing from cache".to_owned()] } else { d.iter().map(|c| format!("score {c}")).collect() }
+}
+
 /// Lists the leaf differences between two component objects, sorted by path.
 #[must_use]
 pub fn diff(old: &Value, new: &Value) -> Vec<Change> {

@@ -52,6 +52,12 @@ pub(crate) enum Command {
     /// Build the report from cached results only (never runs an episode).
     #[command(after_help = "Example:\n  evalgrid report pipelines/quickstart.yaml")]
     Report(ReportArgs),
+    /// What changed since the previous run: changed cells and why, flips per model, and the
+    /// paired test of now against before (also written as `diff.html` in the report).
+    #[command(
+        after_help = "Example:\n  evalgrid diff pipelines/quickstart.yaml\n  evalgrid diff pipelines/quickstart.yaml --against /path/to/other/cache --json"
+    )]
+    Diff(DiffArgs),
     /// Print one cell's transcript.
     #[command(after_help = "Example:\n  evalgrid show pipelines/quickstart.yaml oracle/eleusis/only_aces/2")]
     Show(ShowArgs),
@@ -265,6 +271,25 @@ pub(crate) struct ReportArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// Folder that receives `<pipeline>/summary.md` etc.
+    #[arg(long, default_value = "reports")]
+    pub(crate) reports_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// Pipeline file (YAML).
+    pub(crate) pipeline: PathBuf,
+    /// The previous run: a report folder (its `items.csv`, `keys.csv`) or a cache folder;
+    /// by default `<reports-dir>/<pipeline>/previous`, kept when a rerun changed cells.
+    #[arg(long)]
+    pub(crate) against: Option<PathBuf>,
+    /// Print one JSON object (every flipped unit) on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write the diff as a self-contained HTML page to this file.
+    #[arg(long)]
+    pub(crate) html: Option<PathBuf>,
+    /// Folder that holds `<pipeline>/` reports.
     #[arg(long, default_value = "reports")]
     pub(crate) reports_dir: PathBuf,
 }

@@ -4,7 +4,7 @@ use super::exit::Exit;
 use evalgrid::cache::{Store, diff};
 use evalgrid::exec::{CellState, classify};
 use evalgrid::metrics::power::PowerNeed;
-use evalgrid::plan::{Cell, episode_components, score_components};
+use evalgrid::plan::{Cell, episode_components};
 use evalgrid::spec::Pipeline;
 use evalgrid::text::one_line;
 use rayon::prelude::*;
@@ -229,19 +229,10 @@ fn reason(pipeline: &Pipeline, store: &Store, cell: &Cell, state: CellState) -> 
 }
 
 fn changes(pipeline: &Pipeline, store: &Store, cell: &Cell) -> Vec<String> {
-    let Some(head) = store.head(&cell.id) else { return vec!["never run".to_owned()] };
-    if head.episode_key != cell.episode_key {
-        let d = diff(&head.episode_components, &episode_components(pipeline, cell));
-        if !d.is_empty() {
-            return d.iter().map(ToString::to_string).collect();
-        }
-        return vec!["episode result missing from cache (removed or corrupted)".to_owned()];
+    match store.head(&cell.id) {
+        Some(head) => evalgrid::cache::explain::changes_since(pipeline, store, cell, &head),
+        None => vec!["never run".to_owned()],
     }
-    if !store.contains(cell.episode_key) {
-        return vec!["episode result missing from cache (removed or corrupted)".to_owned()];
-    }
-    let d = diff(&head.score_components, &score_components(pipeline, cell.task, cell.episode_key));
-    if d.is_empty() { vec!["score result missing from cache".to_owned()] } else { d.iter().map(|c| format!("score {c}")).collect() }
 }
 
 /// What the cell's benchmark says changed in its task since the previous run (the rows of a

@@ -161,6 +161,12 @@ pub trait Benchmark: Send + Sync {
         self.units(score)
     }
 
+    /// The answer behind each unit of [`Self::units_for`], in the same order, for the
+    /// report's item pages (one short line each); none by default.
+    fn unit_answers(&self, _score: &Value) -> Vec<Option<String>> {
+        Vec::new()
+    }
+
     /// What changed in a task since the episode record `previous` was made, in the user's
     /// terms (e.g. the dataset rows edited), for `status --explain`; none by default.
     fn explain(&self, _data_dir: &Path, _task: &TaskInstance, _previous: &Value) -> Vec<String> {

@@ -29,7 +29,7 @@ impl EpisodeContext<'_> {
     /// Sends (or replays) a model call as a sub-step of this episode.
     pub async fn chat(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<crate::providers::ChatResponse, StepError> {
         let response = self.calls.chat(self.episode_key, model, request, site).await?;
-        self.outcomes.count(&model.id, &response);
+        self.outcomes.count(&model.id, output_cap(request), &response);
         Ok(response)
     }
 }
@@ -44,9 +44,21 @@ pub struct OutcomeTally(std::sync::Mutex<std::collections::BTreeMap<String, std:
 /// The outcome counters a tally keeps, in report order.
 pub const OUTCOME_FIELDS: [&str; 7] = ["answers", "length", "content_filter", "refusal", "malformed", "context_exceeded", "no_usage"];
 
+/// The output cap a request asked for (`max_tokens`), when it names one.
+#[must_use]
+pub fn output_cap(request: &ChatRequest) -> Option<u64> {
+    request.params.get("max_tokens").and_then(Value::as_u64)
+}
+
+/// Counter of answers the server called complete although their output tokens equal the
+/// cap: counted as truncated (`length`) too, and named in the outcomes table's note.
+pub const LENGTH_INFERRED: &str = "length_inferred";
+
 impl OutcomeTally {
-    /// Counts one answer of `model`.
-    pub fn count(&self, model: &str, response: &crate::providers::ChatResponse) {
+    /// Counts one answer of `model`, asked with output cap `cap` (`max_tokens`). An answer
+    /// the server reports as completed whose output tokens equal the cap is counted as
+    /// truncated (llama.cpp's `/v1/responses` says `completed` for a cut answer).
+    pub fn count(&self, model: &str, cap: Option<u64>, response: &crate::providers::ChatResponse) {
         let Ok(mut all) = self.0.lock() else { return };
         let counts = all.entry(model.to_owned()).or_default();
         let add = |counts: &mut std::collections::BTreeMap<String, Value>, field: &str, n: u64| {
@@ -57,7 +69,11 @@ impl OutcomeTally {
         add(counts, "input_tokens", response.usage.input);
         add(counts, "cached_tokens", response.usage.cached);
         add(counts, "output_tokens", response.usage.output);
-        let class = response.finish_reason.class();
+        let mut class = response.finish_reason.class();
+        if class == "stop" && response.usage_reported && cap.is_some_and(|cap| cap > 0 && response.usage.output == cap) {
+            class = "length";
+            add(counts, LENGTH_INFERRED, 1);
+        }
         if OUTCOME_FIELDS.contains(&class) {
             add(counts, class, 1);
         }

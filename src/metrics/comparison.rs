@@ -14,7 +14,7 @@ use super::units::SuiteUnits;
 pub const MDE_FACTOR: f64 = 1.96 + 0.84;
 
 /// One row of `comparisons.csv`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
     /// Suite.
     pub suite: String,
@@ -48,6 +48,10 @@ pub struct Comparison {
     pub mcnemar_p: Option<f64>,
     /// Minimum detectable difference at 80 % power: `(1.96 + 0.84)·se`.
     pub mde: Option<f64>,
+    /// How `se` was taken: `task` (clustered by task), `item` (fewer than two task
+    /// clusters: the item-level paired SE, items treated as independent), empty when none.
+    #[serde(default)]
+    pub se_level: String,
 }
 
 /// A unit's pairing key `(task, seed, item)` and its value.
@@ -57,7 +61,7 @@ type Keyed = ((u32, u64, u64), f64);
 pub type Ties<'c> = (&'c str, &'c str, Vec<(&'c str, bool, Option<f64>)>);
 
 /// The header of `comparisons.csv` (an interface: checks recompute every figure from it).
-pub const COMPARISON_COLUMNS: &str = "suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde";
+pub const COMPARISON_COLUMNS: &str = "suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde,se_level";
 
 /// Every pair of models of `units`, for every unit metric, in pipeline order.
 #[must_use]
@@ -114,6 +118,13 @@ fn common(a: &[Keyed], b: &[Keyed]) -> Vec<(u32, f64, f64)> {
     out
 }
 
+/// The figures of one pair from its common units `(cluster, a, b)`, names left empty:
+/// what `comparisons.csv` holds for two models, and `evalgrid diff` for now against before.
+#[must_use]
+pub fn paired(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
+    pair_row(pairs, binary)
+}
+
 /// The figures of one pair from its common units (names left empty).
 fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
     let n = pairs.len();
@@ -122,7 +133,16 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
     let mean = |f: &dyn Fn(&(u32, f64, f64)) -> f64| (n > 0).then(|| pairs.iter().map(f).sum::<f64>() / nf);
     let d: Vec<(u32, f64)> = pairs.iter().map(|(c, a, b)| (*c, a - b)).collect();
     let diff = mean(&|p| p.1 - p.2);
-    let se = clustered_se(&d);
+    // Fewer than two task clusters leave no clustered SE: fall back to the item-level
+    // paired SE (each unit its own cluster, `s/√n`) and say so in `se_level`.
+    let (se, se_level) = match clustered_se(&d) {
+        Some(se) => (Some(se), "task"),
+        None => {
+            let items: Vec<(u32, f64)> = d.iter().enumerate().map(|(i, (_, x))| (u32::try_from(i).unwrap_or(u32::MAX), *x)).collect();
+            let se = if n >= 2 { clustered_se(&items) } else { None };
+            (se, if se.is_some() { "item" } else { "" })
+        }
+    };
     let p_value = diff.zip(se).map(|(diff, se)| {
         if se > 0.0 {
             two_sided_p(diff / se)
@@ -154,6 +174,7 @@ fn pair_row(pairs: &[(u32, f64, f64)], binary: bool) -> Comparison {
         p_holm: None,
         mcnemar_p,
         mde: se.map(|s| MDE_FACTOR * s),
+        se_level: se_level.to_owned(),
     }
 }
 
@@ -193,9 +214,10 @@ pub fn ties_with_best<'c>(rows: &'c [Comparison], suite: &str) -> Option<Ties<'c
     Some((metric, best, others))
 }
 
-/// Whether a pair cannot be told apart: equal means, a Holm-adjusted p ≥ 0.05, McNemar's p
-/// ≥ 0.05 where fewer than two task clusters leave no clustered p, or no p-value at all (a
-/// pair without one is "not distinguishable", never "not tied").
+/// Whether a pair cannot be told apart: equal means, a Holm-adjusted p ≥ 0.05 (clustered by
+/// task, or item-level with fewer than two task clusters), McNemar's p ≥ 0.05 where there is
+/// no Holm p, or no p-value at all (a pair without one is "not distinguishable", never "not
+/// tied").
 #[must_use]
 pub fn indistinguishable(c: &Comparison, equal_means: bool) -> bool {
     equal_means || c.p_holm.or(c.mcnemar_p).is_none_or(|p| p >= 0.05)
@@ -257,6 +279,22 @@ pub fn mcnemar_exact(b01: u64, b10: u64) -> f64 {
     (2.0 * tail).min(1.0)
 }
 
+/// McNemar's mid-p: the exact two-sided p minus the probability of the observed split,
+/// `2·P(X ≤ k) − P(X = k)` for `k = min(b01, b10)`, X ~ Bin(b01 + b10, ½) (less
+/// conservative than the exact test; Fagerland et al. 2013).
+#[must_use]
+pub fn mcnemar_mid_p(b01: u64, b10: u64) -> f64 {
+    let n = b01 + b10;
+    let k = b01.min(b10);
+    if n == 0 || 2 * k == n {
+        return 1.0;
+    }
+    // P(X = k) = C(n, k) / 2^n, in log space; below n/2, 2·P(X ≤ k) < 1 is never capped.
+    #[expect(clippy::cast_precision_loss, reason = "counts are far below 2^52")]
+    let ln_point = (0..k).map(|j| ((n - j) as f64).ln() - ((j + 1) as f64).ln()).sum::<f64>() - n as f64 * std::f64::consts::LN_2;
+    (mcnemar_exact(b01, b10) - ln_point.exp()).clamp(0.0, 1.0)
+}
+
 /// Holm's step-down adjustment of the p-values that are present (absent ones stay absent).
 #[must_use]
 pub fn holm(p: &[Option<f64>]) -> Vec<Option<f64>> {
@@ -284,7 +322,7 @@ pub fn comparisons_csv(rows: &[Comparison]) -> String {
         let names = [&c.suite, &c.metric, &c.model_a, &c.model_b].map(|s| crate::exhibit::csv_field(s));
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             names[0],
             names[1],
             names[2],
@@ -300,7 +338,8 @@ pub fn comparisons_csv(rows: &[Comparison]) -> String {
             num(c.p_value),
             num(c.p_holm),
             num(c.mcnemar_p),
-            num(c.mde)
+            num(c.mde),
+            c.se_level
         );
     }
     out
@@ -328,6 +367,14 @@ mod tests {
         assert_eq!(mcnemar_exact(4, 4), 1.0);
         assert_eq!(mcnemar_exact(0, 0), 1.0);
         assert_eq!(holm(&[Some(0.01), None, Some(0.04), Some(0.03)]), vec![Some(0.03), None, Some(0.06), Some(0.06)]);
+    }
+
+    #[test]
+    fn mcnemar_mid_p_on_textbook_cases() {
+        // 1 vs 9 discordant: 2·(1 + 10)/1024 − 10/1024.
+        assert!((mcnemar_mid_p(1, 9) - 12.0 / 1024.0).abs() < 1e-15);
+        assert!((mcnemar_mid_p(0, 3) - (2.0 / 8.0 - 1.0 / 8.0)).abs() < 1e-15);
+        assert_eq!(mcnemar_mid_p(0, 0), 1.0);
     }
 
     #[test]
@@ -360,6 +407,7 @@ mod ties_tests {
             p_holm,
             mcnemar_p,
             mde: None,
+            se_level: String::new(),
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod bootstrap;
 pub mod cluster;
 pub mod comparison;
+pub mod flips;
 pub mod pooled;
 pub mod power;
 pub mod table;

@@ -113,6 +113,7 @@ mod tests {
             p_holm: None,
             mcnemar_p: None,
             mde: Some(MDE_FACTOR * se),
+            se_level: "task".into(),
         }
     }
 

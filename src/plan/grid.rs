@@ -9,7 +9,7 @@ use super::key::{StepKey, StepKind, key_components};
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 10;
+pub const METRICS_VERSION: u32 = 11;
 /// Version of the report rendering code (bump when its output changes).
 pub const REPORT_VERSION: u32 = 5;
 
@@ -203,8 +203,8 @@ mod tests {
                 "2c10ca045930db4463e52a794ade3a97edaf87b93f467da952e06d289d67e80a",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "c7317bfa4cfbe2ed9f8c32db584ca59312dc7da24bcd44abe9daa9acea6c146d");
-        assert_eq!(p.report_key.to_hex(), "c65f744066500773a9c5d7143a7e9bfecc6413b8c87702f490e43c889be792f7");
+        assert_eq!(p.metrics_key.to_hex(), "486cc2c7999b2d05529691ebe3d168a709057a2b8e8988cb0b15073d8da5a4a8");
+        assert_eq!(p.report_key.to_hex(), "a64f96ee46ac0ed17d710db544670a25e022b37ab7a6532e32fc9888cd9a5879");
     }
 
     #[test]

@@ -117,13 +117,18 @@ pub struct ReportOutcome {
 /// from the cache (removed, or damaged and removed on read), metrics and report are
 /// computed again once, so a damaged blob costs a re-render, not every later run.
 pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
-    match build_once(pipeline, plan, store, reports_root, false) {
+    let mut outcome = match build_once(pipeline, plan, store, reports_root, false) {
         Err(ReportError::MissingBlob(name)) => {
             tracing::warn!("cached report file `{name}` is missing or damaged; computing metrics and report again");
             build_once(pipeline, plan, store, reports_root, true)
         }
         other => other,
+    }?;
+    if let Some(file) = super::diff::write_diff_page(pipeline, plan, store, &outcome.dir) {
+        outcome.files.push(file);
+        outcome.files.sort();
     }
+    Ok(outcome)
 }
 
 /// Every pair of models per suite and per-unit metric over the scored cells of `plan`,
@@ -135,12 +140,17 @@ pub fn comparisons(pipeline: &Pipeline, plan: &Plan, store: &Store) -> Result<Ve
     Ok(suite_units(pipeline, &suites_of(pipeline), &scored).iter().flat_map(compare).collect())
 }
 
-/// The pipeline's suites with their benchmarks, each once, in pipeline order.
+/// The units of `scored` per suite (pipeline order), as `items.csv` lists them.
+pub(crate) fn units_of(pipeline: &Pipeline, scored: &[(&Cell, Value)]) -> Vec<SuiteUnits> {
+    suite_units(pipeline, &suites_of(pipeline), scored)
+}
+
 /// The tasks of one suite, in pipeline order.
 fn suite_tasks<'a>(pipeline: &'a Pipeline, suite: &str) -> Vec<&'a crate::spec::TaskInstance> {
     pipeline.tasks.iter().filter(|t| t.suite == suite).collect()
 }
 
+/// The pipeline's suites with their benchmarks, each once, in pipeline order.
 fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
     let mut suites: Vec<(&str, &str)> = Vec::new();
     for t in &pipeline.tasks {
@@ -182,6 +192,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
             rendered.insert("summary.csv".to_owned(), csv(&metrics.tables).into_bytes());
             rendered.insert("summary.tex".to_owned(), latex(&metrics.tables, &metrics.comparisons, pipeline.report.decimals).into_bytes());
             rendered.insert("comparisons.csv".to_owned(), comparisons_csv(&metrics.comparisons).into_bytes());
+            rendered.insert(super::diff::KEYS_CSV.to_owned(), super::diff::keys_csv(&scored).into_bytes());
             let input = PageInput {
                 tables: &metrics.tables,
                 sections: &metrics.sections,
@@ -370,7 +381,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
 type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, u64, u64)>);
 
 fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
-    use crate::exec::runner::OUTCOME_FIELDS;
+    use crate::exec::runner::{LENGTH_INFERRED, OUTCOME_FIELDS};
     /// The one field of an episode record read here (the rest is skipped unparsed).
     #[derive(Deserialize)]
     struct Tally {
@@ -384,7 +395,7 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     // The outcome classes counted, `context_exceeded` (a prompt longer than the model's
     // context) included whether or not the tally lists it yet.
     let mut fields: Vec<&str> = OUTCOME_FIELDS.to_vec();
-    for extra in [CONTEXT_EXCEEDED, "input_tokens", "cached_tokens", "output_tokens"] {
+    for extra in [CONTEXT_EXCEEDED, LENGTH_INFERRED, "input_tokens", "cached_tokens", "output_tokens"] {
         if !fields.contains(&extra) {
             fields.push(extra);
         }
@@ -421,6 +432,8 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             .map(str::to_owned)
             .to_vec();
     let exceeded: u64 = totals.iter().map(|(_, c, _)| c.get(CONTEXT_EXCEEDED).copied().unwrap_or(0)).sum();
+    let inferred: Vec<(String, u64)> =
+        totals.iter().filter_map(|(m, c, _)| c.get(LENGTH_INFERRED).copied().filter(|n| *n > 0).map(|n| (m.clone(), n))).collect();
     #[expect(clippy::cast_precision_loss, reason = "call counts and milliseconds are far below 2^52")]
     let rows = totals
         .into_iter()
@@ -450,13 +463,20 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             (model, values)
         })
         .collect();
-    Ok((vec![Section { title: outcomes_title(exceeded), columns, rows }], answered_by, call_tokens))
+    Ok((vec![Section { title: outcomes_title(exceeded, &inferred), columns, rows }], answered_by, call_tokens))
 }
 
 /// The outcomes table's title; with answers whose prompt did not fit, it says how to ask
 /// them again once the model is served with a larger context.
-fn outcomes_title(exceeded: u64) -> String {
+fn outcomes_title(exceeded: u64, inferred: &[(String, u64)]) -> String {
     let mut title = "model outcomes (% of answers; no_usage = answers without reported usage, counted as 0 tokens; output tokens/s = output tokens over the answers' summed wall time)".to_owned();
+    if !inferred.is_empty() {
+        let each: Vec<String> = inferred.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        title.push_str(&format!(
+            "; truncated % includes answers inferred as truncated: the server said completed but the output tokens equal the cap (max_tokens) ({})",
+            each.join(", ")
+        ));
+    }
     if exceeded > 0 {
         title.push_str(&format!(
             "; {exceeded} answer(s) context_exceeded: the prompt did not fit the model's context window, scored by each benchmark's rules. Serve the model with a larger context, then `evalgrid run <pipeline> --retry-outcome context_exceeded` asks exactly those calls again"
@@ -525,6 +545,14 @@ fn write_files(
         move |source| ReportError::Write { path, source }
     };
     std::fs::create_dir_all(dir).map_err(write_err(dir))?;
+    // A rerun that changed cells keeps the folder's run in `previous/` for `evalgrid diff`.
+    if let Some(hash) = report.files.get(super::diff::KEYS_CSV) {
+        let keys = match rendered.get(super::diff::KEYS_CSV) {
+            Some(bytes) => std::borrow::Cow::Borrowed(bytes),
+            None => std::borrow::Cow::Owned(store.get_blob(hash)?.ok_or_else(|| ReportError::MissingBlob(super::diff::KEYS_CSV.to_owned()))?),
+        };
+        super::diff::keep_previous(dir, &keys).map_err(write_err(&dir.join(super::diff::PREVIOUS_DIR)))?;
+    }
     let cells: BTreeMap<&str, &Cell> = plan.cells.iter().map(|c| (c.id.as_str(), c)).collect();
     let blobs = report.files.iter().map(|(name, hash)| (name, Source::Blob(hash)));
     let pages = report.transcripts.iter().map(|(name, cell)| (name, Source::Transcript(cell)));

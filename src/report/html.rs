@@ -58,6 +58,8 @@ pub struct HtmlReport<'a> {
     /// Paired model comparisons (`comparisons.csv`): the ties with the best and the
     /// pairwise matrix per suite, so a reader sees which differences are real.
     pub comparisons: &'a [Comparison],
+    /// (suite, file) of each suite's item page, linked from the navigation.
+    pub item_pages: Vec<(String, String)>,
 }
 
 /// One cell of the grid as listed in the per-cell table.
@@ -144,7 +146,7 @@ for(var c=0;c<hs.length;c++){hs[c].addEventListener('click',sortBy.bind(null,c))
 
 /// `<!DOCTYPE html>` through `<body>`, with a CSP allowing only our own
 /// style (and script, when `script`) by hash.
-fn head(out: &mut String, title: &str, script: bool) {
+pub(super) fn head(out: &mut String, title: &str, script: bool) {
     let script_src = if script { format!("'{}'", csp_hash(SCRIPT)) } else { "'none'".to_owned() };
     let _ = write!(
         out,
@@ -158,7 +160,7 @@ fn head(out: &mut String, title: &str, script: bool) {
 }
 
 /// `sha256-<base64>` of a style or script block, as CSP expects.
-fn csp_hash(text: &str) -> String {
+pub(super) fn csp_hash(text: &str) -> String {
     use base64::Engine as _;
     format!("sha256-{}", base64::engine::general_purpose::STANDARD.encode(Sha256::digest(text.as_bytes())))
 }
@@ -170,7 +172,17 @@ pub fn render_html(report: &HtmlReport) -> String {
     head(&mut out, report.title, true);
     out.push_str("<header>\n<h1>");
     push_escaped(&mut out, report.title);
-    out.push_str("</h1>\n<nav><a href=\"#summary\">Summary</a><a href=\"#figures\">Figures</a><a href=\"#cells\">Cells</a><a href=\"#provenance\">Provenance</a></nav>\n</header>\n");
+    out.push_str(
+        "</h1>\n<nav><a href=\"#summary\">Summary</a><a href=\"#figures\">Figures</a><a href=\"#cells\">Cells</a><a href=\"#provenance\">Provenance</a>",
+    );
+    for (suite, file) in &report.item_pages {
+        if let Some(href) = safe_href(file) {
+            let _ = write!(out, "<a href=\"{}\">items of ", escape_html(&href));
+            push_escaped(&mut out, suite);
+            out.push_str("</a>");
+        }
+    }
+    out.push_str("</nav>\n</header>\n");
     for w in &report.warnings {
         out.push_str("<p class=\"warning\" role=\"alert\"><strong>Warning:</strong> ");
         push_escaped(&mut out, w);
@@ -420,6 +432,11 @@ fn pairwise(out: &mut String, comparisons: &[Comparison], suite: &str, decimals:
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table></div>\n");
+    if let Some(note) = super::render::item_level_note(comparisons, suite) {
+        out.push_str("<p class=\"note se-note\">");
+        push_escaped(out, &note);
+        out.push_str("</p>\n");
+    }
 }
 
 fn figures(out: &mut String, figures: &[Figure]) {

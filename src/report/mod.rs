@@ -1,8 +1,12 @@
 //! Reports: the metrics and report steps, rendered to `reports/<pipeline>/`.
 
 pub mod build;
+pub mod diff;
+pub mod diff_page;
 pub mod escape;
 pub mod html;
+pub mod items;
+pub mod items_page;
 pub mod page;
 pub mod render;
 pub mod svg;

@@ -104,6 +104,9 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         });
     }
     out.push(("cells.csv".to_owned(), cells_csv.into_bytes()));
+    let links: BTreeMap<String, String> = transcripts.iter().map(|(path, cell)| (cell.clone(), path.clone())).collect();
+    let items = super::items::suite_items(pipeline, plan, input.scored, &super::items_page::safe_links(&links));
+    let item_pages: Vec<(String, String)> = items.iter().map(|i| (i.suite.clone(), super::items_page::items_file(&i.suite))).collect();
     let report = HtmlReport {
         title: &pipeline.report.title,
         tables: input.tables,
@@ -115,8 +118,19 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         warnings: warnings(pipeline),
         sections: input.sections,
         comparisons: input.comparisons,
+        item_pages,
     };
-    out.push(("index.html".to_owned(), render_html(&report).into_bytes()));
+    // The item pages (most of the report's rendering on a big grid) beside the index.
+    let render_items = || -> Vec<(String, Vec<u8>)> {
+        use rayon::prelude::*;
+        items
+            .par_iter()
+            .map(|i| (super::items_page::items_file(&i.suite), super::items_page::render_items_page(&pipeline.report.title, i).into_bytes()))
+            .collect()
+    };
+    let (pages, index) = rayon::join(render_items, || render_html(&report).into_bytes());
+    out.extend(pages);
+    out.push(("index.html".to_owned(), index));
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(PageFiles { files: out, transcripts })
 }

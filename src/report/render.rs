@@ -127,19 +127,38 @@ pub fn column_formats(s: &Section) -> Vec<ColumnFormat> {
 /// The models statistically tied with the best (Holm-adjusted p ≥ 0.05, paired and clustered
 /// by task, see `comparisons.csv`) and each pair's minimum detectable difference.
 fn ties(out: &mut String, comparisons: &[crate::metrics::Comparison], suite: &str, decimals: u32) {
-    let Some((metric, best, others)) = crate::metrics::comparison::ties_with_best(comparisons, suite) else { return };
+    let Some((metric, best, others)) = crate::metrics::comparison::ties_with_best(comparisons, suite) else {
+        if let Some(note) = item_level_note(comparisons, suite) {
+            let _ = writeln!(out, "\n{note}");
+        }
+        return;
+    };
     let d = decimals as usize + 1;
     let tied: Vec<String> = others.iter().filter(|o| o.1).map(|o| escape_md(o.0)).collect();
     let mde: Vec<String> =
         others.iter().map(|(m, _, mde)| format!("{} {}", escape_md(m), mde.map_or_else(|| "–".to_owned(), |x| format!("{x:.d$}")))).collect();
     let _ = writeln!(
         out,
-        "\nBest on `{metric}`: {}. Not distinguishable from it (equal mean, or paired Holm-adjusted p ≥ 0.05 clustered by task, or McNemar's p ≥ 0.05 with fewer than two task clusters, or no p-value): {}. \
+        "\nBest on `{metric}`: {}. Not distinguishable from it (equal mean, or paired Holm-adjusted p ≥ 0.05, or no p-value): {}. \
          Minimum detectable difference against it at 80 % power: {}.",
         escape_md(best),
         if tied.is_empty() { "none".to_owned() } else { tied.join(", ") },
         mde.join(", ")
     );
+    if let Some(note) = item_level_note(comparisons, suite) {
+        let _ = writeln!(out, "\n{note}");
+    }
+}
+
+/// The note a suite's comparisons need when fewer than two task clusters left no clustered
+/// SE and the item-level paired SE stood in (`se_level = item` in `comparisons.csv`).
+#[must_use]
+pub fn item_level_note(comparisons: &[crate::metrics::Comparison], suite: &str) -> Option<String> {
+    comparisons.iter().any(|c| c.suite == suite && c.se_level == "item").then(|| {
+        "Note: fewer than two task clusters, so the paired SEs, CIs and p-values here use the item-level paired SE (items treated as independent; \
+         with correlated items this understates the uncertainty). `se_level` in comparisons.csv says which SE each pair has."
+            .to_owned()
+    })
 }
 
 fn table(out: &mut String, t: &BenchmarkTables, rows: &[TableRow], with_task: bool, decimals: u32) {
@@ -353,6 +372,7 @@ mod tests {
             p_holm: Some(p),
             mcnemar_p: None,
             mde: Some(0.28),
+            se_level: "task".into(),
         };
         let rows = [pair("a", "b", 0.5, 0.9, 0.3), pair("a", "c", 0.5, 0.1, 0.01), pair("b", "c", 0.9, 0.1, 0.001)];
         insta::assert_snapshot!(latex(&t, &rows, 2), @r"

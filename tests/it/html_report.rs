@@ -184,6 +184,7 @@ fn comparisons() -> Vec<Comparison> {
         p_holm: Some(p),
         mcnemar_p: None,
         mde: Some(2.8 * se),
+        se_level: "task".into(),
     };
     vec![pair("oracle", "random", (30.0, -4.0), 0.5, 1e-12), pair("oracle", "ideal", (30.0, 29.0), 2.0, 0.6), pair("ideal", "random", (29.0, -4.0), 0.5, 1e-12)]
 }
@@ -240,6 +241,7 @@ fn report_renders_in_headless_chromium_without_errors() {
         warnings: vec!["model code ran <unsandboxed>".into()],
         sections: &sections,
         comparisons: &comparisons,
+        item_pages: Vec::new(),
     };
     let index = out.join("index.html");
     std::fs::write(&index, render_html(&report)).expect("write index");

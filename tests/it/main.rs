@@ -88,3 +88,7 @@ mod real_server;
 mod serve;
 // Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
 mod progress_log;
+// Item pages driven in headless Chromium (issue 34.1).
+mod items_pages;
+// `evalgrid diff` against the previous run or another cache (issue 34.2).
+mod diff;

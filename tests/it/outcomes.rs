@@ -143,3 +143,32 @@ fn a_snapshot_of_the_alias_is_cached_and_shown_and_another_model_fails_unless_ac
     let html = std::fs::read_to_string(ws.path("reports/outcomes/index.html")).unwrap();
     assert!(html.contains("answered as `someone-else`"), "the other model is in the provenance");
 }
+
+/// Issue 34.7: a server that says `completed` for an answer cut at the cap (llama.cpp's
+/// `/v1/responses`). `capped` asks for 16 tokens and every answer reports exactly 16 output
+/// tokens: counted as truncated, and the table's note says it was inferred; `roomy` gets the
+/// same answers with a cap of 32: nothing truncated.
+#[test]
+fn completed_answers_at_the_token_cap_count_as_truncated_with_a_note() {
+    use evalgrid::providers::Usage;
+    let reply = |_: &MockRequest| MockOutcome::Reply(MockReply::text("The answer is: (A)").with_usage(Usage { input: 50, output: 16, ..Usage::default() }));
+    let mock = Mock::start(MockConfig { script: Script::function(reply), ..MockConfig::default() });
+    let ws = Workspace::new();
+    let url = mock.url();
+    let text = format!(
+        "name: outcomes\nmodels:\n  - {{id: capped, provider: openai, model: c, base_url: \"{url}\", params: {{max_tokens: 16}}}}\n  - {{id: roomy, provider: openai, model: r, base_url: \"{url}\", params: {{max_tokens: 32}}}}\ntasks:\n  - benchmark: bbeh\n    select: [dyck_languages]\n    params: {{subset: mini}}\nseeds: [0]\n"
+    );
+    ws.write("p.yaml", &text);
+    let data = data_dir().to_str().unwrap().to_owned();
+    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let md = std::fs::read_to_string(ws.path("reports/outcomes/summary.md")).unwrap();
+    let section = &md[md.find("model outcomes").unwrap_or_else(|| panic!("{md}"))..];
+    let truncated = |model: &str| -> String {
+        let line = section.lines().find(|l| l.starts_with(&format!("| {model} "))).unwrap_or_else(|| panic!("{model}: {md}"));
+        line.split('|').map(str::trim).nth(3).unwrap().to_owned()
+    };
+    assert!(truncated("capped").starts_with("100"), "every capped answer inferred truncated: {section}");
+    assert!(truncated("roomy").starts_with('0'), "{section}");
+    assert!(section.contains("inferred as truncated: the server said completed but the output tokens equal the cap (max_tokens) (capped 20)"), "{section}");
+}

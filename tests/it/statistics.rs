@@ -62,7 +62,7 @@ fn bbeh_items_clustered_errors_pairs_and_bootstrap_agree_with_an_independent_pee
     let ws = bbeh_workspace();
     insta::assert_snapshot!(header(&ws, "reports/pairs/items.csv"), @"suite,model,task,seed,item,correct");
     insta::assert_snapshot!(header(&ws, "reports/pairs/summary.csv"), @"suite,model,task,cells,accuracy,accuracy_se,ci_low,ci_high,harmonic_mean,harmonic_mean_ci_low,harmonic_mean_ci_high,extraction_failure_rate,status");
-    insta::assert_snapshot!(header(&ws, "reports/pairs/comparisons.csv"), @"suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde");
+    insta::assert_snapshot!(header(&ws, "reports/pairs/comparisons.csv"), @"suite,metric,model_a,model_b,n_pairs,clusters,mean_a,mean_b,diff,se,ci_low,ci_high,p_value,p_holm,mcnemar_p,mde,se_level");
     assert!(ws.path("reports/pairs/items.parquet").is_file());
     // 460 mini items × 2 seeds per model, each its own row.
     let items = rows(&ws, "reports/pairs/items.csv");
@@ -108,6 +108,38 @@ fn bbeh_items_clustered_errors_pairs_and_bootstrap_agree_with_an_independent_pee
     let tex = std::fs::read_to_string(ws.path("reports/pairs/summary.tex")).unwrap();
     assert!(tex.contains("\\textbf{r1} & ") && tex.contains("\nr0$^{=}$ & ") && tex.contains("\ntwin$^{=}$ & "), "{tex}");
     assert!(tex.lines().any(|l| l.starts_with("model & n & ") && l.ends_with(" & MDE \\\\")), "{tex}");
+    peer_agrees(&ws.path("reports/pairs"));
+}
+
+/// Issue 34.7: one BBEH task is one cluster. The comparisons fall back to the item-level
+/// paired SE (`se_level = item`, `s/√n` of the paired differences, recomputed here), get a
+/// Holm p, and the summary says so in a note.
+#[test]
+fn one_task_cluster_falls_back_to_the_item_level_paired_se_with_a_note() {
+    let ws = Workspace::new();
+    let out = ws.cmd().args(["datasets", "fetch", "bbeh", "--from"]).arg(repo().join("../shared/data/bbeh")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ws.write("pairs.yaml", &BBEH_GRID.replace("select: all", "select: [boardgame_qa]").replace("seeds: [0, 1]", "seeds: [0]"));
+    let (code, v) = ws.run_json(&["run", "pairs.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let items = rows(&ws, "reports/pairs/items.csv");
+    let pairs = rows(&ws, "reports/pairs/comparisons.csv");
+    assert_eq!(pairs.len(), 3, "three pairs of models");
+    for p in &pairs {
+        assert_eq!((p["clusters"].as_str(), p["se_level"].as_str()), ("1", "item"), "{p:?}");
+        let of = |m: &str| -> Vec<f64> { items.iter().filter(|r| r["model"] == m).map(|r| r["correct"].parse().unwrap()).collect() };
+        let d: Vec<f64> = of(&p["model_a"]).iter().zip(of(&p["model_b"])).map(|(a, b)| a - b).collect();
+        let n = d.len() as f64;
+        let mean = d.iter().sum::<f64>() / n;
+        let se = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt();
+        let got: f64 = p["se"].parse().unwrap_or_else(|_| panic!("an item-level SE: {p:?}"));
+        assert!((got - se).abs() <= 1e-12 + 1e-9 * se, "se {got} vs s/√n {se}: {p:?}");
+        assert!(!p["p_holm"].is_empty(), "{p:?}");
+    }
+    let md = std::fs::read_to_string(ws.path("reports/pairs/summary.md")).unwrap();
+    assert!(md.contains("fewer than two task clusters, so the paired SEs, CIs and p-values here use the item-level paired SE"), "{md}");
+    let html = std::fs::read_to_string(ws.path("reports/pairs/index.html")).unwrap();
+    assert!(html.contains("class=\"note se-note\""), "the HTML pairwise matrix carries the note");
     peer_agrees(&ws.path("reports/pairs"));
 }
 

@@ -111,10 +111,17 @@ def main(report):
         close(c.mean_b, pair[c.metric + "_b"].mean(), what + " mean_b")
         close(c["diff"], d.mean(), what + " diff")
         se = ols_cluster_se(d, list(pair.task))
-        if math.isnan(se):
-            if pd.notna(c.se):
-                failures.append(f"{what}: one cluster must give no SE")
-            continue
+        if math.isnan(se) or pair.task.nunique() < 2:
+            # Fewer than two task clusters: the item-level paired SE stands in (issue 34.7).
+            if len(d) < 2:
+                if pd.notna(c.se):
+                    failures.append(f"{what}: one unit must give no SE")
+                continue
+            se = float(d.std(ddof=1) / math.sqrt(len(d)))
+            if c.se_level != "item":
+                failures.append(f"{what}: se_level {c.se_level!r}, want 'item' with one cluster")
+        elif c.se_level != "task":
+            failures.append(f"{what}: se_level {c.se_level!r}, want 'task'")
         close(c.se, se, what + " se")
         close(c.ci_low, d.mean() - 1.96 * se, what + " ci_low")
         close(c.ci_high, d.mean() + 1.96 * se, what + " ci_high")

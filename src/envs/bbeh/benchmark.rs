@@ -300,6 +300,9 @@ impl crate::envs::benchmark::Benchmark for Bbeh {
     fn units(&self, score: &Value) -> Vec<crate::envs::metric::Unit> {
         super::units::units(score)
     }
+    fn unit_answers(&self, score: &Value) -> Vec<Option<String>> {
+        super::units::answers(score)
+    }
     fn run_episode<'a>(
         &'a self,
         ctx: EpisodeContext<'a>,

@@ -23,6 +23,19 @@ pub fn units(score: &Value) -> Vec<Unit> {
         .collect()
 }
 
+/// The extracted answer of each unit of [`units`], in the same order.
+#[must_use]
+pub fn answers(score: &Value) -> Vec<Option<String>> {
+    score
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|row| row.get("index").and_then(Value::as_u64).is_some())
+        .map(|row| row.get("extracted").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

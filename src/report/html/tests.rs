@@ -58,6 +58,7 @@ fn report<'a>(tables: &'a [BenchmarkTables], cells: Vec<CellLine>) -> HtmlReport
         warnings: Vec::new(),
         sections: &[],
         comparisons: &[],
+        item_pages: Vec::new(),
     }
 }
 

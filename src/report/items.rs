@@ -1,0 +1,144 @@
+//! The data behind the report's item pages (`items-<suite>.html`): one row per unit of a
+//! suite (task, seed, item) with, per model, the unit's value on the suite's first unit
+//! metric, the answer's first line and the cell's transcript link. The same units as
+//! `items.csv` (read by the same `units_for`), plus the cells that failed, so a reader
+//! sees which models errored on a unit.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::envs::registry;
+use crate::plan::{Cell, Plan};
+use crate::spec::Pipeline;
+
+/// Longest answer line kept per unit and model (characters): the page shows a glance,
+/// the transcript the whole answer.
+const ANSWER_CHARS: usize = 80;
+
+/// One model's entry for a unit: its value, `"E"` when the model's cell failed, or null
+/// when the cell holds no value for the unit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Entry {
+    /// The unit's value on the suite's first unit metric.
+    Value(f64),
+    /// The cell failed (no score record).
+    Errored(&'static str),
+    /// No value.
+    Missing(()),
+}
+
+/// One row: task, seed, item, an entry per model, an answer per model.
+pub type ItemRow = (u32, u64, u64, Vec<Entry>, Vec<String>);
+
+/// One suite's item table, serialised into its page.
+#[derive(Debug, Serialize)]
+pub struct SuiteItems {
+    /// Suite name.
+    pub suite: String,
+    /// The metric shown (the suite's first unit metric).
+    pub metric: String,
+    /// Whether the metric is 0/1.
+    pub binary: bool,
+    /// Model ids, in pipeline order (columns).
+    pub models: Vec<String>,
+    /// Task ids by position.
+    pub tasks: Vec<String>,
+    /// `[task, seed, item, [entry per model], [answer per model]]`, sorted by task, seed, item.
+    pub rows: Vec<ItemRow>,
+    /// `"task:seed:model"` → transcript page, for the cells that have one.
+    pub links: BTreeMap<String, String>,
+}
+
+/// The item tables of every suite with a unit metric, in pipeline order; `links` maps a
+/// cell id to its transcript page.
+#[must_use]
+pub fn suite_items(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], links: &BTreeMap<String, String>) -> Vec<SuiteItems> {
+    let scores: BTreeMap<&str, &Value> = scored.iter().map(|(c, v)| (c.id.as_str(), v)).collect();
+    let mut suites: Vec<(&str, &str)> = Vec::new();
+    for t in &pipeline.tasks {
+        if !suites.iter().any(|(s, _)| *s == t.suite) {
+            suites.push((&t.suite, &t.benchmark));
+        }
+    }
+    suites.into_iter().filter_map(|(suite, benchmark)| one_suite(pipeline, plan, (suite, benchmark), &scores, links)).collect()
+}
+
+/// One suite's table; `None` when its benchmark has no unit metric.
+fn one_suite(
+    pipeline: &Pipeline,
+    plan: &Plan,
+    (suite, benchmark): (&str, &str),
+    scores: &BTreeMap<&str, &Value>,
+    links: &BTreeMap<String, String>,
+) -> Option<SuiteItems> {
+    let bench = registry::get(benchmark)?;
+    let tasks: Vec<&crate::spec::TaskInstance> = pipeline.tasks.iter().filter(|t| t.suite == suite).collect();
+    let metrics = bench.unit_metrics_for(&tasks);
+    let metric = metrics.first()?;
+    let cells: Vec<&Cell> = plan.cells.iter().filter(|c| pipeline.tasks[c.task].suite == suite).collect();
+    let mut models: Vec<usize> = cells.iter().map(|c| c.model).collect();
+    models.sort_unstable();
+    models.dedup();
+    let column = |model: usize| models.iter().position(|m| *m == model).unwrap_or(0);
+    type Columns = (Vec<Entry>, Vec<String>);
+    let mut rows: BTreeMap<(u32, u64, u64), Columns> = BTreeMap::new();
+    let mut failed: Vec<(u32, u64, usize)> = Vec::new();
+    let mut out_links = BTreeMap::new();
+    for cell in &cells {
+        let task = u32::try_from(cell.task).unwrap_or(u32::MAX);
+        let Some(score) = scores.get(cell.id.as_str()) else {
+            failed.push((task, cell.seed, column(cell.model)));
+            continue;
+        };
+        if let Some(path) = links.get(&cell.id) {
+            out_links.insert(format!("{task}:{}:{}", cell.seed, column(cell.model)), path.clone());
+        }
+        let answers = bench.unit_answers(score);
+        for (i, unit) in bench.units_for(score, &metrics).into_iter().enumerate() {
+            let row = rows.entry((task, cell.seed, unit.item)).or_insert_with(|| (vec![Entry::Missing(()); models.len()], vec![String::new(); models.len()]));
+            row.0[column(cell.model)] = unit.values.first().copied().flatten().map_or(Entry::Missing(()), Entry::Value);
+            row.1[column(cell.model)] = answers.get(i).cloned().flatten().map(|a| first_line(&a)).unwrap_or_default();
+        }
+    }
+    for (key, (entries, _)) in &mut rows {
+        for (task, seed, col) in &failed {
+            if key.0 == *task && key.1 == *seed {
+                entries[*col] = Entry::Errored("E");
+            }
+        }
+    }
+    Some(SuiteItems {
+        suite: suite.to_owned(),
+        metric: metric.name.clone(),
+        binary: metric.binary,
+        models: models.iter().map(|m| pipeline.models[*m].id.clone()).collect(),
+        tasks: pipeline.tasks.iter().map(|t| t.task.clone()).collect(),
+        rows: rows.into_iter().map(|((t, s, i), (e, a))| (t, s, i, e, a)).collect(),
+        links: out_links,
+    })
+}
+
+/// The first non-empty line of an answer, cut to [`ANSWER_CHARS`] characters.
+fn first_line(answer: &str) -> String {
+    let line = answer.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    match line.char_indices().nth(ANSWER_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_serialise_as_number_e_or_null_and_answers_are_cut() {
+        let json = serde_json::to_string(&[Entry::Value(1.0), Entry::Errored("E"), Entry::Missing(())]).unwrap();
+        assert_eq!(json, "[1.0,\"E\",null]");
+        assert_eq!(first_line("\n  (A)  \nmore"), "(A)");
+        assert_eq!(first_line(&"é".repeat(100)).chars().count(), ANSWER_CHARS + 1);
+    }
+}
