@@ -12,10 +12,10 @@ use super::comparison::{Comparison, mcnemar_mid_p, paired};
 use super::units::SuiteUnits;
 
 /// A unit: suite, model, task, seed, item.
-pub type UnitKey = (String, String, String, u64, u64);
+pub type UnitKey = (String, String, String, u64, String);
 
 /// A compared unit: task, seed, item, value before, value now.
-type Pair = (String, u64, u64, f64, f64);
+type Pair = (String, u64, String, f64, f64);
 
 /// One run's per-unit values, as `items.csv` holds them.
 #[derive(Debug, Default, PartialEq)]
@@ -31,7 +31,13 @@ impl RunUnits {
         let mut values = BTreeMap::new();
         for s in suites {
             for r in &s.rows {
-                let key = (s.suite.clone(), s.models[r.model_index as usize].clone(), s.tasks[r.task_index as usize].clone(), r.seed, r.item);
+                let key = (
+                    s.suite.clone(),
+                    s.models[r.model_index as usize].clone(),
+                    s.tasks[r.task_index as usize].clone(),
+                    r.seed,
+                    r.id.clone().unwrap_or_else(|| r.item.to_string()),
+                );
                 let row: BTreeMap<String, f64> = s.metrics.iter().zip(&r.values).filter_map(|(m, v)| Some((m.name.clone(), (*v)?))).collect();
                 values.insert(key, row);
             }
@@ -53,7 +59,7 @@ impl RunUnits {
             if f.len() != header.len() {
                 return Err(bad());
             }
-            let (seed, item) = (f[3].parse().map_err(|_| bad())?, f[4].parse().map_err(|_| bad())?);
+            let (seed, item) = (f[3].parse().map_err(|_| bad())?, f[4].clone());
             let mut row = BTreeMap::new();
             for (name, v) in header[5..].iter().zip(&f[5..]) {
                 if !v.is_empty() {
@@ -91,8 +97,8 @@ pub struct Flip {
     pub task: String,
     /// Seed.
     pub seed: u64,
-    /// Item.
-    pub item: u64,
+    /// Item: its id where the dataset names one, else its number (as in `items.csv`).
+    pub item: String,
     /// Value in the previous run.
     pub before: f64,
     /// Value now.
@@ -139,7 +145,7 @@ pub fn flips(before: &RunUnits, now: &RunUnits, changed: Option<&BTreeSet<(Strin
         let Some(old) = before.values.get(key) else { continue };
         for (metric, after) in row {
             if let Some(b) = old.get(metric) {
-                groups.entry((suite.clone(), metric.clone(), model.clone())).or_default().push((task.clone(), *seed, *item, *b, *after));
+                groups.entry((suite.clone(), metric.clone(), model.clone())).or_default().push((task.clone(), *seed, item.clone(), *b, *after));
             }
         }
     }
@@ -158,7 +164,8 @@ fn one(suite: String, metric: String, model: String, units: &[Pair]) -> ModelFli
     test.model_b = "before".to_owned();
     let count = |b: f64, a: f64| units.iter().filter(|u| u.3 == b && u.4 == a).count() as u64;
     let (right_to_wrong, wrong_to_right) = if binary { (count(1.0, 0.0), count(0.0, 1.0)) } else { (0, 0) };
-    let flips: Vec<Flip> = units.iter().filter(|u| u.3 != u.4).map(|u| Flip { task: u.0.clone(), seed: u.1, item: u.2, before: u.3, after: u.4 }).collect();
+    let flips: Vec<Flip> =
+        units.iter().filter(|u| u.3 != u.4).map(|u| Flip { task: u.0.clone(), seed: u.1, item: u.2.clone(), before: u.3, after: u.4 }).collect();
     ModelFlips {
         suite,
         metric,
@@ -181,7 +188,7 @@ mod tests {
     fn items_csv_round_trips_quoted_names_and_missing_values() {
         let text = "suite,model,task,seed,item,correct,score\nbbeh,\"m,1\",\"t \"\"x\"\"\",0,3,1.0,\nbbeh,m2,t,1,4,,0.5\n";
         let run = RunUnits::parse_items_csv(text).unwrap();
-        let first = &run.values[&("bbeh".into(), "m,1".into(), "t \"x\"".into(), 0, 3)];
+        let first = &run.values[&("bbeh".into(), "m,1".into(), "t \"x\"".into(), 0, "3".into())];
         assert_eq!(first.get("correct"), Some(&1.0));
         assert!(!first.contains_key("score"));
         assert!(RunUnits::parse_items_csv("a,b\n").is_err());
@@ -191,7 +198,7 @@ mod tests {
     #[test]
     fn flips_count_both_directions_in_changed_cells_only() {
         let row = |model: &str, task: &str, item: u64, v: f64| {
-            (("s".to_owned(), model.to_owned(), task.to_owned(), 0, item), BTreeMap::from([("correct".to_owned(), v)]))
+            (("s".to_owned(), model.to_owned(), task.to_owned(), 0, item.to_string()), BTreeMap::from([("correct".to_owned(), v)]))
         };
         let before = RunUnits { values: [row("m", "t1", 0, 1.0), row("m", "t1", 1, 0.0), row("m", "t2", 0, 1.0), row("k", "t1", 0, 1.0)].into() };
         let now = RunUnits { values: [row("m", "t1", 0, 0.0), row("m", "t1", 1, 1.0), row("m", "t2", 0, 0.0), row("k", "t1", 0, 0.0)].into() };

@@ -30,8 +30,9 @@ pub enum Entry {
     Missing(()),
 }
 
-/// One row: task, seed, item, an entry per model, an answer per model.
-pub type ItemRow = (u32, u64, u64, Vec<Entry>, Vec<String>);
+/// One row: task, seed, item (its id where the dataset names one, as in `items.csv`, else
+/// its number), an entry per model, an answer per model.
+pub type ItemRow = (u32, u64, Value, Vec<Entry>, Vec<String>);
 
 /// One suite's item table, serialised into its page.
 #[derive(Debug, Serialize)]
@@ -83,7 +84,7 @@ fn one_suite(
     models.sort_unstable();
     models.dedup();
     let column = |model: usize| models.iter().position(|m| *m == model).unwrap_or(0);
-    type Columns = (Vec<Entry>, Vec<String>);
+    type Columns = (Value, Vec<Entry>, Vec<String>);
     let mut rows: BTreeMap<(u32, u64, u64), Columns> = BTreeMap::new();
     let mut failed: Vec<(u32, u64, usize)> = Vec::new();
     let mut out_links = BTreeMap::new();
@@ -98,12 +99,14 @@ fn one_suite(
         }
         let answers = bench.unit_answers(score);
         for (i, unit) in bench.units_for(score, &metrics).into_iter().enumerate() {
-            let row = rows.entry((task, cell.seed, unit.item)).or_insert_with(|| (vec![Entry::Missing(()); models.len()], vec![String::new(); models.len()]));
-            row.0[column(cell.model)] = unit.values.first().copied().flatten().map_or(Entry::Missing(()), Entry::Value);
-            row.1[column(cell.model)] = answers.get(i).cloned().flatten().map(|a| first_line(&a)).unwrap_or_default();
+            let label = unit.id.map_or_else(|| Value::from(unit.item), Value::from);
+            let row =
+                rows.entry((task, cell.seed, unit.item)).or_insert_with(|| (label, vec![Entry::Missing(()); models.len()], vec![String::new(); models.len()]));
+            row.1[column(cell.model)] = unit.values.first().copied().flatten().map_or(Entry::Missing(()), Entry::Value);
+            row.2[column(cell.model)] = answers.get(i).cloned().flatten().map(|a| first_line(&a)).unwrap_or_default();
         }
     }
-    for (key, (entries, _)) in &mut rows {
+    for (key, (_, entries, _)) in &mut rows {
         for (task, seed, col) in &failed {
             if key.0 == *task && key.1 == *seed {
                 entries[*col] = Entry::Errored("E");
@@ -116,7 +119,7 @@ fn one_suite(
         binary: metric.binary,
         models: models.iter().map(|m| pipeline.models[*m].id.clone()).collect(),
         tasks: pipeline.tasks.iter().map(|t| t.task.clone()).collect(),
-        rows: rows.into_iter().map(|((t, s, i), (e, a))| (t, s, i, e, a)).collect(),
+        rows: rows.into_iter().map(|((t, s, _), (i, e, a))| (t, s, i, e, a)).collect(),
         links: out_links,
     })
 }

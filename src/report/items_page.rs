@@ -30,7 +30,7 @@ function errored(r){for(var m=0;m<M;m++){if(!num(r[3][m]))return true;}return fa
 function different(r){var x=null;for(var m=0;m<M;m++){var v=r[3][m];if(num(v)){if(x===null)x=v;else if(v!==x)return true;}}return false;}\
 function flipped(r){var b=r[3][st.base];if(!num(b))return false;for(var m=0;m<M;m++){var v=r[3][m];if(m!==st.base&&num(v)&&v!==b)return true;}return false;}\
 var tests={all:function(){return true;},failed:failed,errored:errored,different:different,flipped:flipped};\
-var hay=d.rows.map(function(r){return (d.tasks[r[0]]+'\\u0000'+r[4].join('\\u0000')).toLowerCase();});\
+var hay=d.rows.map(function(r){return (d.tasks[r[0]]+'\\u0000'+r[2]+'\\u0000'+r[4].join('\\u0000')).toLowerCase();});\
 function key(r,c){if(c===0)return d.tasks[r[0]];if(c<3)return r[c];var m=(c-3)>>1;if((c-3)&1)return r[4][m];var v=r[3][m];return num(v)?v:(v===null?-Infinity:-1e308);}\
 function cmp(a,b){return a<b?-1:a>b?1:0;}\
 function el(t,txt,cls){var e=document.createElement(t);if(txt!==undefined)e.textContent=txt;if(cls)e.className=cls;return e;}\
@@ -139,7 +139,7 @@ mod tests {
             binary: true,
             models: vec![hostile.into()],
             tasks: vec!["t".into()],
-            rows: vec![(0, 0, 1, vec![Entry::Value(1.0)], vec![hostile.into()])],
+            rows: vec![(0, 0, 1.into(), vec![Entry::Value(1.0)], vec![hostile.into()])],
             links: std::collections::BTreeMap::new(),
         };
         let page = render_items_page("r", &items);
