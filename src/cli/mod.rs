@@ -8,6 +8,7 @@ mod cache_cmd;
 mod check;
 mod datasets;
 mod exit;
+mod export;
 mod jobs;
 mod log;
 mod output;
@@ -127,6 +128,7 @@ fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
         Command::Status(a) => status::status(env, &a),
         Command::Report(a) => run::report(env, &a),
         Command::Show(a) => show::show(env, &a),
+        Command::Export(a) => export::export(env, &a),
         Command::Validate(a) => validate(env, &a.pipelines),
         Command::Cache(c) => cache_cmd::cache(env, c),
         Command::Datasets(c) => datasets::datasets(env, &c),

@@ -49,7 +49,12 @@ fn columns(tasks: &[&TaskInstance]) -> Vec<config::Scorer> {
 /// The number `items.csv` shows for an item: its id when that is a number, else its
 /// 0-based row index.
 fn item_number(row: &Value) -> u64 {
-    row.get("id").and_then(Value::as_str).and_then(|id| id.parse().ok()).or_else(|| row.get("index").and_then(Value::as_u64)).unwrap_or(0)
+    unit_item(row.get("id").and_then(Value::as_str), row.get("index").and_then(Value::as_u64).unwrap_or(0))
+}
+
+/// A row's item number in `items.csv`: its id when that is a number, else its index.
+fn unit_item(id: Option<&str>, index: u64) -> u64 {
+    id.and_then(|id| id.parse().ok()).unwrap_or(index)
 }
 
 impl Benchmark for Qa {
@@ -143,6 +148,10 @@ impl Benchmark for Qa {
 
     fn score(&self, _data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         score::score(task, episode)
+    }
+
+    fn exchanges(&self, _data_dir: &Path, task: &TaskInstance, episode: &Value, _seed: u64) -> Vec<crate::envs::Exchange> {
+        episode::exchanges(task, episode)
     }
 
     fn transcript(&self, episode: &Value) -> String {
