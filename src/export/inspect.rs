@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use super::samples::{Group, Sample, mean};
-use super::{ascii, file_stems, provenance};
+use super::{ascii, provenance, stem};
 use crate::envs::Exchange;
 use crate::providers::Role;
 use crate::spec::Pipeline;
@@ -20,7 +20,22 @@ pub const INSPECT_VERSION: &str = "0.3.285";
 /// `(file name, bytes)` of one log per group.
 #[must_use]
 pub fn files(pipeline: &Pipeline, groups: &[Group<'_>]) -> Vec<(String, Vec<u8>)> {
-    groups.iter().zip(file_stems(groups)).map(|(g, stem)| (format!("{stem}.json"), ascii::to_vec(&log(pipeline, g)))).collect()
+    groups.iter().map(|g| (file_name(pipeline, g), ascii::to_vec(&log(pipeline, g)))).collect()
+}
+
+/// Inspect's own naming, `{created}_{task}_{model}_{eval id}.json`, which `inspect view` and
+/// `list_eval_logs` look for (`_` only between the parts).
+fn file_name(pipeline: &Pipeline, g: &Group<'_>) -> String {
+    let created = chrono::DateTime::<chrono::Utc>::from(g.span.0).format("%Y-%m-%dT%H-%M-%S+00-00");
+    let part = |text: &str| stem(text).replace('_', "-");
+    format!("{created}_{}_{}_{}.json", part(&g.task.qualified()), part(&g.model.id), eval_id(pipeline, g))
+}
+
+/// The log's id: 22 hex digits of the blake3 of the pipeline's hash, the task and the model,
+/// so exporting again writes the same files.
+fn eval_id(pipeline: &Pipeline, g: &Group<'_>) -> String {
+    let id = blake3::hash(format!("{}\0{}\0{}", pipeline.source_hash, g.task.qualified(), g.model.id).as_bytes()).to_hex();
+    id[..22].to_owned()
 }
 
 /// RFC 3339 time of a cache entry.
@@ -40,12 +55,11 @@ fn log(pipeline: &Pipeline, g: &Group<'_>) -> Value {
     let mut ids: Vec<u64> = g.samples.iter().map(|s| s.item).collect();
     ids.sort_unstable();
     ids.dedup();
-    let id = blake3::hash(format!("{}\0{}\0{}", pipeline.source_hash, g.task.qualified(), g.model.id).as_bytes()).to_hex();
     json!({
         "version": 2,
         "status": if g.cells.len() == g.planned { "success" } else { "started" },
         "eval": {
-            "eval_id": &id[..22],
+            "eval_id": eval_id(pipeline, g),
             "run_id": &pipeline.source_hash[..pipeline.source_hash.len().min(22)],
             "created": rfc3339(g.span.0),
             "task": g.task.qualified(),

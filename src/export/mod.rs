@@ -96,20 +96,3 @@ pub fn stem(text: &str) -> String {
     let s: String = text.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect();
     s.trim_start_matches('.').to_owned()
 }
-
-/// `task__model` stems for the groups, unique (a suffix `-2`, `-3` where two collide).
-#[must_use]
-pub fn file_stems(groups: &[Group<'_>]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(groups.len());
-    for g in groups {
-        let base = format!("{}__{}", stem(&g.task.qualified()), stem(&g.model.id));
-        let mut name = base.clone();
-        let mut n = 1;
-        while out.contains(&name) {
-            n += 1;
-            name = format!("{base}-{n}");
-        }
-        out.push(name);
-    }
-    out
-}

@@ -11,7 +11,7 @@ use crate::spec::{CellFilter, Pipeline};
 /// Version of the metrics stage code (bump when its output changes).
 pub const METRICS_VERSION: u32 = 10;
 /// Version of the report rendering code (bump when its output changes).
-pub const REPORT_VERSION: u32 = 5;
+pub const REPORT_VERSION: u32 = 6;
 
 /// One model × task × seed combination and the keys of its steps.
 #[derive(Clone, Debug)]

@@ -197,6 +197,7 @@ fn cells() -> Vec<CellLine> {
         state,
         headline: headline.into(),
         transcript,
+        keys: String::new(),
     };
     vec![
         line("oracle/eleusis/only_aces/0", CellState::Ok, "30", Transcript::Inline("turn 1: guess correct".into())),

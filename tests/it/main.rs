@@ -88,3 +88,5 @@ mod real_server;
 mod serve;
 // Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
 mod progress_log;
+// `evalgrid export --format inspect|eee`, read back by Inspect AI and the EEE schemas (issue 34).
+mod export;
