@@ -204,7 +204,7 @@ mod tests {
             ]
         );
         assert_eq!(p.metrics_key.to_hex(), "c7317bfa4cfbe2ed9f8c32db584ca59312dc7da24bcd44abe9daa9acea6c146d");
-        assert_eq!(p.report_key.to_hex(), "c65f744066500773a9c5d7143a7e9bfecc6413b8c87702f490e43c889be792f7");
+        assert_eq!(p.report_key.to_hex(), "a4d3ffdae383859bfae1dd4fa54afe58db0140d022eb35869a407b6bb7297c1a");
     }
 
     #[test]

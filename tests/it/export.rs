@@ -101,6 +101,86 @@ fn qa_example_exports_read_back_by_inspect_and_eee_with_items_csv_scores() {
     let (code, v) = ws.run_json(&["run", pipeline, "--json"]);
     assert_eq!(code, 0, "{v}");
     exports_match_items(&ws, pipeline, "qa-example", &[]);
+    // A sample as Inspect reads it: the templated prompt, the answer, one score per scorer.
+    let log = std::fs::read_dir(ws.path("inspect-qa-example"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_str().unwrap().contains("_qa-capitals_oracle_"))
+        .unwrap();
+    let log: Value = serde_json::from_slice(&std::fs::read(log).unwrap()).unwrap();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&log["samples"][0]).unwrap(), @r#"
+    {
+      "attachments": {},
+      "choices": null,
+      "epoch": 1,
+      "events": [],
+      "id": 0,
+      "input": "What is the capital of France?",
+      "messages": [
+        {
+          "content": "Answer with the city name only.\n\nWhat is the capital of France?",
+          "role": "user"
+        },
+        {
+          "content": "Paris",
+          "model": "builtin/oracle",
+          "role": "assistant"
+        }
+      ],
+      "metadata": {
+        "cell": "oracle/qa/capitals/0",
+        "dataset_id": "fr",
+        "seed": 0
+      },
+      "model_usage": {
+        "builtin/oracle": {
+          "input_tokens": 0,
+          "output_tokens": 0,
+          "total_tokens": 0
+        }
+      },
+      "output": {
+        "choices": [
+          {
+            "message": {
+              "content": "Paris",
+              "model": "builtin/oracle",
+              "role": "assistant"
+            },
+            "stop_reason": "stop"
+          }
+        ],
+        "completion": "Paris",
+        "model": "builtin/oracle",
+        "usage": {
+          "input_tokens": 0,
+          "output_tokens": 0,
+          "total_tokens": 0
+        }
+      },
+      "role_usage": {},
+      "scores": {
+        "exact": {
+          "history": [],
+          "value": 1.0
+        },
+        "f1": {
+          "history": [],
+          "value": 1.0
+        },
+        "includes": {
+          "history": [],
+          "value": 1.0
+        },
+        "match": {
+          "history": [],
+          "value": 1.0
+        }
+      },
+      "store": {},
+      "target": "Paris"
+    }
+    "#);
 }
 
 #[test]
@@ -122,9 +202,11 @@ fn bbeh_exports_read_back_by_inspect_and_eee_with_items_csv_scores() {
     assert!(!sample["target"].as_str().unwrap().is_empty(), "{sample}");
 }
 
-/// A question that carries the red team's HTML and terminal payloads (`html_report.rs`,
-/// `terminal.rs`); the mock model echoes it back, so the answer is the provider's text.
-const HOSTILE: &str = "<script>alert(1)</script> \\\"><img src=x onerror=alert(2)> bad\\u001b[2J \\u001b]52;c;cm0gLXJmIH4=\\u0007 \\u202egpj.exe";
+/// A question that carries the red team's payloads, HTML (`html_report.rs`) and terminal
+/// (`terminal.rs`); the mock model echoes it back, so the answer is the provider's text.
+fn hostile() -> String {
+    format!("{} {}", crate::html_report::HOSTILE, crate::terminal::HOSTILE)
+}
 const SECRET: &str = "sk-export-test-secret-4242";
 
 /// Panics unless `bytes` is printable ASCII lines: no markup a viewer runs, no control or
@@ -141,7 +223,7 @@ fn assert_inert(ws: &Workspace, what: &str, bytes: &[u8]) {
 fn exports_carry_provenance_and_no_secret_path_or_raw_provider_text() {
     let mock = Mock::start(MockConfig { require_api_key: Some(SECRET.into()), ..MockConfig::default() });
     let ws = Workspace::new();
-    ws.write("d.jsonl", &format!("{{\"id\": \"h\", \"input\": \"{HOSTILE}\", \"target\": \"x\"}}\n"));
+    ws.write("d.jsonl", &format!("{}\n", serde_json::json!({"id": "h", "input": hostile(), "target": "x"})));
     let yaml = format!(
         "name: h\nmodels:\n  - {{id: m, provider: openai, model: gpt, base_url: \"{}\", api_key_env: EXPORT_TEST_KEY}}\ntasks:\n  - benchmark: qa\n    params: {{dataset: d.jsonl, scorers: [includes]}}\nseeds: [0]\n",
         mock.url()
@@ -161,9 +243,8 @@ fn exports_carry_provenance_and_no_secret_path_or_raw_provider_text() {
     }
     // The escaped text parses back to exactly what the provider answered.
     let log: Value = serde_json::from_slice(&files.iter().find(|(p, _)| p.starts_with("inspect/")).unwrap().1).unwrap();
-    let question: String = serde_json::from_str(&format!("\"{HOSTILE}\"")).unwrap();
     let answer = log["samples"][0]["output"]["completion"].as_str().unwrap();
-    assert!(answer.contains(&question) && answer.contains("<script>alert(1)</script>") && answer.contains('\u{202e}'), "{answer}");
+    assert!(answer.contains(&hostile()) && answer.contains("<script>alert(1)</script>") && answer.contains('\u{202e}'), "{answer}");
     // Provenance: evalgrid's version, the pipeline's blake3 and the cell's step keys, the
     // same as the report's (`cells.csv`, `index.html`).
     let cells = std::fs::read_to_string(ws.path("reports/h/cells.csv")).unwrap();
