@@ -12,6 +12,7 @@ use super::provenance::CellKeys;
 use crate::cache::{CacheError, Store};
 use crate::envs::metric::UnitMetric;
 use crate::envs::{Exchange, registry};
+use crate::metrics::UnitRow;
 use crate::plan::{Cell, Plan};
 use crate::report::build::{suite_units, suites_of};
 use crate::spec::{ModelConfig, Pipeline, TaskInstance};
@@ -61,47 +62,44 @@ pub fn groups<'a>(pipeline: &'a Pipeline, plan: &Plan, store: &Store, data_dir: 
     let scored: Vec<(&Cell, Value)> = plan.cells.iter().zip(&read).filter_map(|(c, r)| r.as_ref().map(|(_, s)| (c, s.clone()))).collect();
     let suites = suites_of(pipeline);
     let units = suite_units(pipeline, &suites, &scored);
-    let mut rows_of: HashMap<(usize, usize, u64), Vec<&crate::metrics::UnitRow>> = HashMap::new();
+    let mut rows_of: HashMap<(usize, usize, u64), Vec<&UnitRow>> = HashMap::new();
     for row in units.iter().flat_map(|u| &u.rows) {
         rows_of.entry((row.model_index as usize, row.task_index as usize, row.seed)).or_default().push(row);
     }
     let mut out: Vec<Group<'a>> = Vec::new();
+    let mut index: HashMap<(usize, usize), usize> = HashMap::new();
     for (cell, record) in plan.cells.iter().zip(&read) {
-        let at = match out.iter().position(|g| std::ptr::eq(g.task, &pipeline.tasks[cell.task]) && std::ptr::eq(g.model, &pipeline.models[cell.model])) {
-            Some(i) => i,
-            None => {
-                let task = &pipeline.tasks[cell.task];
-                let metrics = suites.iter().position(|(s, _)| *s == task.suite).map(|i| units[i].metrics.clone()).unwrap_or_default();
-                out.push(Group {
-                    task,
-                    model: &pipeline.models[cell.model],
-                    metrics,
-                    planned: 0,
-                    cells: Vec::new(),
-                    samples: Vec::new(),
-                    span: (SystemTime::UNIX_EPOCH, SystemTime::UNIX_EPOCH),
-                });
-                out.len() - 1
-            }
-        };
-        let group = &mut out[at];
-        group.planned += 1;
-        let Some((episode, _)) = record else { continue };
-        group.cells.push(CellKeys::of(cell));
-        let rows = rows_of.get(&(cell.model, cell.task, cell.seed)).into_iter().flatten();
-        let exchanges = registry::get(&group.task.benchmark).map(|b| b.exchanges(data_dir, group.task, episode, cell.seed)).unwrap_or_default();
-        let exchanges: HashMap<u64, &Exchange> = exchanges.iter().map(|e| (e.item, e)).collect();
-        let epoch = pipeline.seeds.iter().position(|s| *s == cell.seed).map_or(1, |i| i + 1);
-        for row in rows {
-            let scores = group.metrics.iter().zip(&row.values).filter_map(|(m, v)| v.map(|v| (m.name.clone(), v))).collect();
-            let exchange = exchanges.get(&row.item).map(|e| (*e).clone()).unwrap_or_else(|| transcript_exchange(group.task, cell, episode, row.item));
-            group.samples.push(Sample { seed: cell.seed, epoch, cell: cell.id.clone(), item: row.item, scores, exchange });
+        let at = *index.entry((cell.task, cell.model)).or_insert_with(|| {
+            let task = &pipeline.tasks[cell.task];
+            let metrics = suites.iter().position(|(s, _)| *s == task.suite).map(|i| units[i].metrics.clone()).unwrap_or_default();
+            let epoch = SystemTime::UNIX_EPOCH;
+            out.push(Group { task, model: &pipeline.models[cell.model], metrics, planned: 0, cells: Vec::new(), samples: Vec::new(), span: (epoch, epoch) });
+            out.len() - 1
+        });
+        out[at].planned += 1;
+        if let Some((episode, _)) = record {
+            let rows = rows_of.get(&(cell.model, cell.task, cell.seed)).map_or(&[][..], Vec::as_slice);
+            add_cell(&mut out[at], (pipeline, store, data_dir), cell, episode, rows);
         }
-        let (first, last) = written(store, cell);
-        group.span = if group.cells.len() == 1 { (first, last) } else { (group.span.0.min(first), group.span.1.max(last)) };
     }
     out.retain(|g| !g.cells.is_empty());
     Ok(out)
+}
+
+/// Adds a scored cell to its group: its keys, its units (`rows`, as in `items.csv`) each
+/// with its exchange, and the times of its entries.
+fn add_cell(group: &mut Group<'_>, (pipeline, store, data_dir): (&Pipeline, &Store, &Path), cell: &Cell, episode: &Value, rows: &[&UnitRow]) {
+    group.cells.push(CellKeys::of(cell));
+    let exchanges = registry::get(&group.task.benchmark).map(|b| b.exchanges(data_dir, group.task, episode, cell.seed)).unwrap_or_default();
+    let exchanges: HashMap<u64, &Exchange> = exchanges.iter().map(|e| (e.item, e)).collect();
+    let epoch = pipeline.seeds.iter().position(|s| *s == cell.seed).map_or(1, |i| i + 1);
+    for row in rows {
+        let scores = group.metrics.iter().zip(&row.values).filter_map(|(m, v)| v.map(|v| (m.name.clone(), v))).collect();
+        let exchange = exchanges.get(&row.item).map_or_else(|| transcript_exchange(group.task, cell, episode, row.item), |e| (*e).clone());
+        group.samples.push(Sample { seed: cell.seed, epoch, cell: cell.id.clone(), item: row.item, scores, exchange });
+    }
+    let (first, last) = written(store, cell);
+    group.span = if group.cells.len() == 1 { (first, last) } else { (group.span.0.min(first), group.span.1.max(last)) };
 }
 
 /// A cell's episode and score records, when both are cached.
