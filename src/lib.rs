@@ -11,6 +11,7 @@ pub mod cache;
 pub mod envs;
 pub mod exec;
 pub mod exhibit;
+pub mod export;
 #[cfg(test)]
 pub(crate) mod guard;
 pub mod metrics;

@@ -61,6 +61,9 @@ pub(crate) enum Command {
     /// Print one cell's transcript.
     #[command(after_help = "Example:\n  evalgrid show pipelines/quickstart.yaml oracle/eleusis/only_aces/2")]
     Show(ShowArgs),
+    /// Write cached results as Inspect AI eval logs or Every Eval Ever files.
+    #[command(after_help = "Example:\n  evalgrid export pipelines/quickstart.yaml --format inspect --out logs/")]
+    Export(super::export::ExportArgs),
     /// Send one small request to each model endpoint of a pipeline (never cached): is it
     /// reachable, is the key accepted, which model answers, its context, tools and streaming.
     #[command(after_help = "Example:\n  evalgrid check pipelines/llamacpp.yaml")]

@@ -9,6 +9,7 @@ mod check;
 mod datasets;
 mod diff;
 mod exit;
+mod export;
 mod jobs;
 mod log;
 mod output;
@@ -129,6 +130,7 @@ fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
         Command::Report(a) => run::report(env, &a),
         Command::Show(a) => show::show(env, &a),
         Command::Diff(a) => diff::diff(env, &a),
+        Command::Export(a) => export::export(env, &a),
         Command::Validate(a) => validate(env, &a.pipelines),
         Command::Cache(c) => cache_cmd::cache(env, c),
         Command::Datasets(c) => datasets::datasets(env, &c),

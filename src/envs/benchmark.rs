@@ -217,6 +217,12 @@ pub trait Benchmark: Send + Sync {
         serde_json::to_string_pretty(episode).unwrap_or_default()
     }
 
+    /// The prompt and answer of each unit of an episode record (exports to Inspect and Every
+    /// Eval Ever); none by default, where the export shows the cell's transcript instead.
+    fn exchanges(&self, _data_dir: &Path, _task: &TaskInstance, _episode: &Value, _seed: u64) -> Vec<super::Exchange> {
+        Vec::new()
+    }
+
     /// The score field shown for each cell in the report's cell list.
     fn headline_field(&self) -> Option<&'static str> {
         None

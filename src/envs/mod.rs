@@ -6,6 +6,7 @@ pub mod bbeh;
 pub mod bbq;
 pub mod benchmark;
 pub mod eleusis;
+pub mod exchange;
 pub mod guess;
 // Every step kind's key reacts to every input (all benchmarks' sub-step builders).
 #[cfg(test)]
@@ -19,5 +20,6 @@ pub mod tool;
 pub mod weirdml;
 
 pub use benchmark::{Benchmark, FigureInput, ScoredCell, SectionInput};
+pub use exchange::Exchange;
 pub use registry::{PROVIDERS, Registry, transcript};
 pub use tool::{ToolContext, ToolError, ToolOutcome, ToolOutput};

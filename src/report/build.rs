@@ -151,7 +151,8 @@ fn suite_tasks<'a>(pipeline: &'a Pipeline, suite: &str) -> Vec<&'a crate::spec::
 }
 
 /// The pipeline's suites with their benchmarks, each once, in pipeline order.
-fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
+#[must_use]
+pub fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
     let mut suites: Vec<(&str, &str)> = Vec::new();
     for t in &pipeline.tasks {
         if !suites.iter().any(|(s, _)| *s == t.suite) {
@@ -259,8 +260,9 @@ fn seed_of(key: StepKey) -> u64 {
 }
 
 /// One [`SuiteUnits`] per suite (pipeline order), filled with every scored cell's units as
-/// its benchmark lists them.
-fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cell, Value)]) -> Vec<SuiteUnits> {
+/// its benchmark lists them: the rows of `items.csv` (exports read the same rows).
+#[must_use]
+pub fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cell, Value)]) -> Vec<SuiteUnits> {
     let models: Vec<String> = pipeline.models.iter().map(|m| m.id.clone()).collect();
     let tasks: Vec<String> = pipeline.tasks.iter().map(|t| t.task.clone()).collect();
     let mut out: Vec<SuiteUnits> = suites

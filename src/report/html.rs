@@ -79,6 +79,9 @@ pub struct CellLine {
     pub headline: String,
     /// Where its transcript is.
     pub transcript: Transcript,
+    /// Its step keys, shortened (`episode … · score …`), shown on hover over the cell id
+    /// so a number can be tied to the cache entries that made it (in full in `cells.csv`).
+    pub keys: String,
 }
 
 /// Outcome of a cell, for the table and the error counts.
@@ -484,7 +487,13 @@ fn cells(out: &mut String, cells: &[CellLine]) {
     for &i in &shown {
         let c = &cells[i];
         let failed = c.state == CellState::Failed;
-        out.push_str(if failed { "<tr class=\"failed\"><td>" } else { "<tr><td>" });
+        out.push_str(if failed { "<tr class=\"failed\"><td" } else { "<tr><td" });
+        if !c.keys.is_empty() {
+            out.push_str(" title=\"");
+            push_escaped(out, &c.keys);
+            out.push('"');
+        }
+        out.push('>');
         push_escaped(out, &c.id);
         out.push_str("</td><td>");
         push_escaped(out, &c.model);

@@ -79,7 +79,7 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
     let with_pages = plan.cells.len() <= MAX_TRANSCRIPT_PAGES;
     let mut transcripts = BTreeMap::new();
     let mut cells = Vec::with_capacity(plan.cells.len());
-    let mut cells_csv = String::from("cell,model,task,seed,state\n");
+    let mut cells_csv = String::from("cell,model,task,seed,state,episode_key,score_key\n");
     for cell in &plan.cells {
         let model = &pipeline.models[cell.model];
         let task = &pipeline.tasks[cell.task];
@@ -92,7 +92,16 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         } else {
             Transcript::None
         };
-        cells_csv.push_str(&format!("{},{},{},{},{}\n", cell.id, model.id, task.qualified(), cell.seed, if score.is_some() { "ok" } else { "missing" }));
+        cells_csv.push_str(&format!(
+            "{},{},{},{},{},{},{}\n",
+            cell.id,
+            model.id,
+            task.qualified(),
+            cell.seed,
+            if score.is_some() { "ok" } else { "missing" },
+            cell.episode_key.to_hex(),
+            cell.score_key.to_hex()
+        ));
         cells.push(CellLine {
             id: cell.id.clone(),
             model: model.id.clone(),
@@ -101,6 +110,7 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
             state,
             headline: score.map(|s| headline(&task.benchmark, s)).unwrap_or_default(),
             transcript: transcript_link,
+            keys: format!("episode {} · score {}", cell.episode_key.short(), cell.score_key.short()),
         });
     }
     out.push(("cells.csv".to_owned(), cells_csv.into_bytes()));

@@ -16,7 +16,7 @@ use evalgrid::report::html::{
 };
 use evalgrid::report::{ModelUsage, Section};
 
-const HOSTILE: &str = "turn 1: <script>alert(1)</script>\nturn 2: \"><img src=x onerror=alert(2)>\nturn 3: ' onmouseover='alert(3)";
+pub(crate) const HOSTILE: &str = "turn 1: <script>alert(1)</script>\nturn 2: \"><img src=x onerror=alert(2)>\nturn 3: ' onmouseover='alert(3)";
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn chromium() -> Option<PathBuf> {
@@ -198,6 +198,7 @@ fn cells() -> Vec<CellLine> {
         state,
         headline: headline.into(),
         transcript,
+        keys: String::new(),
     };
     vec![
         line("oracle/eleusis/only_aces/0", CellState::Ok, "30", Transcript::Inline("turn 1: guess correct".into())),

@@ -92,3 +92,5 @@ mod progress_log;
 mod items_pages;
 // `evalgrid diff` against the previous run or another cache (issue 34.2).
 mod diff;
+// `evalgrid export --format inspect|eee`, read back by Inspect AI and the EEE schemas (issue 34).
+mod export;

@@ -11,7 +11,7 @@ use crate::support::Workspace;
 
 /// An error message that clears the screen, retitles the window, writes the clipboard
 /// (OSC 52), reverses the text after it and tries to forge a line of its own.
-const HOSTILE: &str = "bad\x1b[2J request\x1b]0;pwned\x07 \x1b]52;c;cm0gLXJmIH4=\x07 \u{202e}gpj.exe\nFORGED 1 cells: 1 run, 0 cached, 0 failed";
+pub(crate) const HOSTILE: &str = "bad\x1b[2J request\x1b]0;pwned\x07 \x1b]52;c;cm0gLXJmIH4=\x07 \u{202e}gpj.exe\nFORGED 1 cells: 1 run, 0 cached, 0 failed";
 
 /// One small BBEH task against the mock at `url`, with the model name `model` as given.
 fn pipeline(url: &str, model: &str) -> String {

@@ -137,7 +137,7 @@ fn select_items<'a>(items: &'a [Item], task: &str, mini: bool) -> Vec<&'a Item> 
     if mini { mini_indices(task, items.len()).into_iter().filter_map(|i| items.get(i)).collect() } else { items.iter().collect() }
 }
 
-fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, StepError> {
+pub(super) fn load_selected(data_dir: &Path, task: &TaskInstance) -> Result<Vec<Item>, StepError> {
     let (name, mini) = match task.task.strip_suffix(MINI_SUFFIX) {
         Some(name) => (name, true),
         None => (task.task.as_str(), false),
@@ -228,9 +228,13 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
 /// prompts (BBEH has duplicate inputs) share a cache entry per sample.
 fn item_call(model: &ModelConfig, task: &TaskInstance, item: &Item, seed: u64) -> (ChatRequest, CallSite) {
     let params: serde_json::Map<String, Value> = model.params.clone().into_iter().collect();
-    let suffix = task.params.get("suffix").and_then(Value::as_str).unwrap_or(SUFFIX);
-    let request = ChatRequest { messages: vec![Message::user(build_prompt_with(&item.input, suffix))], params, ..ChatRequest::default() };
+    let request = ChatRequest { messages: vec![Message::user(item_prompt(task, item))], params, ..ChatRequest::default() };
     (request, CallSite { scope: None, position: String::new(), sample: seed })
+}
+
+/// The one prompt an item is asked with (the task's answer-format suffix appended).
+pub(super) fn item_prompt(task: &TaskInstance, item: &Item) -> String {
+    build_prompt_with(&item.input, task.params.get("suffix").and_then(Value::as_str).unwrap_or(SUFFIX))
 }
 
 /// Every call an episode would make (for `run --dry-run`).
@@ -318,6 +322,9 @@ impl crate::envs::benchmark::Benchmark for Bbeh {
     }
     fn score(&self, data_dir: &Path, task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         score(data_dir, task, episode)
+    }
+    fn exchanges(&self, data_dir: &Path, task: &TaskInstance, episode: &Value, _seed: u64) -> Vec<crate::envs::Exchange> {
+        super::units::exchanges(data_dir, task, episode)
     }
     fn headline_field(&self) -> Option<&'static str> {
         Some("accuracy")

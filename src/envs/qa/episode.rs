@@ -61,13 +61,7 @@ fn shuffle(task: &Task) -> bool {
 
 /// The request for one item: system prompt, few-shot turns, the rendered question.
 fn item_call(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Result<(ChatRequest, CallSite), StepError> {
-    let (system, user) = task.prompt.render(item, order).map_err(|e| StepError::episode_in(format!("item {}", item.label()), e))?;
-    let mut messages = Vec::with_capacity(task.fewshot.len() * 2 + 1);
-    for (q, a) in &task.fewshot {
-        messages.push(Message::user(q.clone()));
-        messages.push(Message::assistant(a.clone()));
-    }
-    messages.push(Message::user(user));
+    let (system, messages) = prompt(task, item, order)?;
     let params: Map<String, Value> = model.params.clone().into_iter().collect();
     // Single-shot and independent: no scope, so identical prompts share one entry per seed.
     Ok((ChatRequest { messages, system, params, ..ChatRequest::default() }, CallSite { scope: None, position: String::new(), sample: seed }))
@@ -100,6 +94,47 @@ fn answered(item: &Item, order: Vec<usize>, answer: String) -> Answer {
         output_tokens: 0,
         judged: Map::new(),
     }
+}
+
+/// The system prompt and turns an item is asked with: few-shot turns, then the rendered question.
+fn prompt(task: &Task, item: &Item, order: &[usize]) -> Result<(Option<String>, Vec<Message>), StepError> {
+    let (system, user) = task.prompt.render(item, order).map_err(|e| StepError::episode_in(format!("item {}", item.label()), e))?;
+    let mut messages = Vec::with_capacity(task.fewshot.len() * 2 + 1);
+    for (q, a) in &task.fewshot {
+        messages.push(Message::user(q.clone()));
+        messages.push(Message::assistant(a.clone()));
+    }
+    messages.push(Message::user(user));
+    Ok((system, messages))
+}
+
+/// Each answered item's prompt, targets and answer (for exports): the prompt rendered
+/// again from the task with the choice order the record kept.
+#[must_use]
+pub fn exchanges(instance: &TaskInstance, episode: &Value) -> Vec<crate::envs::Exchange> {
+    let Ok(task) = get(instance) else { return Vec::new() };
+    let answers: Vec<Answer> = serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    answers
+        .into_iter()
+        .map(|a| {
+            let item = task.items.iter().find(|i| i.index == a.index);
+            let (system, prompt) = item.and_then(|i| prompt(&task, i, &a.order).ok()).unwrap_or_default();
+            let choices = item.map(|i| a.order.iter().filter_map(|&o| i.choices.get(o).cloned()).collect()).unwrap_or_default();
+            crate::envs::Exchange {
+                item: a.index,
+                id: a.id,
+                system,
+                prompt,
+                input: a.input,
+                targets: a.targets,
+                choices,
+                answer: a.answer,
+                finish_reason: a.finish_reason,
+                input_tokens: a.input_tokens,
+                output_tokens: a.output_tokens,
+            }
+        })
+        .collect()
 }
 
 /// Plays one cell: asks (or answers, for a built-in agent) every item, then the judges.

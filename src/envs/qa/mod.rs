@@ -140,6 +140,10 @@ impl Benchmark for Qa {
         score::score(task, episode)
     }
 
+    fn exchanges(&self, _data_dir: &Path, task: &TaskInstance, episode: &Value, _seed: u64) -> Vec<crate::envs::Exchange> {
+        episode::exchanges(task, episode)
+    }
+
     fn transcript(&self, episode: &Value) -> String {
         let mut out = String::new();
         for a in episode.get("answers").and_then(Value::as_array).into_iter().flatten() {

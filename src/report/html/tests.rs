@@ -32,6 +32,7 @@ fn cell(i: usize, state: CellState, transcript: Transcript) -> CellLine {
         state,
         headline: format!("{:.2}", (i % 31) as f64 / 31.0),
         transcript,
+        keys: format!("episode {i:012x} · score <{i:x}>"),
     }
 }
 

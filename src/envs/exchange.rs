@@ -1,0 +1,33 @@
+//! One scored unit's conversation as the model saw and answered it, so exports to other
+//! tools' log formats (Inspect, Every Eval Ever) show the prompt and the answer, not only
+//! the score.
+
+use crate::providers::Message;
+
+/// The prompt and answer behind one unit of a cell (matched to its [`super::metric::Unit`]
+/// by `item`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exchange {
+    /// The unit's item number (what pairs it with its unit; `items.csv` shows `id` where there is one).
+    pub item: u64,
+    /// The dataset's own id for the item, if it has one.
+    pub id: Option<String>,
+    /// The system prompt sent, if any.
+    pub system: Option<String>,
+    /// The turns sent (few-shot turns, then the question), as the model saw them.
+    pub prompt: Vec<Message>,
+    /// The question as the dataset states it (before templates).
+    pub input: String,
+    /// Accepted answers.
+    pub targets: Vec<String>,
+    /// The options of a multiple-choice item, in the order shown.
+    pub choices: Vec<String>,
+    /// The model's answer.
+    pub answer: String,
+    /// Why generation stopped, when not a normal stop (`length`, `content_filter`, …).
+    pub finish_reason: Option<String>,
+    /// Input tokens the provider reported.
+    pub input_tokens: u64,
+    /// Output tokens the provider reported.
+    pub output_tokens: u64,
+}
