@@ -122,6 +122,10 @@ pub(crate) struct RunArgs {
     /// Show what would run and stop.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// The most the grid's model calls may cost, in US dollars (overrides `budget.usd`):
+    /// a call whose worst case would not fit is not sent, and the run exits 3.
+    #[arg(long, value_name = "USD")]
+    pub(crate) budget_usd: Option<f64>,
     /// Re-run only cells whose last attempt failed.
     #[arg(long)]
     pub(crate) retry_errors: bool,

@@ -4,6 +4,7 @@
 
 mod args;
 mod bench;
+mod budget;
 mod cache_cmd;
 mod check;
 mod datasets;

@@ -7,7 +7,6 @@ use std::time::Duration;
 use evalgrid::cache::Store;
 use evalgrid::envs::registry::Registry;
 use evalgrid::exec::EpisodeRunner as _;
-use evalgrid::exec::calls::Usage;
 use evalgrid::exec::progress::Display;
 use evalgrid::exec::scheduler::DEFAULT_WAITING_JOBS;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
@@ -53,6 +52,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
     }
     let mut pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
+    let budget = if args.offline { None } else { super::budget::budget(&pipeline, &plan, &store, args.budget_usd)? };
     // Servers only for models with a cell to run, started before any cell: one that cannot
     // start ends the run here, and no cell is marked failed for it.
     let mut servers = if args.offline { Servers::default() } else { start_servers(env, &mut pipeline, &engines, &store, &plan, args)? };
@@ -68,9 +68,12 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let options =
         RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: progress_display(args), on_cell: on_cell.clone() };
     let pipeline = Arc::new(pipeline);
-    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes)?;
+    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes, budget)?;
     servers.stop();
     let report = if summary.interrupted {
+        Ok(None)
+    } else if summary.budget_reached {
+        output::note("note: no report while cells are left unstarted; `evalgrid report` builds one from what is cached");
         Ok(None)
     } else if plan.filtered {
         output::note("note: no report for part of a grid (--filter, --shard, --class); `evalgrid report` builds it once every part is done");
@@ -93,7 +96,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         (Ok(report), Ok(())) => (report, None),
     };
     let error = failure.as_ref().map(|e| format!("{e:#}"));
-    print_summary(&summary, report.as_ref(), &calls.usage, args.json, error.as_deref());
+    print_summary(&summary, report.as_ref(), &calls, args.json, error.as_deref());
     let exceeded = calls.usage.context_exceeded.load(std::sync::atomic::Ordering::Relaxed);
     if exceeded > 0 && !args.retry_outcome.contains(&RetryOutcome::ContextExceeded) {
         output::note(&format!(
@@ -104,7 +107,13 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     if let Some(e) = failure {
         return Err(Failure::from(e));
     }
-    Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
+    Ok(if summary.interrupted {
+        Exit::Interrupted
+    } else if summary.budget_reached {
+        Exit::BudgetReached
+    } else {
+        Exit::failed_if(summary.cells_failed > 0)
+    })
 }
 
 /// Keeps only this run's part of the grid (`--class`, `--shard`); the report is then built
@@ -167,12 +176,17 @@ fn execute(
     options: &RunOptions,
     args: &RunArgs,
     served_lanes: &BTreeMap<String, usize>,
+    budget: Option<evalgrid::exec::calls::budget::Budget>,
 ) -> Result<(RunSummary, Arc<CallContext>), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
     let config = ClientConfig { served_lanes: served_lanes.clone(), ..client_config(&pipeline.transport, args.shard) };
     let client = ProviderClient::new(config).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone()));
+    let mut calls = CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone());
+    if let Some(budget) = budget {
+        calls = calls.with_budget(budget);
+    }
+    let calls = Arc::new(calls);
     let cancel = Cancel::default();
     let summary = runtime.block_on(async {
         stop_on_ctrl_c(cancel.clone());
@@ -403,7 +417,14 @@ fn dry_run(
 
 /// The run's outcome on stdout; `error` is what ended it after the cells ran (the report
 /// or the final flush failed), printed by the caller on stderr and here in the JSON.
-fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool, error: Option<&str>) {
+fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, calls: &CallContext, json: bool, error: Option<&str>) {
+    let usage = &calls.usage;
+    let budget = calls.budget().map(|b| {
+        json!({"usd": b.limit_usd(), "spent_usd": b.spent_usd(), "reached": summary.budget_reached, "cells_not_started": summary.cells_not_started})
+    });
+    if let Some(b) = calls.budget().filter(|_| summary.budget_reached) {
+        output::note(&super::budget::reached_line(summary, b));
+    }
     let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let other_model = get(&usage.other_model);
     let other_cached = get(&usage.other_model_cached);
@@ -426,6 +447,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
             "cells_failed": summary.cells_failed,
             "cells_skipped": summary.cells_skipped,
             "interrupted": summary.interrupted,
+            "budget": budget,
             "report_dir": report.map(|r| r.dir.display().to_string()),
             "error": error,
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),

@@ -7,6 +7,7 @@ pub mod flight;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
+pub mod spend;
 pub mod step_error;
 pub mod substep;
 

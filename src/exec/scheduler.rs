@@ -118,6 +118,11 @@ pub struct RunSummary {
     pub cells_skipped: usize,
     /// Whether Ctrl-C stopped the run early.
     pub interrupted: bool,
+    /// Whether the budget held a call back, so cells were left unstarted.
+    pub budget_reached: bool,
+    /// Cells left for a later run because the budget held their calls back (never started,
+    /// or stopped at a call the budget held back): they stay `missing`, not failed.
+    pub cells_not_started: usize,
     /// Failed cells with their error.
     pub failures: Vec<(String, String)>,
 }
@@ -166,7 +171,7 @@ pub async fn run_cells(
     loop {
         // Each class of cells runs up to its bound: the set holds every cell task not yet
         // joined, and the queue counts each class in flight, so these are the only gates.
-        while !cancel.is_cancelled() {
+        while !cancel.is_cancelled() && !calls.budget_reached() {
             let Some((cell, refresh, waiting)) = queue.next() else { break };
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
@@ -203,6 +208,10 @@ pub async fn run_cells(
     }
     progress.finish();
     summary.cells_skipped += total_pending - launched + dropped;
+    summary.budget_reached = calls.budget_reached();
+    if summary.budget_reached {
+        summary.cells_not_started += total_pending - launched;
+    }
     summary.interrupted = cancel.is_cancelled() && (launched < total_pending || dropped > 0);
     Ok(summary)
 }
@@ -314,6 +323,11 @@ fn settle(store: &Store, progress: &Progress, summary: &mut RunSummary, id: Stri
         Ok(true) => summary.cells_run += 1,
         // Another process finished it while we waited for its lock.
         Ok(false) => summary.cells_cached += 1,
+        // Held back by the budget: left for a rerun with a larger one, not a failure.
+        Err(CellError::Step(_, err)) if err.is_budget() => {
+            summary.cells_skipped += 1;
+            summary.cells_not_started += 1;
+        }
         Err(CellError::Step(kind, err)) => {
             let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
             let text = err.to_string();

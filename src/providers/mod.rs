@@ -42,6 +42,7 @@ pub mod shaping;
 mod stop;
 pub mod stream;
 mod switch;
+pub mod tokens;
 #[cfg(test)]
 pub(crate) mod testing;
 mod transport;

@@ -88,3 +88,5 @@ mod real_server;
 mod serve;
 // Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
 mod progress_log;
+// A hard budget (issue 33 item 4): calls stop before the spend passes it, cells left missing, exit 3.
+mod budget;

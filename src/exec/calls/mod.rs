@@ -13,6 +13,7 @@
 //!
 //! One call is a pipeline: scripted → lane ticket → route → key → run once → settle.
 
+pub mod budget;
 mod key;
 mod lanes;
 mod ledger;
@@ -55,6 +56,8 @@ pub struct CallContext {
     retry_outcomes: Vec<String>,
     /// The `scripted` provider's replies files, each read once per run.
     scripts: crate::providers::scripted::Scripts,
+    /// `budget.usd`: calls that would not fit are not sent ([`budget`]).
+    budget: Option<budget::Budget>,
     /// Counters.
     pub usage: Usage,
 }
@@ -80,8 +83,28 @@ impl CallContext {
             log: Mutex::new(None),
             retry_outcomes: Vec::new(),
             scripts: crate::providers::scripted::Scripts::default(),
+            budget: None,
             usage: Usage::default(),
         }
+    }
+
+    /// Holds every call sent to `budget` ([`budget::Budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, budget: budget::Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The run's budget, if it has one.
+    #[must_use]
+    pub fn budget(&self) -> Option<&budget::Budget> {
+        self.budget.as_ref()
+    }
+
+    /// Whether the budget held a call back: no new cell should start.
+    #[must_use]
+    pub fn budget_reached(&self) -> bool {
+        self.budget.as_ref().is_some_and(budget::Budget::reached)
     }
 
     /// Asks again the calls whose cached answer has one of these finish classes
