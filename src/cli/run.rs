@@ -65,8 +65,16 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
     }
     let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-    let options =
-        RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: progress_display(args), on_cell: on_cell.clone() };
+    let grace = Duration::try_from_secs_f64(args.grace).map_err(|_| Failure::invalid(anyhow::anyhow!("--grace must be a number of seconds, at least 0")))?;
+    let options = RunOptions {
+        jobs,
+        waiting_jobs,
+        retry_errors_only: args.retry_errors,
+        retry_outcomes,
+        progress: progress_display(args),
+        on_cell: on_cell.clone(),
+        grace,
+    };
     let pipeline = Arc::new(pipeline);
     let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes, budget)?;
     servers.stop();
@@ -189,7 +197,7 @@ fn execute(
     let calls = Arc::new(calls);
     let cancel = Cancel::default();
     let summary = runtime.block_on(async {
-        stop_on_ctrl_c(cancel.clone());
+        stop_on_ctrl_c(cancel.clone(), options.grace);
         run_cells(Arc::clone(pipeline), plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), options, cancel.clone()).await
     })?;
     runtime.shutdown_background();
@@ -244,13 +252,17 @@ pub(crate) fn serve_log_dir(env: &Env) -> std::path::PathBuf {
     env.cache_dir.join("logs").join("serve")
 }
 
-/// The first Ctrl-C cancels the run (cells in flight are dropped, answers already cached
-/// stay); the second exits at once.
-fn stop_on_ctrl_c(cancel: Cancel) {
+/// The first Ctrl-C cancels the run: no call is sent from then on, the calls in flight may
+/// answer (and are cached) for `grace`, then the cells left are dropped. The second exits
+/// at once.
+fn stop_on_ctrl_c(cancel: Cancel, grace: Duration) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
-            output::note("interrupted: stopping; answered calls are cached, run the same command again to resume (Ctrl-C again to quit at once)");
+            output::note(&format!(
+                "interrupted: no new calls are sent; waiting up to {:.0} s (--grace) for the answers of calls in flight, which are cached; run the same command again to resume (Ctrl-C again to quit at once)",
+                grace.as_secs_f64()
+            ));
             if tokio::signal::ctrl_c().await.is_ok() {
                 // The second Ctrl-C: no clean-up at all. Everything cached is already
                 // in place (entries are renamed into place whole; only a machine crash

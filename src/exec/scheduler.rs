@@ -74,6 +74,9 @@ pub struct RunOptions {
     /// Called after each finished cell with (run, cached, failed, total) so far, e.g. to
     /// publish a shard's progress record for `status` on another machine.
     pub on_cell: Option<Arc<dyn Fn(RunCounts) + Send + Sync>>,
+    /// After a cancel, how long the calls already sent may still answer (and be stored)
+    /// before the cells in flight are dropped (`run --grace`).
+    pub grace: std::time::Duration,
 }
 
 /// Cell counts of a run so far.
@@ -167,6 +170,9 @@ pub async fn run_cells(
     let mut queue = Queue::new(pending, &pipeline, runner.as_ref(), options);
     let mut launched = 0usize;
     let (mut aborted, mut dropped) = (false, 0usize);
+    // Set at the cancel: no call is sent from then on, and the calls in flight may answer
+    // until this instant.
+    let mut deadline: Option<tokio::time::Instant> = None;
     let total_pending = queue.len();
     loop {
         // Each class of cells runs up to its bound: the set holds every cell task not yet
@@ -183,9 +189,14 @@ pub async fn run_cells(
         }
         let joined = tokio::select! {
             joined = set.join_next() => joined,
-            () = cancel.cancelled(), if !aborted => {
-                // Dropping the cells in flight cancels their HTTP requests now; what
-                // they had answered is already cached.
+            () = cancel.cancelled(), if deadline.is_none() => {
+                calls.stop_sending();
+                deadline = Some(tokio::time::Instant::now() + options.grace);
+                continue;
+            }
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() && !aborted => {
+                // The grace is over: dropping the cells in flight cancels their HTTP
+                // requests now; what they had answered is already cached.
                 set.abort_all();
                 aborted = true;
                 continue;
@@ -199,6 +210,12 @@ pub async fn run_cells(
         let (id, cell, result, waiting) =
             joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
         queue.finished(waiting);
+        // A cell that stopped at a call held back by the interruption is left for the
+        // rerun, like the cells dropped: its answered calls are cached.
+        if deadline.is_some() && matches!(result, Err(CellError::Step(..))) {
+            dropped += 1;
+            continue;
+        }
         // The call counters first, so the progress line this cell may print carries them.
         progress.set_extra(&calls.progress_line());
         settle(&store, &progress, &mut summary, id, &cell, result)?;

@@ -101,6 +101,13 @@ impl CallContext {
         self.budget.as_ref()
     }
 
+    /// The run was interrupted: no call is sent from now on, also none waiting for a slot
+    /// or a retry; the calls already sent may still answer, and their answers are stored.
+    pub fn stop_sending(&self) {
+        self.lanes.mark_interrupted();
+        self.client.halt("the run was interrupted (Ctrl-C)");
+    }
+
     /// Whether the budget held a call back: no new cell should start.
     #[must_use]
     pub fn budget_reached(&self) -> bool {
