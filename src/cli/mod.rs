@@ -8,6 +8,7 @@ mod budget;
 mod cache_cmd;
 mod check;
 mod datasets;
+mod estimate;
 mod exit;
 mod jobs;
 mod log;

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use evalgrid::cache::Store;
 use evalgrid::envs::registry::Registry;
-use evalgrid::exec::EpisodeRunner as _;
 use evalgrid::exec::progress::Display;
 use evalgrid::exec::scheduler::DEFAULT_WAITING_JOBS;
-use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
+use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, classify, has_outcome, run_cells};
 use evalgrid::plan::{Plan, plan};
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::report::{ReportOutcome, build};
@@ -49,7 +48,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let store = env.store()?;
     if args.dry_run {
         let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-        return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
+        return super::estimate::dry_run(env, &pipeline, &store, &plan, args, &outcomes);
     }
     let mut pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
     let budget = if args.offline { None } else { super::budget::budget(&pipeline, &plan, &store, args.budget_usd)? };
@@ -368,63 +367,6 @@ pub(crate) fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::S
         stream_total_timeout: Duration::from_secs(t.stream_total_timeout_s),
         ..ClientConfig::default()
     }
-}
-
-fn dry_run(
-    env: &Env,
-    pipeline: &Pipeline,
-    store: &Store,
-    plan: &evalgrid::plan::Plan,
-    json: bool,
-    retry_errors: bool,
-    outcomes: &[String],
-) -> Result<Exit, Failure> {
-    let mut counts = [0usize; 4];
-    let (mut calls_known, mut calls_unknown_cells, mut would_run) = (0usize, 0usize, 0usize);
-    let only_retries = retry_errors || !outcomes.is_empty();
-    for cell in &plan.cells {
-        let state = classify(store, cell);
-        counts[state as usize] += 1;
-        let runs = match state {
-            // `--retry-outcome`: the cells holding such answers run again (their other calls are hits).
-            CellState::Cached => has_outcome(store, cell, outcomes),
-            CellState::Failed => retry_errors || outcomes.is_empty(),
-            _ => !only_retries,
-        };
-        if !runs {
-            continue;
-        }
-        would_run += 1;
-        let (model, task) = (&pipeline.models[cell.model], &pipeline.tasks[cell.task]);
-        match env.registry.planned_calls(model, task, cell.seed) {
-            Some(calls) => {
-                calls_known += calls.iter().filter(|(r, s)| call_key(model, r, s).is_some_and(|k| !store.contains(k))).count();
-            }
-            None => calls_unknown_cells += 1,
-        }
-    }
-    if json {
-        output::json(&json!({
-            "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_run": 0, "cells_failed": counts[3],
-            "cells_to_run": would_run, "model_calls_to_make": calls_known,
-            "cells_with_unknown_calls": calls_unknown_cells, "dry_run": true, "report_dir": null,
-        }));
-    } else {
-        let unknown = if calls_unknown_cells > 0 {
-            format!(", plus the calls of {calls_unknown_cells} multi-turn episode(s), which depend on the game")
-        } else {
-            String::new()
-        };
-        output::line(&format!(
-            "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} cells and make {calls_known} model API calls{unknown}",
-            plan.cells.len(),
-            counts[0],
-            counts[1],
-            counts[2],
-            counts[3]
-        ));
-    }
-    Ok(Exit::Ok)
 }
 
 /// The run's outcome on stdout; `error` is what ended it after the cells ran (the report

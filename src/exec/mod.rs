@@ -3,6 +3,7 @@
 
 pub mod calls;
 pub mod check;
+pub mod estimate;
 pub mod flight;
 pub mod progress;
 pub mod runner;

@@ -74,11 +74,17 @@ pub const PER_MESSAGE: u64 = 4;
 /// tool schemas) counted, plus [`PER_MESSAGE`] per string for framing.
 #[must_use]
 pub fn body_tokens(tokenizer: Tokenizer, body: &serde_json::Value) -> u64 {
+    body_tokens_by(body, &mut |text| tokenizer.count(text))
+}
+
+/// [`body_tokens`] with the strings counted by `count` (e.g. one that remembers the long
+/// prompts a grid repeats across models and seeds).
+pub fn body_tokens_by(body: &serde_json::Value, count: &mut dyn FnMut(&str) -> u64) -> u64 {
     let mut total = PER_MESSAGE;
     let mut stack = vec![body];
     while let Some(value) = stack.pop() {
         match value {
-            serde_json::Value::String(text) => total += tokenizer.count(text) + PER_MESSAGE,
+            serde_json::Value::String(text) => total += count(text) + PER_MESSAGE,
             serde_json::Value::Array(items) => stack.extend(items),
             serde_json::Value::Object(map) => stack.extend(map.values()),
             _ => total += 1,

@@ -90,3 +90,5 @@ mod serve;
 mod progress_log;
 // A hard budget (issue 33 item 4): calls stop before the spend passes it, cells left missing, exit 3.
 mod budget;
+// `run --dry-run` estimates each model's cost, measured on a pilot's cached answers (issue 33 item 5).
+mod estimate;
