@@ -3,6 +3,7 @@
 pub mod commit;
 mod derived;
 pub mod entry;
+pub mod journal;
 pub mod explain;
 pub mod lock;
 pub mod maintenance;

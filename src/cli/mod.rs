@@ -11,6 +11,7 @@ mod datasets;
 mod estimate;
 mod exit;
 mod jobs;
+mod journal;
 mod log;
 mod output;
 mod run;

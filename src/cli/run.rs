@@ -52,6 +52,9 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     }
     let mut pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
     let budget = if args.offline { None } else { super::budget::budget(&pipeline, &plan, &store, args.budget_usd)? };
+    if !args.offline {
+        super::journal::prepare(&store, &pipeline, args.shard);
+    }
     // Servers only for models with a cell to run, started before any cell: one that cannot
     // start ends the run here, and no cell is marked failed for it.
     let mut servers = if args.offline { Servers::default() } else { start_servers(env, &mut pipeline, &engines, &store, &plan, args)? };
@@ -75,7 +78,15 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         grace,
     };
     let pipeline = Arc::new(pipeline);
-    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes, budget)?;
+    let executed = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes, budget);
+    let journaled = store.journaled();
+    store.release_journal();
+    if journaled > 0 {
+        output::note(&format!(
+            "note: {journaled} paid answer(s) the full cache could not hold are kept in its journal (v1/journal/); the next run moves them into the cache, unpaid"
+        ));
+    }
+    let (summary, calls) = executed?;
     servers.stop();
     let report = if summary.interrupted {
         Ok(None)

@@ -173,11 +173,15 @@ pub async fn run_cells(
     // Set at the cancel: no call is sent from then on, and the calls in flight may answer
     // until this instant.
     let mut deadline: Option<tokio::time::Instant> = None;
+    // The first cache error that ends the run: once it happens no call is sent, and the
+    // cells in flight finish (their answers stored, or kept in the journal) before it is
+    // returned, instead of being dropped with paid answers on their way.
+    let mut fatal: Option<CacheError> = None;
     let total_pending = queue.len();
     loop {
         // Each class of cells runs up to its bound: the set holds every cell task not yet
         // joined, and the queue counts each class in flight, so these are the only gates.
-        while !cancel.is_cancelled() && !calls.budget_reached() {
+        while !cancel.is_cancelled() && !calls.budget_reached() && fatal.is_none() {
             let Some((cell, refresh, waiting)) = queue.next() else { break };
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
@@ -190,7 +194,7 @@ pub async fn run_cells(
         let joined = tokio::select! {
             joined = set.join_next() => joined,
             () = cancel.cancelled(), if deadline.is_none() => {
-                calls.stop_sending();
+                calls.stop_sending("the run was interrupted (Ctrl-C)");
                 deadline = Some(tokio::time::Instant::now() + options.grace);
                 continue;
             }
@@ -218,12 +222,21 @@ pub async fn run_cells(
         }
         // The call counters first, so the progress line this cell may print carries them.
         progress.set_extra(&calls.progress_line());
-        settle(&store, &progress, &mut summary, id, &cell, result)?;
+        if let Err(error) = settle(&store, &progress, &mut summary, id, &cell, result) {
+            if fatal.is_none() {
+                calls.stop_sending(&format!("the run stopped at a cache error: {error}"));
+                fatal = Some(error);
+            }
+            continue;
+        }
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
         }
     }
     progress.finish();
+    if let Some(error) = fatal {
+        return Err(error);
+    }
     summary.cells_skipped += total_pending - launched + dropped;
     summary.budget_reached = calls.budget_reached();
     if summary.budget_reached {

@@ -101,11 +101,12 @@ impl CallContext {
         self.budget.as_ref()
     }
 
-    /// The run was interrupted: no call is sent from now on, also none waiting for a slot
-    /// or a retry; the calls already sent may still answer, and their answers are stored.
-    pub fn stop_sending(&self) {
-        self.lanes.mark_interrupted();
-        self.client.halt("the run was interrupted (Ctrl-C)");
+    /// The run stops for `reason` (Ctrl-C, a cache it cannot write): no call is sent from
+    /// now on, also none waiting for a slot or a retry; the calls already sent may still
+    /// answer, and their answers are stored.
+    pub fn stop_sending(&self, reason: &str) {
+        self.lanes.stop_all(reason);
+        self.client.halt(reason);
     }
 
     /// Whether the budget held a call back: no new cell should start.
@@ -187,7 +188,7 @@ impl CallContext {
         {
             self.client.halt("the cache disk is full (free space, then run again)");
             self.note(&format!(
-                "error: the cache disk is full ({error}): no new model calls are sent; the answers of calls already in flight are lost, every answer stored before is kept. Free space, then run again."
+                "error: the cache disk is full ({error}): no new model calls are sent; the answers of calls already in flight go to the run's journal (room reserved when it started), which the next run moves into the cache, and every answer stored before is kept. Free space, then run again."
             ));
         }
     }
