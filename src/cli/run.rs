@@ -210,7 +210,9 @@ fn execute(
         stop_on_ctrl_c(cancel.clone(), options.grace);
         run_cells(Arc::clone(pipeline), plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), options, cancel.clone()).await
     })?;
-    runtime.shutdown_background();
+    // Blocking tasks (a submission being killed, its run folder being removed) finish
+    // before the process exits, which would otherwise end them half-way.
+    runtime.shutdown_timeout(Duration::from_secs(10));
     Ok((summary, calls))
 }
 
@@ -269,6 +271,8 @@ fn stop_on_ctrl_c(cancel: Cancel, grace: Duration) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
+            // Model-written code costs no money: it stops now, and its run folder goes.
+            evalgrid::sandbox::process::abandon_runs();
             output::note(&format!(
                 "interrupted: no new calls are sent; waiting up to {:.0} s (--grace) for the answers of calls in flight, which are cached; run the same command again to resume (Ctrl-C again to quit at once)",
                 grace.as_secs_f64()
