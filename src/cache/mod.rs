@@ -3,8 +3,8 @@
 pub mod commit;
 mod derived;
 pub mod entry;
-pub mod journal;
 pub mod explain;
+pub mod journal;
 pub mod lock;
 pub mod maintenance;
 pub mod memo;

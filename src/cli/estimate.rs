@@ -54,8 +54,11 @@ pub(crate) fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &Plan
         }));
         return Ok(Exit::Ok);
     }
-    let unknown =
-        if calls_unknown_cells > 0 { format!(", plus the calls of {calls_unknown_cells} multi-turn episode(s), which depend on the game") } else { String::new() };
+    let unknown = if calls_unknown_cells > 0 {
+        format!(", plus the calls of {calls_unknown_cells} multi-turn episode(s), which depend on the game")
+    } else {
+        String::new()
+    };
     output::line(&format!(
         "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} cells and make {calls_known} model API calls{unknown}",
         plan.cells.len(),

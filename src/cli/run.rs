@@ -186,6 +186,7 @@ fn note_injected_params(pipeline: &Pipeline) {
 
 /// Runs the plan's cells on a fresh runtime with one HTTP client, stopping cleanly on the
 /// first Ctrl-C; returns the summary and the call context (for its usage counters).
+#[expect(clippy::too_many_arguments, reason = "the run's parts, each built before the runtime starts")]
 fn execute(
     env: &Env,
     store: &Store,
@@ -388,9 +389,9 @@ pub(crate) fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::S
 /// or the final flush failed), printed by the caller on stderr and here in the JSON.
 fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, calls: &CallContext, json: bool, error: Option<&str>) {
     let usage = &calls.usage;
-    let budget = calls.budget().map(|b| {
-        json!({"usd": b.limit_usd(), "spent_usd": b.spent_usd(), "reached": summary.budget_reached, "cells_not_started": summary.cells_not_started})
-    });
+    let budget = calls
+        .budget()
+        .map(|b| json!({"usd": b.limit_usd(), "spent_usd": b.spent_usd(), "reached": summary.budget_reached, "cells_not_started": summary.cells_not_started}));
     if let Some(b) = calls.budget().filter(|_| summary.budget_reached) {
         output::note(&super::budget::reached_line(summary, b));
     }

@@ -7,12 +7,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::cache::Store;
+use crate::exec::CallSite;
 use crate::exec::calls::{budget::UNCAPPED_OUTPUT_TOKENS, call_components};
 use crate::plan::StepKey;
 use crate::providers::tokens::{Tokenizer, body_tokens_by};
 use crate::providers::{ChatRequest, ChatResponse, request_body, route};
-use crate::exec::CallSite;
-use crate::cache::Store;
 use crate::spec::{ModelConfig, Provider};
 
 /// One model's estimate.

@@ -41,12 +41,7 @@ pub fn cell_spent(store: &Store, pipeline: &Pipeline, cell: &Cell) -> Result<Spe
         }
         let Ok(answer) = serde_json::from_value::<ChatResponse>(entry.output) else { continue };
         let usage = answer.usage;
-        spent += Spent {
-            calls: 1,
-            input: usage.input,
-            output: usage.output,
-            usd: price.map_or(0.0, |p| p.cost(usage.input, usage.cached, usage.output)),
-        };
+        spent += Spent { calls: 1, input: usage.input, output: usage.output, usd: price.map_or(0.0, |p| p.cost(usage.input, usage.cached, usage.output)) };
     }
     Ok(spent)
 }

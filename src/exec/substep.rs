@@ -124,13 +124,9 @@ impl SubStep {
         };
         // Index first: a crash between the two leaves a dangling line, never
         // an entry that gc cannot reach.
-        let stored = store.record_substep(self.episode, self.key, true).and_then(|()| {
-            if self.refresh {
-                store.replace(&entry).map(|()| Stored::Written)
-            } else {
-                store.put(&entry)
-            }
-        });
+        let stored = store
+            .record_substep(self.episode, self.key, true)
+            .and_then(|()| if self.refresh { store.replace(&entry).map(|()| Stored::Written) } else { store.put(&entry) });
         let stored = match stored {
             // A paid answer the full disk cannot hold: kept in the run's journal (reserved
             // when it started), which the next run moves into the cache; this run still

@@ -42,9 +42,9 @@ pub mod shaping;
 mod stop;
 pub mod stream;
 mod switch;
-pub mod tokens;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod tokens;
 mod transport;
 mod types;
 mod wire;

@@ -101,7 +101,11 @@ fn a_full_disk_stops_new_calls_at_the_first_failed_write() {
     // Not cached: the answer whose write failed, and the calls (max_concurrency: 1) sent
     // while it was being written; nothing sent after. Each of them is kept in the journal.
     let run = std::fs::read_to_string(ws.path("run.json")).unwrap();
-    assert!(sent - cached <= 3, "{} paid answers not cached ({sent} sent, {cached} cached); at most those in flight may be\n{stderr}\n{run}\n{stats}", sent - cached);
+    assert!(
+        sent - cached <= 3,
+        "{} paid answers not cached ({sent} sent, {cached} cached); at most those in flight may be\n{stderr}\n{run}\n{stats}",
+        sent - cached
+    );
     assert!(stderr.contains(&format!("note: {} paid answer(s) the full cache could not hold are kept in its journal", sent - cached)), "none lost: {stderr}");
     assert!(stderr.contains("disk is full"), "the message says why calls stopped: {stderr}");
 }
@@ -149,7 +153,10 @@ fn answers_in_flight_when_the_disk_fills_land_in_the_journal_and_the_next_run_st
     eprintln!("run 1: {sent} answers paid, {cached} cached\n{err1}\nrun 2: {err2}");
     assert!(cached > 0 && sent < 60, "the disk filled part-way: {sent} sent, {cached} cached\n{err1}");
     assert!(sent > cached, "answers were in flight when the disk filled: {sent} sent, {cached} cached\n{err1}");
-    assert!(err1.contains(&format!("{} paid answer(s) the full cache could not hold are kept in its journal", sent - cached)), "every answer not cached is in the journal\n{err1}");
+    assert!(
+        err1.contains(&format!("{} paid answer(s) the full cache could not hold are kept in its journal", sent - cached)),
+        "every answer not cached is in the journal\n{err1}"
+    );
     // The second run moves them into the cache, and pays only for the calls never sent.
     assert_eq!(read("run2.code").trim(), "0", "{err2}\n{run2}");
     assert!(err2.contains(&format!("moved {} paid answer(s)", sent - cached)), "{err2}");

@@ -16,7 +16,9 @@ const MAX_TOKENS: u64 = 800;
 
 fn pipeline(url: &str) -> String {
     let model = |id: &str, name: &str, input: f64, output: f64| {
-        format!("  - {{id: {id}, provider: openai, model: {name}, base_url: \"{url}\", params: {{max_tokens: {MAX_TOKENS}}}, price: {{input_per_mtok: {input}, output_per_mtok: {output}}}}}\n")
+        format!(
+            "  - {{id: {id}, provider: openai, model: {name}, base_url: \"{url}\", params: {{max_tokens: {MAX_TOKENS}}}, price: {{input_per_mtok: {input}, output_per_mtok: {output}}}}}\n"
+        )
     };
     format!(
         "name: estimate\nmodels:\n{}{}{}tasks:\n  - {{benchmark: bbeh, select: all, params: {{subset: mini}}}}\nseeds: [0, 1]\n",
@@ -32,7 +34,8 @@ fn billing_mock() -> Mock {
     let requests = Arc::new(AtomicU64::new(0));
     let script = Script::function(move |req: &MockRequest| {
         let n = requests.fetch_add(1, Ordering::SeqCst);
-        let words: usize = req.body["messages"].as_array().into_iter().flatten().filter_map(|m| m["content"].as_str()).map(|t| t.split_whitespace().count()).sum();
+        let words: usize =
+            req.body["messages"].as_array().into_iter().flatten().filter_map(|m| m["content"].as_str()).map(|t| t.split_whitespace().count()).sum();
         let output = 20 + prompt_hash(&format!("{}#{n}", req.last_user)) % (MAX_TOKENS - 39);
         MockOutcome::Reply(MockReply::text("The answer is: (A)").with_usage(Usage { input: words as u64, output, ..Usage::default() }))
     });
@@ -62,7 +65,8 @@ fn after_a_one_seed_pilot_the_estimate_is_within_10_percent_of_what_the_run_then
     assert!(text.contains("measured on 460 cached calls"), "{text}");
     let models: Vec<&Value> = estimate["estimate"].as_array().unwrap().iter().collect();
     let expected: f64 = models.iter().map(|m| m["cost_usd"]["expected"].as_f64().unwrap()).sum();
-    let (low, high): (f64, f64) = models.iter().fold((0.0, 0.0), |(l, h), m| (l + m["cost_usd"]["low"].as_f64().unwrap(), h + m["cost_usd"]["high"].as_f64().unwrap()));
+    let (low, high): (f64, f64) =
+        models.iter().fold((0.0, 0.0), |(l, h), m| (l + m["cost_usd"]["low"].as_f64().unwrap(), h + m["cost_usd"]["high"].as_f64().unwrap()));
     assert!(models.iter().all(|m| m["pilot_calls"] == 460 && m["calls"] == 460), "{estimate}");
     // The full run makes the rest: seed 1.
     let (code, full) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);

@@ -115,7 +115,8 @@ pub fn worst_case(model: &ModelConfig, protocol: &dyn Protocol, body: &serde_jso
     let Some(price) = &model.price else { return 0 };
     let tokenizer = Tokenizer::for_model(model.provider == Provider::OpenAi, &model.model);
     let input = body_tokens(tokenizer, body);
-    let output = protocol.output_cap_fields().iter().find_map(|field| body.pointer(field).and_then(serde_json::Value::as_u64)).unwrap_or(UNCAPPED_OUTPUT_TOKENS);
+    let output =
+        protocol.output_cap_fields().iter().find_map(|field| body.pointer(field).and_then(serde_json::Value::as_u64)).unwrap_or(UNCAPPED_OUTPUT_TOKENS);
     micro(price.cost(input, 0, output))
 }
 
