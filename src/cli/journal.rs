@@ -7,9 +7,10 @@ use evalgrid::spec::{Pipeline, Provider};
 
 use super::output;
 
-/// Moves what earlier runs kept into the cache, then reserves this run's journal; each
-/// problem is a warning (the run goes on, as before journals existed).
-pub(crate) fn prepare(store: &Store, pipeline: &Pipeline, shard: Option<evalgrid::plan::Shard>) {
+/// Moves what earlier runs kept into the cache, then, when the run has `calls` to make,
+/// reserves its journal; each problem is a warning (the run goes on, as before journals
+/// existed).
+pub(crate) fn prepare(store: &Store, pipeline: &Pipeline, shard: Option<evalgrid::plan::Shard>, calls: bool) {
     match store.recover_journals() {
         Ok(0) => {}
         Ok(moved) => output::note(&format!("moved {moved} paid answer(s) kept in the journal by an earlier run into the cache")),
@@ -21,7 +22,7 @@ pub(crate) fn prepare(store: &Store, pipeline: &Pipeline, shard: Option<evalgrid
         evalgrid::providers::ConcurrencyMode::Adaptive(aimd) => aimd.cap,
     } as u64;
     let lanes = pipeline.models.iter().filter(|m| !matches!(m.provider, Provider::Builtin | Provider::Scripted)).count() as u64;
-    if lanes == 0 {
+    if lanes == 0 || !calls {
         return;
     }
     let wanted = per_lane.saturating_mul(lanes).saturating_mul(pipeline.transport.max_response_bytes);

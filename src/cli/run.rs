@@ -53,7 +53,11 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let mut pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
     let budget = if args.offline { None } else { super::budget::budget(&pipeline, &plan, &store, args.budget_usd)? };
     if !args.offline {
-        super::journal::prepare(&store, &pipeline, args.shard);
+        // Room is reserved only for a run that may call a model (a rerun of a cached grid
+        // writes nothing).
+        let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
+        let calls = plan.cells.iter().any(|c| must_run(&store, c, args.retry_errors, &outcomes));
+        super::journal::prepare(&store, &pipeline, args.shard, calls);
     }
     // Servers only for models with a cell to run, started before any cell: one that cannot
     // start ends the run here, and no cell is marked failed for it.
