@@ -4,6 +4,7 @@ pub mod commit;
 mod derived;
 pub mod entry;
 pub mod explain;
+pub mod journal;
 pub mod lock;
 pub mod maintenance;
 pub mod memo;

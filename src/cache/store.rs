@@ -131,6 +131,8 @@ pub struct Store {
     /// The directory is on a local disk filesystem and there is no shared remote, so a
     /// cache read or write takes microseconds ([`Store::quick_io`]).
     quick_io: bool,
+    /// This run's answer journal, once reserved ([`super::journal`]).
+    pub(super) journal: Arc<std::sync::Mutex<Option<super::journal::Journal>>>,
 }
 
 impl Store {
@@ -145,7 +147,7 @@ impl Store {
         let failures = root.join("failures");
         let failures_seen = std::fs::read_dir(&failures).map_err(io(&failures))?.next().is_some();
         let quick_io = crate::platform::is_local_filesystem(&root);
-        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io })
+        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io, journal: Arc::default() })
     }
 
     /// Whether a cache read or write may run on the async worker that needs it: the cache

@@ -131,6 +131,14 @@ pub(crate) struct RunArgs {
     /// Show what would run and stop.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// After the first Ctrl-C, how many seconds the calls already sent may still answer
+    /// (each answer is cached) before the run exits 130; a second Ctrl-C exits at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub(crate) grace: f64,
+    /// The most the grid's model calls may cost, in US dollars (overrides `budget.usd`):
+    /// a call whose worst case would not fit is not sent, and the run exits 3.
+    #[arg(long, value_name = "USD")]
+    pub(crate) budget_usd: Option<f64>,
     /// Re-run only cells whose last attempt failed.
     #[arg(long)]
     pub(crate) retry_errors: bool,

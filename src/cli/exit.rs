@@ -12,6 +12,9 @@ pub(crate) enum Exit {
     /// Invalid input: the pipeline, a filter, arguments, a missing dataset or sandbox.
     /// Also what clap uses for bad arguments.
     Invalid,
+    /// The budget (`budget.usd`, `--budget-usd`) held a call back: the cells not started
+    /// stay missing, and the same command with a larger budget goes on.
+    BudgetReached,
     /// Ctrl-C stopped a run; the same command resumes it.
     Interrupted,
 }
@@ -23,13 +26,14 @@ impl Exit {
         if failed { Self::Failed } else { Self::Ok }
     }
 
-    /// The numeric status: 0, 1, 2 or 130.
+    /// The numeric status: 0, 1, 2, 3 or 130.
     #[must_use]
     pub(crate) fn code(self) -> u8 {
         match self {
             Self::Ok => 0,
             Self::Failed => 1,
             Self::Invalid => 2,
+            Self::BudgetReached => 3,
             Self::Interrupted => 130,
         }
     }

@@ -4,13 +4,16 @@
 
 mod args;
 mod bench;
+mod budget;
 mod cache_cmd;
 mod check;
 mod datasets;
 mod diff;
+mod estimate;
 mod exit;
 mod export;
 mod jobs;
+mod journal;
 mod log;
 mod output;
 mod run;

@@ -6,11 +6,9 @@ use std::time::Duration;
 
 use evalgrid::cache::Store;
 use evalgrid::envs::registry::Registry;
-use evalgrid::exec::EpisodeRunner as _;
-use evalgrid::exec::calls::Usage;
 use evalgrid::exec::progress::Display;
 use evalgrid::exec::scheduler::DEFAULT_WAITING_JOBS;
-use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, call_key, classify, has_outcome, run_cells};
+use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, classify, has_outcome, run_cells};
 use evalgrid::plan::{Plan, plan};
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::report::{ReportOutcome, build};
@@ -50,9 +48,17 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     let store = env.store()?;
     if args.dry_run {
         let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-        return dry_run(env, &pipeline, &store, &plan, args.json, args.retry_errors, &outcomes);
+        return super::estimate::dry_run(env, &pipeline, &store, &plan, args, &outcomes);
     }
     let mut pipeline = prepare(pipeline, &plan, args.unsafe_no_sandbox)?;
+    let budget = if args.offline { None } else { super::budget::budget(&pipeline, &plan, &store, args.budget_usd)? };
+    if !args.offline {
+        // Room is reserved only for a run that may call a model (a rerun of a cached grid
+        // writes nothing).
+        let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
+        let calls = plan.cells.iter().any(|c| must_run(&store, c, args.retry_errors, &outcomes));
+        super::journal::prepare(&store, &pipeline, args.shard, calls);
+    }
     // Servers only for models with a cell to run, started before any cell: one that cannot
     // start ends the run here, and no cell is marked failed for it.
     let mut servers = if args.offline { Servers::default() } else { start_servers(env, &mut pipeline, &engines, &store, &plan, args)? };
@@ -65,12 +71,31 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
     }
     let retry_outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
-    let options =
-        RunOptions { jobs, waiting_jobs, retry_errors_only: args.retry_errors, retry_outcomes, progress: progress_display(args), on_cell: on_cell.clone() };
+    let grace = Duration::try_from_secs_f64(args.grace).map_err(|_| Failure::invalid(anyhow::anyhow!("--grace must be a number of seconds, at least 0")))?;
+    let options = RunOptions {
+        jobs,
+        waiting_jobs,
+        retry_errors_only: args.retry_errors,
+        retry_outcomes,
+        progress: progress_display(args),
+        on_cell: on_cell.clone(),
+        grace,
+    };
     let pipeline = Arc::new(pipeline);
-    let (summary, calls) = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes)?;
+    let executed = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes, budget);
+    let journaled = store.journaled();
+    store.release_journal();
+    if journaled > 0 {
+        output::note(&format!(
+            "note: {journaled} paid answer(s) the full cache could not hold are kept in its journal (v1/journal/); the next run moves them into the cache, unpaid"
+        ));
+    }
+    let (summary, calls) = executed?;
     servers.stop();
     let report = if summary.interrupted {
+        Ok(None)
+    } else if summary.budget_reached {
+        output::note("note: no report while cells are left unstarted; `evalgrid report` builds one from what is cached");
         Ok(None)
     } else if plan.filtered {
         output::note("note: no report for part of a grid (--filter, --shard, --class); `evalgrid report` builds it once every part is done");
@@ -93,7 +118,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         (Ok(report), Ok(())) => (report, None),
     };
     let error = failure.as_ref().map(|e| format!("{e:#}"));
-    print_summary(&summary, report.as_ref(), &calls.usage, args.json, error.as_deref());
+    print_summary(&summary, report.as_ref(), &calls, args.json, error.as_deref());
     let exceeded = calls.usage.context_exceeded.load(std::sync::atomic::Ordering::Relaxed);
     if exceeded > 0 && !args.retry_outcome.contains(&RetryOutcome::ContextExceeded) {
         output::note(&format!(
@@ -104,7 +129,13 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     if let Some(e) = failure {
         return Err(Failure::from(e));
     }
-    Ok(if summary.interrupted { Exit::Interrupted } else { Exit::failed_if(summary.cells_failed > 0) })
+    Ok(if summary.interrupted {
+        Exit::Interrupted
+    } else if summary.budget_reached {
+        Exit::BudgetReached
+    } else {
+        Exit::failed_if(summary.cells_failed > 0)
+    })
 }
 
 /// Keeps only this run's part of the grid (`--class`, `--shard`); the report is then built
@@ -159,6 +190,7 @@ fn note_injected_params(pipeline: &Pipeline) {
 
 /// Runs the plan's cells on a fresh runtime with one HTTP client, stopping cleanly on the
 /// first Ctrl-C; returns the summary and the call context (for its usage counters).
+#[expect(clippy::too_many_arguments, reason = "the run's parts, each built before the runtime starts")]
 fn execute(
     env: &Env,
     store: &Store,
@@ -167,18 +199,25 @@ fn execute(
     options: &RunOptions,
     args: &RunArgs,
     served_lanes: &BTreeMap<String, usize>,
+    budget: Option<evalgrid::exec::calls::budget::Budget>,
 ) -> Result<(RunSummary, Arc<CallContext>), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     install_crypto_provider();
     let config = ClientConfig { served_lanes: served_lanes.clone(), ..client_config(&pipeline.transport, args.shard) };
     let client = ProviderClient::new(config).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-    let calls = Arc::new(CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone()));
+    let mut calls = CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone());
+    if let Some(budget) = budget {
+        calls = calls.with_budget(budget);
+    }
+    let calls = Arc::new(calls);
     let cancel = Cancel::default();
     let summary = runtime.block_on(async {
-        stop_on_ctrl_c(cancel.clone());
+        stop_on_ctrl_c(cancel.clone(), options.grace);
         run_cells(Arc::clone(pipeline), plan, store.clone(), Arc::new(env.registry.clone()), Arc::clone(&calls), options, cancel.clone()).await
     })?;
-    runtime.shutdown_background();
+    // Blocking tasks (a submission being killed, its run folder being removed) finish
+    // before the process exits, which would otherwise end them half-way.
+    runtime.shutdown_timeout(Duration::from_secs(10));
     Ok((summary, calls))
 }
 
@@ -230,13 +269,19 @@ pub(crate) fn serve_log_dir(env: &Env) -> std::path::PathBuf {
     env.cache_dir.join("logs").join("serve")
 }
 
-/// The first Ctrl-C cancels the run (cells in flight are dropped, answers already cached
-/// stay); the second exits at once.
-fn stop_on_ctrl_c(cancel: Cancel) {
+/// The first Ctrl-C cancels the run: no call is sent from then on, the calls in flight may
+/// answer (and are cached) for `grace`, then the cells left are dropped. The second exits
+/// at once.
+fn stop_on_ctrl_c(cancel: Cancel, grace: Duration) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
-            output::note("interrupted: stopping; answered calls are cached, run the same command again to resume (Ctrl-C again to quit at once)");
+            // Model-written code costs no money: it stops now, and its run folder goes.
+            evalgrid::sandbox::process::abandon_runs();
+            output::note(&format!(
+                "interrupted: no new calls are sent; waiting up to {:.0} s (--grace) for the answers of calls in flight, which are cached; run the same command again to resume (Ctrl-C again to quit at once)",
+                grace.as_secs_f64()
+            ));
             if tokio::signal::ctrl_c().await.is_ok() {
                 // The second Ctrl-C: no clean-up at all. Everything cached is already
                 // in place (entries are renamed into place whole; only a machine crash
@@ -344,66 +389,16 @@ pub(crate) fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::S
     }
 }
 
-fn dry_run(
-    env: &Env,
-    pipeline: &Pipeline,
-    store: &Store,
-    plan: &evalgrid::plan::Plan,
-    json: bool,
-    retry_errors: bool,
-    outcomes: &[String],
-) -> Result<Exit, Failure> {
-    let mut counts = [0usize; 4];
-    let (mut calls_known, mut calls_unknown_cells, mut would_run) = (0usize, 0usize, 0usize);
-    let only_retries = retry_errors || !outcomes.is_empty();
-    for cell in &plan.cells {
-        let state = classify(store, cell);
-        counts[state as usize] += 1;
-        let runs = match state {
-            // `--retry-outcome`: the cells holding such answers run again (their other calls are hits).
-            CellState::Cached => has_outcome(store, cell, outcomes),
-            CellState::Failed => retry_errors || outcomes.is_empty(),
-            _ => !only_retries,
-        };
-        if !runs {
-            continue;
-        }
-        would_run += 1;
-        let (model, task) = (&pipeline.models[cell.model], &pipeline.tasks[cell.task]);
-        match env.registry.planned_calls(model, task, cell.seed) {
-            Some(calls) => {
-                calls_known += calls.iter().filter(|(r, s)| call_key(model, r, s).is_some_and(|k| !store.contains(k))).count();
-            }
-            None => calls_unknown_cells += 1,
-        }
-    }
-    if json {
-        output::json(&json!({
-            "cells_total": plan.cells.len(), "cells_cached": counts[0], "cells_run": 0, "cells_failed": counts[3],
-            "cells_to_run": would_run, "model_calls_to_make": calls_known,
-            "cells_with_unknown_calls": calls_unknown_cells, "dry_run": true, "report_dir": null,
-        }));
-    } else {
-        let unknown = if calls_unknown_cells > 0 {
-            format!(", plus the calls of {calls_unknown_cells} multi-turn episode(s), which depend on the game")
-        } else {
-            String::new()
-        };
-        output::line(&format!(
-            "{} cells: {} cached, {} stale, {} missing, {} failed; a run would compute {would_run} cells and make {calls_known} model API calls{unknown}",
-            plan.cells.len(),
-            counts[0],
-            counts[1],
-            counts[2],
-            counts[3]
-        ));
-    }
-    Ok(Exit::Ok)
-}
-
 /// The run's outcome on stdout; `error` is what ended it after the cells ran (the report
 /// or the final flush failed), printed by the caller on stderr and here in the JSON.
-fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &Usage, json: bool, error: Option<&str>) {
+fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, calls: &CallContext, json: bool, error: Option<&str>) {
+    let usage = &calls.usage;
+    let budget = calls
+        .budget()
+        .map(|b| json!({"usd": b.limit_usd(), "spent_usd": b.spent_usd(), "reached": summary.budget_reached, "cells_not_started": summary.cells_not_started}));
+    if let Some(b) = calls.budget().filter(|_| summary.budget_reached) {
+        output::note(&super::budget::reached_line(summary, b));
+    }
     let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let other_model = get(&usage.other_model);
     let other_cached = get(&usage.other_model_cached);
@@ -426,6 +421,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, usage: &U
             "cells_failed": summary.cells_failed,
             "cells_skipped": summary.cells_skipped,
             "interrupted": summary.interrupted,
+            "budget": budget,
             "report_dir": report.map(|r| r.dir.display().to_string()),
             "error": error,
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),

@@ -3,10 +3,12 @@
 
 pub mod calls;
 pub mod check;
+pub mod estimate;
 pub mod flight;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
+pub mod spend;
 pub mod step_error;
 pub mod substep;
 

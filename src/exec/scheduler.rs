@@ -74,6 +74,9 @@ pub struct RunOptions {
     /// Called after each finished cell with (run, cached, failed, total) so far, e.g. to
     /// publish a shard's progress record for `status` on another machine.
     pub on_cell: Option<Arc<dyn Fn(RunCounts) + Send + Sync>>,
+    /// After a cancel, how long the calls already sent may still answer (and be stored)
+    /// before the cells in flight are dropped (`run --grace`).
+    pub grace: std::time::Duration,
 }
 
 /// Cell counts of a run so far.
@@ -118,6 +121,11 @@ pub struct RunSummary {
     pub cells_skipped: usize,
     /// Whether Ctrl-C stopped the run early.
     pub interrupted: bool,
+    /// Whether the budget held a call back, so cells were left unstarted.
+    pub budget_reached: bool,
+    /// Cells left for a later run because the budget held their calls back (never started,
+    /// or stopped at a call the budget held back): they stay `missing`, not failed.
+    pub cells_not_started: usize,
     /// Failed cells with their error.
     pub failures: Vec<(String, String)>,
 }
@@ -162,11 +170,18 @@ pub async fn run_cells(
     let mut queue = Queue::new(pending, &pipeline, runner.as_ref(), options);
     let mut launched = 0usize;
     let (mut aborted, mut dropped) = (false, 0usize);
+    // Set at the cancel: no call is sent from then on, and the calls in flight may answer
+    // until this instant.
+    let mut deadline: Option<tokio::time::Instant> = None;
+    // The first cache error that ends the run: once it happens no call is sent, and the
+    // cells in flight finish (their answers stored, or kept in the journal) before it is
+    // returned, instead of being dropped with paid answers on their way.
+    let mut fatal: Option<CacheError> = None;
     let total_pending = queue.len();
     loop {
         // Each class of cells runs up to its bound: the set holds every cell task not yet
         // joined, and the queue counts each class in flight, so these are the only gates.
-        while !cancel.is_cancelled() {
+        while !cancel.is_cancelled() && !calls.budget_reached() && fatal.is_none() {
             let Some((cell, refresh, waiting)) = queue.next() else { break };
             let (pipeline, store, runner, calls) = (Arc::clone(&pipeline), store.clone(), Arc::clone(&runner), Arc::clone(&calls));
             launched += 1;
@@ -178,9 +193,14 @@ pub async fn run_cells(
         }
         let joined = tokio::select! {
             joined = set.join_next() => joined,
-            () = cancel.cancelled(), if !aborted => {
-                // Dropping the cells in flight cancels their HTTP requests now; what
-                // they had answered is already cached.
+            () = cancel.cancelled(), if deadline.is_none() => {
+                calls.stop_sending("the run was interrupted (Ctrl-C)");
+                deadline = Some(tokio::time::Instant::now() + options.grace);
+                continue;
+            }
+            () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() && !aborted => {
+                // The grace is over: dropping the cells in flight cancels their HTTP
+                // requests now; what they had answered is already cached.
                 set.abort_all();
                 aborted = true;
                 continue;
@@ -194,15 +214,34 @@ pub async fn run_cells(
         let (id, cell, result, waiting) =
             joined.map_err(|e| CacheError::Io { path: store.root().to_owned(), source: std::io::Error::other(format!("cell task failed: {e}")) })?;
         queue.finished(waiting);
+        // A cell that stopped at a call held back by the interruption is left for the
+        // rerun, like the cells dropped: its answered calls are cached.
+        if deadline.is_some() && matches!(result, Err(CellError::Step(..))) {
+            dropped += 1;
+            continue;
+        }
         // The call counters first, so the progress line this cell may print carries them.
         progress.set_extra(&calls.progress_line());
-        settle(&store, &progress, &mut summary, id, &cell, result)?;
+        if let Err(error) = settle(&store, &progress, &mut summary, id, &cell, result) {
+            if fatal.is_none() {
+                calls.stop_sending(&format!("the run stopped at a cache error: {error}"));
+                fatal = Some(error);
+            }
+            continue;
+        }
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });
         }
     }
     progress.finish();
+    if let Some(error) = fatal {
+        return Err(error);
+    }
     summary.cells_skipped += total_pending - launched + dropped;
+    summary.budget_reached = calls.budget_reached();
+    if summary.budget_reached {
+        summary.cells_not_started += total_pending - launched;
+    }
     summary.interrupted = cancel.is_cancelled() && (launched < total_pending || dropped > 0);
     Ok(summary)
 }
@@ -314,6 +353,11 @@ fn settle(store: &Store, progress: &Progress, summary: &mut RunSummary, id: Stri
         Ok(true) => summary.cells_run += 1,
         // Another process finished it while we waited for its lock.
         Ok(false) => summary.cells_cached += 1,
+        // Held back by the budget: left for a rerun with a larger one, not a failure.
+        Err(CellError::Step(_, err)) if err.is_budget() => {
+            summary.cells_skipped += 1;
+            summary.cells_not_started += 1;
+        }
         Err(CellError::Step(kind, err)) => {
             let key = if kind == StepKind::Episode { cell.episode_key } else { cell.score_key };
             let text = err.to_string();

@@ -59,6 +59,11 @@ pub enum StepError {
     /// its answer could not be kept, so it would be paid for nothing.
     #[error("not sent: the cache disk is full (free space, then run again)")]
     DiskFull,
+    /// A model call was not sent because what the run has spent plus the worst case of the
+    /// calls in flight would pass `budget.usd`: the cell is left for a run with a larger
+    /// budget, never recorded as failed.
+    #[error("not sent: {0}")]
+    Budget(String),
     /// The error of an identical call in flight that this one waited on, shared whole: it
     /// reads as that error, and its source is that error's cause.
     #[error(transparent)]
@@ -111,6 +116,18 @@ impl StepError {
             Self::Shared(error) => error.unshared(),
             other => other,
         }
+    }
+
+    /// Whether a call of this step was held back by the budget, however deep the episode
+    /// wrapped it: such a cell is not started, not failed.
+    #[must_use]
+    pub fn is_budget(&self) -> bool {
+        let source = match self.unshared() {
+            Self::Budget(_) => return true,
+            Self::Episode { source, .. } | Self::Score { source, .. } | Self::Worker { source, .. } => source.as_deref(),
+            _ => None,
+        };
+        source.and_then(|cause| cause.downcast_ref::<Self>()).is_some_and(Self::is_budget)
     }
 
     /// A CPU task failed with `error`: shown as `worker failed: <error>`.

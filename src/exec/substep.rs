@@ -114,9 +114,6 @@ impl SubStep {
             path: store.entry_path(self.key),
             source: std::io::Error::other(format!("sub-step output does not serialize: {e}")),
         })?;
-        // Index first: a crash between the two leaves a dangling line, never
-        // an entry that gc cannot reach.
-        store.record_substep(self.episode, self.key, true)?;
         let entry = Entry {
             key: self.key,
             kind: self.kind,
@@ -125,11 +122,21 @@ impl SubStep {
             duration_ms,
             writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
         };
-        if self.refresh {
-            store.replace(&entry)?;
-            return Ok(value);
-        }
-        let stored = store.put(&entry)?;
+        // Index first: a crash between the two leaves a dangling line, never
+        // an entry that gc cannot reach.
+        let stored = store
+            .record_substep(self.episode, self.key, true)
+            .and_then(|()| if self.refresh { store.replace(&entry).map(|()| Stored::Written) } else { store.put(&entry) });
+        let stored = match stored {
+            // A paid answer the full disk cannot hold: kept in the run's journal (reserved
+            // when it started), which the next run moves into the cache; this run still
+            // stops at the error.
+            Err(error) if error.is_storage_full() => {
+                store.keep_in_journal(self.episode, &entry);
+                return Err(error);
+            }
+            other => other?,
+        };
         // First writer wins: carry on with the answer everyone else will read.
         Ok(match stored {
             Stored::Adopted(entry) => serde_json::from_value(entry.output).unwrap_or(value),

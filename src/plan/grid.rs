@@ -148,6 +148,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
         name: "golden".into(),
         source_path: "p.yaml".into(),
         source_hash: "ignored".into(),
+        budget_usd: None,
         models: vec![ModelConfig {
             accept_other_model: false,
             headers: std::collections::BTreeMap::new(),

@@ -61,6 +61,13 @@ pub fn process_exists(pid: u32) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
 }
 
+/// Bytes an unprivileged process may still write on the filesystem holding `path`
+/// (POSIX `statvfs`, the same on every Unix); `None` when it cannot be asked.
+#[must_use]
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    rustix::fs::statvfs(path).ok().map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+}
+
 /// Asks the OS to send this process SIGTERM when its parent ends (Linux `PR_SET_PDEATHSIG`;
 /// nothing elsewhere): how a server evalgrid started dies with evalgrid, even after `kill -9`.
 pub fn terminate_with_parent() {

@@ -253,6 +253,11 @@ pub(super) fn error_in_ok_body(json: &Value, headers: &HeaderMap) -> Option<Call
     }
     let retry_after = retry_after_from_headers(headers).or_else(|| retry_delay_from_body(json));
     let text = error_fingerprint(json);
+    if let Some(status) = auth_status(json) {
+        // A key refused inside a 200 (a stream's `error` event, a gateway's body): every
+        // call of the lane would hit it, so it is not a server error to retry.
+        return Some(CallError::Auth { status });
+    }
     Some(if super::overflow::is_context_overflow(400, json.to_string().as_bytes()) && !is_overload_body(json) {
         CallError::ContextExceeded { message: error_message(json).unwrap_or_default() }
     } else if is_overload_body(json) {
@@ -276,6 +281,23 @@ fn error_fingerprint(json: &Value) -> String {
         }
     }
     parts.join(" ")
+}
+
+/// The HTTP status an error object stands for when it says the key is refused: 403 for a
+/// key without permission (`permission_error`, `PERMISSION_DENIED`), 401 for a key that is
+/// invalid or missing (`invalid_api_key`, `authentication_error`, `UNAUTHENTICATED`, or a
+/// message such as Gemini's "API key not valid").
+fn auth_status(json: &Value) -> Option<u16> {
+    let text = error_fingerprint(json);
+    let error = json.get("error").filter(|error| error.is_object()).unwrap_or(json);
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+    if text.contains("permission") || text.split(' ').any(|part| part == "403") {
+        return Some(403);
+    }
+    let refused = ["invalid_api_key", "authentication", "unauthenticated", "unauthorized"].iter().any(|part| text.contains(part))
+        || text.split(' ').any(|part| part == "401")
+        || (message.contains("api key") && ["invalid", "incorrect", "not valid", "expired"].iter().any(|word| message.contains(word)));
+    refused.then_some(401)
 }
 
 /// Whether an error body describes overload rather than a hard failure.

@@ -44,6 +44,7 @@ pub mod stream;
 mod switch;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod tokens;
 mod transport;
 mod types;
 mod wire;

@@ -252,6 +252,21 @@ fn read_capped(mut r: std::io::PipeReader, cap: usize) -> (Arc<Mutex<Vec<u8>>>, 
 /// reaped) before killing it; after exit it always calls `cleanup(pid, false)` (kill group,
 /// reap stragglers; returns survivors). `cmd` is consumed so the parent's write
 /// end of the pipe is closed after spawning.
+/// Set once the run is interrupted: submissions still running are killed at once (their
+/// run folders then removed as usual), and none starts.
+static ABANDON: AtomicBool = AtomicBool::new(false);
+
+/// Kills every submission of this process that is running, and refuses new ones: the run
+/// was interrupted, and a blocking thread left running would outlive the process's exit
+/// with its run folder in place.
+pub fn abandon_runs() {
+    ABANDON.store(true, Ordering::SeqCst);
+}
+
+fn abandoned() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::Interrupted, "the run was interrupted")
+}
+
 pub fn run_watched(
     mut cmd: Command,
     timeout: Duration,
@@ -259,6 +274,9 @@ pub fn run_watched(
     collect_cap: Option<usize>,
     cleanup: &dyn Fn(u32, bool) -> Vec<u32>,
 ) -> std::io::Result<Watched> {
+    if ABANDON.load(Ordering::SeqCst) {
+        return Err(abandoned());
+    }
     let (mut reader, writer) = std::io::pipe()?;
     let mut collect = None;
     cmd.stdin(Stdio::null());
@@ -310,6 +328,13 @@ pub fn run_watched(
                 let _ = child.wait();
                 return Err(e);
             }
+        }
+        if ABANDON.load(Ordering::SeqCst) {
+            cleanup(pid, true);
+            let _ = child.kill();
+            let _ = child.wait();
+            cleanup(pid, false);
+            return Err(abandoned());
         }
         if Instant::now() >= deadline {
             timed_out = true;

@@ -40,6 +40,9 @@ pub struct Pipeline {
     pub transport: TransportConfig,
     /// Whether model-written code must run in bubblewrap (never part of a key).
     pub sandbox: SandboxMode,
+    /// `budget.usd`: the most the grid's model calls may cost, in US dollars (never part
+    /// of a key: it decides which calls are sent, not what they answer).
+    pub budget_usd: Option<f64>,
 }
 
 /// `sandbox:` in a pipeline: model-written code runs in bubblewrap, or (only when the

@@ -33,6 +33,15 @@ pub struct RawPipeline {
     pub transport: Option<RawTransport>,
     #[serde(default)]
     pub sandbox: Option<super::pipeline::SandboxMode>,
+    #[serde(default)]
+    pub budget: Option<RawBudget>,
+}
+
+/// `budget:` section: the most the grid's model calls may cost (in no key).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBudget {
+    pub usd: Spanned<f64>,
 }
 
 /// `transport:` section: how calls are made, never what they answer.

@@ -64,6 +64,12 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
         },
     );
     let transport = r.transport(raw.transport.unwrap_or_default());
+    let budget_usd = raw.budget.map(|b| {
+        if !(b.usd.value.is_finite() && b.usd.value > 0.0) {
+            r.push(position_of(&b.usd), "`budget.usd` must be a positive number of US dollars", None);
+        }
+        b.usd.value
+    });
     if r.diagnostics.is_empty() {
         let cells = count_cells(&models, &tasks, &seeds, &include, &exclude);
         if cells == 0 {
@@ -88,6 +94,7 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
             report,
             transport,
             sandbox: raw.sandbox.unwrap_or_default(),
+            budget_usd,
         })
     } else {
         r.diagnostics.sort_by_key(|d| d.position);

@@ -77,3 +77,68 @@ fn a_local_server_naming_its_model_file_is_that_model() {
     let (code, _, _) = run(&ws);
     assert_eq!((code, mock.server().calls()), (0, before), "cached");
 }
+
+/// A server that answers every request with HTTP 200 and a Chat Completions stream whose
+/// only event is an `error` saying the key is invalid (as OpenAI-compatible gateways do),
+/// written by hand rather than with the mock; it counts the requests it reads.
+fn invalid_key_stream_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let seen = std::sync::Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let (mut line, mut length) = (String::new(), 0usize);
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                        line.clear();
+                    }
+                    if line != "\r\n" {
+                        return;
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let event = "data: {\"error\":{\"message\":\"Incorrect API key provided: sk-bad.\",\"type\":\"invalid_request_error\",\"code\":\"invalid_api_key\"}}\n\n";
+                    let response = format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{event}", event.len());
+                    if reader.get_mut().write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, count)
+}
+
+#[test]
+fn an_error_event_saying_the_key_is_invalid_stops_the_model_instead_of_being_retried() {
+    let (url, requests) = invalid_key_stream_server();
+    let ws = Workspace::new();
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: badkey\nmodels:\n  - {{id: m, provider: openai, model: m, base_url: \"{url}\", stream: true}}\ntasks:\n  - benchmark: bbeh\n    select: [boardgame_qa]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_attempts: 4, retry_base_ms: 5, retry_max_ms: 20, max_concurrency: 4}}\n"
+        ),
+    );
+    let (code, v, stderr) = run(&ws);
+    assert_eq!(code, 1, "{v}\n{stderr}");
+    let sent = requests.load(std::sync::atomic::Ordering::SeqCst);
+    // 20 items, 4 attempts each if it were retried (80); stopped at the first refusal, with at
+    // most the 4 in flight then, each sent once.
+    assert!(sent <= 4, "{sent} requests for 20 items\n{stderr}");
+    assert!(v["failures"].to_string().contains("auth"), "the cell says the key was refused: {v}");
+    assert!(stderr.contains("error: model `m`"), "{stderr}");
+}

@@ -100,3 +100,51 @@ fn ctrl_c_on_a_stalled_provider_exits_130_at_once_and_the_rerun_pays_only_the_un
     // The 60 mini items of these three tasks are 60 distinct prompts.
     assert_eq!(answered.len() + second.len(), 60, "together, every item exactly once");
 }
+
+#[test]
+fn ctrl_c_with_20_calls_in_flight_keeps_every_answer_that_arrives_within_the_grace() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen2 = Arc::clone(&seen);
+    let script = Script::function(move |req: &MockRequest| {
+        seen2.lock().unwrap().push(req.last_user.clone());
+        MockOutcome::Reply(MockReply::text("The answer is: (A)"))
+    });
+    // Every answer takes 3 s, well within the 10 s default grace.
+    let mock = Mock::start(MockConfig { script, latency: Duration::from_secs(3), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: grace\nmodels:\n  - {{id: m, provider: openai, model: m, base_url: \"{}\"}}\ntasks:\n  - benchmark: bbeh\n    select: [boardgame_qa, dyck_languages, web_of_lies]\n    params: {{subset: mini}}\nseeds: [0]\ntransport: {{max_concurrency: 20}}\n",
+            mock.url()
+        ),
+    );
+    let data = data_dir().to_str().unwrap().to_owned();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .args(["--data-dir", &data, "run", "p.yaml", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while mock.server().calls() < 20 && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(mock.server().calls(), 20, "20 calls in flight, none answered yet");
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(mock.server().calls(), 20, "no call is sent after the Ctrl-C: {stderr}");
+    let first: HashSet<String> = seen.lock().unwrap().drain(..).collect();
+    // The rerun pays only for the 40 calls never sent: the 20 answered within the grace are cached.
+    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let second: HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
+    assert_eq!(v["calls"]["cached"], 20, "every answer that arrived within the grace was stored: {v}");
+    assert!(second.is_disjoint(&first), "an answer that arrived within the grace was paid again");
+    assert_eq!(second.len() + first.len(), 60);
+}

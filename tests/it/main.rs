@@ -94,3 +94,7 @@ mod items_pages;
 mod diff;
 // `evalgrid export --format inspect|eee`, read back by Inspect AI and the EEE schemas (issue 34).
 mod export;
+// A hard budget (issue 33 item 4): calls stop before the spend passes it, cells left missing, exit 3.
+mod budget;
+// `run --dry-run` estimates each model's cost, measured on a pilot's cached answers (issue 33 item 5).
+mod estimate;

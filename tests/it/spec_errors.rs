@@ -25,7 +25,7 @@ fn bad_yaml_syntax() {
 #[test]
 fn misspelled_key_suggests_the_right_one() {
     insta::assert_snapshot!(check(&format!("name: x\n{GOOD_MODELS}tasks:\n  - benchmark: eleusis\nsedes: [0]\n")), @r"
-    error: bad.yaml:6:1: unknown field `sedes`, expected one of name, description, models, tasks, seeds, include, exclude, metrics, report, transport, sandbox
+    error: bad.yaml:6:1: unknown field `sedes`, expected one of name, description, models, tasks, seeds, include, exclude, metrics, report, transport, sandbox, budget
       |
     6 | sedes: [0]
       | ^

@@ -56,6 +56,9 @@ pub(super) struct Lanes {
     /// Set at the first cache write that failed for lack of space: from then on no call is
     /// sent, so the answers lost are at most those already in flight.
     disk_full: AtomicBool,
+    /// Why the run stopped sending (the first Ctrl-C, a cache that cannot be written): no
+    /// call is sent from then on; those in flight may answer.
+    stopped: std::sync::OnceLock<String>,
 }
 
 impl Lanes {
@@ -108,8 +111,16 @@ impl Lanes {
         if self.disk_full.load(Ordering::SeqCst) {
             return Some(StepError::DiskFull);
         }
+        if let Some(reason) = self.stopped.get() {
+            return Some(StepError::episode_msg(format!("not sent: {reason}")));
+        }
         let reason = self.with(model, |_, switch| switch.reason().map(str::to_owned))?;
         Some(StepError::episode_msg(format!("not sent: model `{model}` stopped at a failure every call of it would hit: {reason}")))
+    }
+
+    /// Stops the run's calls for `reason`: none is sent from then on.
+    pub(super) fn stop_all(&self, reason: &str) {
+        let _ = self.stopped.set(reason.to_owned());
     }
 
     /// Marks the cache disk full; `true` only the first time.

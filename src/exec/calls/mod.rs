@@ -13,6 +13,7 @@
 //!
 //! One call is a pipeline: scripted → lane ticket → route → key → run once → settle.
 
+pub mod budget;
 mod key;
 mod lanes;
 mod ledger;
@@ -55,6 +56,8 @@ pub struct CallContext {
     retry_outcomes: Vec<String>,
     /// The `scripted` provider's replies files, each read once per run.
     scripts: crate::providers::scripted::Scripts,
+    /// `budget.usd`: calls that would not fit are not sent ([`budget`]).
+    budget: Option<budget::Budget>,
     /// Counters.
     pub usage: Usage,
 }
@@ -80,8 +83,36 @@ impl CallContext {
             log: Mutex::new(None),
             retry_outcomes: Vec::new(),
             scripts: crate::providers::scripted::Scripts::default(),
+            budget: None,
             usage: Usage::default(),
         }
+    }
+
+    /// Holds every call sent to `budget` ([`budget::Budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, budget: budget::Budget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The run's budget, if it has one.
+    #[must_use]
+    pub fn budget(&self) -> Option<&budget::Budget> {
+        self.budget.as_ref()
+    }
+
+    /// The run stops for `reason` (Ctrl-C, a cache it cannot write): no call is sent from
+    /// now on, also none waiting for a slot or a retry; the calls already sent may still
+    /// answer, and their answers are stored.
+    pub fn stop_sending(&self, reason: &str) {
+        self.lanes.stop_all(reason);
+        self.client.halt(reason);
+    }
+
+    /// Whether the budget held a call back: no new cell should start.
+    #[must_use]
+    pub fn budget_reached(&self) -> bool {
+        self.budget.as_ref().is_some_and(budget::Budget::reached)
     }
 
     /// Asks again the calls whose cached answer has one of these finish classes
@@ -157,7 +188,7 @@ impl CallContext {
         {
             self.client.halt("the cache disk is full (free space, then run again)");
             self.note(&format!(
-                "error: the cache disk is full ({error}): no new model calls are sent; the answers of calls already in flight are lost, every answer stored before is kept. Free space, then run again."
+                "error: the cache disk is full ({error}): no new model calls are sent; the answers of calls already in flight go to the run's journal (room reserved when it started), which the next run moves into the cache, and every answer stored before is kept. Free space, then run again."
             ));
         }
     }

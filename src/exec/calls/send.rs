@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::key::with_key;
 use super::ledger::CallLedger;
-use super::{Call, CallContext, usage};
+use super::{Call, CallContext, budget, usage};
 use crate::exec::step_error::StepError;
 use crate::exec::substep::Fresh;
 use crate::providers::{Answered, CallOptions, ChatResponse, ResponseLedger};
@@ -23,10 +23,17 @@ impl CallContext {
             return Err(refusal);
         }
         let endpoint = with_key(call.endpoint.clone(), model)?;
+        let hold = match &self.budget {
+            Some(budget) => Some(budget.hold(budget::worst_case(model, call.endpoint.kind.protocol(), &body))?),
+            None => None,
+        };
         let stop = self.lanes.switch(&model.id);
         let options = CallOptions { body: Some(body), ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
         let record = self.client.call_with(&endpoint, call.request, options).await;
         let stalls = self.usage.record(&record, model.price.as_ref());
+        if let Some(hold) = hold {
+            hold.settle(budget::cost(&record, model.price.as_ref()));
+        }
         if stalls > 0 {
             self.note(&usage::stall_note(&model.id, stalls, &record, self.client.config().stream_idle_timeout));
         }

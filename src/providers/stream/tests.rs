@@ -349,6 +349,23 @@ fn error_events_are_classified_like_errors_in_a_200_body() {
 }
 
 #[test]
+fn an_error_event_refusing_the_key_is_an_auth_failure_not_a_server_error() {
+    let chat = "data: {\"error\":{\"message\":\"Incorrect API key provided: sk-xx.\",\"type\":\"invalid_request_error\",\"code\":\"invalid_api_key\"}}\n\n";
+    assert_eq!(parsed(ProviderKind::OpenAi, chat).unwrap_err().class(), "auth");
+    let responses = "event: error\ndata: {\"type\":\"error\",\"code\":\"invalid_api_key\",\"message\":\"Incorrect API key provided\",\"param\":null,\"sequence_number\":1}\n\n";
+    assert_eq!(parsed(ProviderKind::OpenAiResponses, responses).unwrap_err().class(), "auth");
+    let anthropic = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}\n\n";
+    assert_eq!(parsed(ProviderKind::Anthropic, anthropic).unwrap_err().class(), "auth");
+    let denied = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"permission_error\",\"message\":\"no access\"}}\n\n";
+    assert!(matches!(parsed(ProviderKind::Anthropic, denied).unwrap_err(), CallError::Auth { status: 403 }));
+    let gemini = "data: {\"error\":{\"code\":400,\"message\":\"API key not valid. Please pass a valid API key.\",\"status\":\"INVALID_ARGUMENT\"}}\n\n";
+    assert_eq!(parsed(ProviderKind::Gemini, gemini).unwrap_err().class(), "auth");
+    // A server error that mentions no key stays a server error (retried).
+    let server = "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n";
+    assert_eq!(parsed(ProviderKind::OpenAi, server).unwrap_err().class(), "server");
+}
+
+#[test]
 fn anthropic_blocks_keep_signatures_and_cut_tool_input_reads_as_malformed() {
     let stream = [
         r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
