@@ -71,7 +71,7 @@ fn exports_match_items(ws: &Workspace, pipeline: &str, name: &str, extra: &[&str
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
             v["samples"].as_u64(),
-            Some(items.keys().map(|k| (&k.0, &k.1, k.2, k.3)).collect::<std::collections::BTreeSet<_>>().len() as u64),
+            Some(items.keys().map(|k| (&k.0, &k.1, k.2, &k.3)).collect::<std::collections::BTreeSet<_>>().len() as u64),
             "{name} {format}: {v}"
         );
         let schemas = repo().join("tests/fixtures/every_eval_ever");
