@@ -114,7 +114,7 @@ fn qa_example_exports_read_back_by_inspect_and_eee_with_items_csv_scores() {
       "choices": null,
       "epoch": 1,
       "events": [],
-      "id": 0,
+      "id": "fr",
       "input": "What is the capital of France?",
       "messages": [
         {

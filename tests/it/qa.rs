@@ -32,6 +32,9 @@ fn example_pipeline_runs_offline_and_reruns_from_the_cache() {
     assert!(items.lines().any(|l| l.starts_with("qa,oracle,capitals,0,fr,")), "{items}");
     let html = std::fs::read_to_string(ws.path("reports/qa-example/index.html")).unwrap();
     assert!(html.contains("pass@k") && html.contains("maj@k"), "the repeats table is in the report");
+    // The item page shows each model's answer line beside its score, and the row's id.
+    let page = std::fs::read_to_string(ws.path("reports/qa-example/items-qa.html")).unwrap();
+    assert!(page.contains("\"Paris\"") && page.contains("\"fr\""), "the oracle's answer and the row id are on the item page");
     let (_, v) = ws.run_json(&["run", pipeline, "--json"]);
     assert_eq!((v["cells_run"].as_u64(), v["cells_cached"].as_u64()), (Some(0), Some(27)));
 }

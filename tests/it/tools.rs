@@ -76,7 +76,10 @@ fn benchmark_tool_commands_are_listed_in_help() {
         text.lines().skip_while(|l| *l != "Commands:").skip(1).take_while(|l| !l.is_empty()).filter_map(|l| l.split_whitespace().next()).collect();
     assert_eq!(
         commands,
-        ["run", "status", "report", "show", "check", "validate", "cache", "datasets", "bbeh", "bbq", "eleusis", "weirdml", "slurm", "k8s", "bench", "help"],
+        [
+            "run", "status", "report", "diff", "show", "export", "check", "validate", "cache", "datasets", "bbeh", "bbq", "eleusis", "weirdml", "slurm", "k8s",
+            "bench", "help"
+        ],
         "{text}"
     );
     for line in [

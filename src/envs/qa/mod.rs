@@ -121,6 +121,11 @@ impl Benchmark for Qa {
             .collect()
     }
 
+    fn unit_answers(&self, score: &Value) -> Vec<Option<String>> {
+        let Some(items) = score.get("items").and_then(Value::as_array) else { return Vec::new() };
+        items.iter().map(|row| row.get("line").and_then(Value::as_str).map(str::to_owned)).collect()
+    }
+
     fn run_episode<'a>(
         &'a self,
         ctx: EpisodeContext<'a>,

@@ -44,6 +44,13 @@ fn answer_key(answer: &str) -> String {
     blake3::hash(inspect::casefold(crate::envs::pystr::py_strip(answer)).as_bytes()).to_hex()[..12].to_owned()
 }
 
+/// The answer's first non-empty line, cut to 120 characters: what the report's item pages
+/// show beside the score.
+fn answer_line(answer: &str) -> String {
+    let line = answer.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    line.chars().take(120).collect()
+}
+
 /// Scores an episode record.
 pub fn score(task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
     let scorers = scorers(task)?;
@@ -64,7 +71,7 @@ pub fn score(task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
             }
             scores.insert(s.name.clone(), v.map_or(Value::Null, Value::from));
         }
-        let mut row = json!({"index": a.index, "answer": answer_key(&a.answer), "scores": scores});
+        let mut row = json!({"index": a.index, "answer": answer_key(&a.answer), "line": answer_line(&a.answer), "scores": scores});
         if let Some(id) = &a.id {
             row["id"] = json!(id);
         }

@@ -24,7 +24,7 @@ pub const NAME: &str = "qa";
 /// Bump when the episode (prompting, calls, record) changes.
 pub const EPISODE_VERSION: u32 = 1;
 /// Bump when scoring changes.
-pub const SCORE_VERSION: u32 = 1;
+pub const SCORE_VERSION: u32 = 2;
 
 /// A loaded task.
 pub struct Task {
