@@ -48,13 +48,13 @@ impl RunUnits {
     /// Parses an `items.csv` (`suite,model,task,seed,item,<metric>…`); `Err` names the line.
     pub fn parse_items_csv(text: &str) -> Result<Self, String> {
         let mut lines = text.lines().enumerate();
-        let header = lines.next().map(|(_, l)| fields(l)).ok_or("empty file")?;
+        let header = lines.next().map(|(_, l)| crate::exhibit::csv_fields(l)).ok_or("empty file")?;
         if header.len() < 5 || header[..5] != ["suite", "model", "task", "seed", "item"] {
             return Err("line 1: not an items.csv header (suite,model,task,seed,item,…)".to_owned());
         }
         let mut values = BTreeMap::new();
         for (i, line) in lines {
-            let f = fields(line);
+            let f = crate::exhibit::csv_fields(line);
             let bad = || format!("line {}: malformed row", i + 1);
             if f.len() != header.len() {
                 return Err(bad());
@@ -70,24 +70,6 @@ impl RunUnits {
         }
         Ok(Self { values })
     }
-}
-
-/// The fields of one CSV line as [`crate::exhibit::csv_field`] writes them.
-fn fields(line: &str) -> Vec<String> {
-    let (mut out, mut cur, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
 }
 
 /// One unit whose value changed.

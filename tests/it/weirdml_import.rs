@@ -25,23 +25,7 @@ fn published() -> Value {
     serde_json::from_str(&std::fs::read_to_string(data("weirdml_results.json")).unwrap()).unwrap()
 }
 
-/// Fields of one CSV line (RFC 4180 quoting, no embedded newlines).
-fn fields(line: &str) -> Vec<String> {
-    let (mut out, mut cur, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
-}
+use evalgrid::exhibit::csv_fields as fields;
 
 /// Rows of a CSV file, by header.
 fn rows(path: &std::path::Path) -> Vec<std::collections::BTreeMap<String, String>> {
