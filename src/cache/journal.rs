@@ -9,7 +9,7 @@
 //! JSON of the episode key and the entry). The reserved zeros after the last record end it.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -68,17 +68,7 @@ impl Journal {
         let path = dir.join(format!("{}-{nanos}.journal", std::process::id()));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
         file.try_lock().map_err(|e| io::Error::other(e.to_string()))?;
-        let written = (|| {
-            let zeros = vec![0u8; 1024 * 1024];
-            let mut left = capacity;
-            let mut writer = &file;
-            while left > 0 {
-                let n = usize::try_from(left.min(zeros.len() as u64)).unwrap_or(zeros.len());
-                writer.write_all(&zeros[..n])?;
-                left -= n as u64;
-            }
-            file.sync_all()
-        })();
+        let written = crate::platform::reserve(&file, capacity).and_then(|()| file.sync_all());
         if let Err(error) = written {
             let _ = std::fs::remove_file(&path);
             return Err(error);

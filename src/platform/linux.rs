@@ -50,6 +50,16 @@ fn is_local_magic(magic: u64) -> bool {
     LOCAL_FILESYSTEMS.contains(&(magic & 0xFFFF_FFFF))
 }
 
+/// Reserves `len` bytes of `file` with `fallocate` (the blocks are allocated, nothing is
+/// written); zeros where the filesystem cannot (`EOPNOTSUPP`, e.g. some network filesystems).
+pub fn reserve(file: &File, len: u64) -> io::Result<()> {
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => super::portable::reserve(file, len),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,6 +61,12 @@ pub fn process_exists(pid: u32) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
 }
 
+/// Gives `file` `len` bytes of disk that later writes inside it cannot fail to find (the
+/// answer journal): Linux `fallocate` (no data written), else zeros written out.
+pub fn reserve(file: &File, len: u64) -> io::Result<()> {
+    active::reserve(file, len)
+}
+
 /// Bytes an unprivileged process may still write on the filesystem holding `path`
 /// (POSIX `statvfs`, the same on every Unix); `None` when it cannot be asked.
 #[must_use]

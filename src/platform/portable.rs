@@ -119,3 +119,16 @@ pub fn is_local_type_name(name: &[u8]) -> bool {
 /// No parent-death signal outside Linux: the server guard notices a new parent id instead
 /// (it polls, so it stops the server within a fraction of a second).
 pub fn terminate_with_parent() {}
+
+/// Reserves `len` bytes of `file` by writing zeros (what every filesystem understands).
+pub fn reserve(file: &File, len: u64) -> io::Result<()> {
+    use std::io::Write as _;
+    let zeros = vec![0u8; 1024 * 1024];
+    let (mut left, mut writer) = (len, file);
+    while left > 0 {
+        let n = usize::try_from(left.min(zeros.len() as u64)).unwrap_or(zeros.len());
+        writer.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
