@@ -77,20 +77,11 @@ fn a_full_disk_stops_new_calls_at_the_first_failed_write() {
     let ws = Workspace::new();
     ws.write("p.yaml", &pipeline(&mock.url(), 1));
     std::fs::create_dir_all(ws.path("cache")).unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("evalgrid");
     let script = format!(
         "mount -t tmpfs -o size=600k none cache && \"$0\" --data-dir '{data}' run p.yaml --json > run.json 2> run.err; echo $? > run.code; \"$0\" cache stats --json > stats.json",
         data = data_dir().display()
     );
-    let out = std::process::Command::new("unshare")
-        .args(["-rm", "sh", "-c", &script])
-        .arg(&bin)
-        .current_dir(ws.dir.path())
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .env_remove("EVALGRID_CACHE")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    in_tmpfs_namespace(&ws, &script);
     let stderr = std::fs::read_to_string(ws.path("run.err")).unwrap();
     let code = std::fs::read_to_string(ws.path("run.code")).unwrap();
     assert_ne!(code.trim(), "0", "the run cannot succeed on a full disk: {stderr}");
@@ -127,21 +118,12 @@ fn answers_in_flight_when_the_disk_fills_land_in_the_journal_and_the_next_run_st
     let ws = Workspace::new();
     ws.write("p.yaml", &pipeline(&mock.url(), 4));
     std::fs::create_dir_all(ws.path("cache")).unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("evalgrid");
     // The first run on a full disk, then space freed (the tmpfs grown) and the same command.
     let script = format!(
         "mount -t tmpfs -o size=600k none cache && \"$0\" --data-dir '{data}' run p.yaml --json > run1.json 2> run1.err; echo $? > run1.code; \"$0\" cache stats --json > stats1.json; mount -o remount,size=16m cache && \"$0\" --data-dir '{data}' run p.yaml --json > run2.json 2> run2.err; echo $? > run2.code",
         data = data_dir().display()
     );
-    let out = std::process::Command::new("unshare")
-        .args(["-rm", "sh", "-c", &script])
-        .arg(&bin)
-        .current_dir(ws.dir.path())
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .env_remove("EVALGRID_CACHE")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    in_tmpfs_namespace(&ws, &script);
     let read = |name: &str| std::fs::read_to_string(ws.path(name)).unwrap();
     let (err1, err2) = (read("run1.err"), read("run2.err"));
     assert_ne!(read("run1.code").trim(), "0", "the first run cannot succeed on a full disk: {err1}");
@@ -161,4 +143,18 @@ fn answers_in_flight_when_the_disk_fills_land_in_the_journal_and_the_next_run_st
     assert_eq!(read("run2.code").trim(), "0", "{err2}\n{run2}");
     assert!(err2.contains(&format!("moved {} paid answer(s)", sent - cached)), "{err2}");
     assert_eq!(mock.server().calls(), 60, "0 paid answers lost: each of the 60 calls paid once over both runs");
+}
+
+/// Runs `script` (`$0` is evalgrid) as root of its own user and mount namespace in the
+/// workspace, where it may mount the tmpfs cache; the script itself must exit 0.
+fn in_tmpfs_namespace(ws: &Workspace, script: &str) {
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .arg(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -38,16 +38,7 @@ fn ctrl_c_on_a_stalled_provider_exits_130_at_once_and_the_rerun_pays_only_the_un
             mock.url()
         ),
     );
-    let data = data_dir().to_str().unwrap().to_owned();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
-        .current_dir(ws.dir.path())
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .env_remove("EVALGRID_CACHE")
-        .args(["--data-dir", &data, "run", "p.yaml", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&ws);
     // Wait until the cells in flight have asked everything they can (the stalled items
     // never answer, so those cells never finish and later cells never start).
     let start = Instant::now();
@@ -90,7 +81,7 @@ fn ctrl_c_on_a_stalled_provider_exits_130_at_once_and_the_rerun_pays_only_the_un
     assert!(!unanswered.is_empty() && !answered.is_empty());
     // The provider recovers; the rerun asks only what was never answered.
     stall.store(false, Ordering::SeqCst);
-    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    let (code, v) = ws.run_json(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"]);
     assert_eq!(code, 0, "{v}");
     let second: HashSet<String> = seen.lock().unwrap().iter().map(|(_, p)| p.clone()).collect();
     assert!(second.is_disjoint(&answered), "an answered call was paid again");
@@ -119,16 +110,7 @@ fn ctrl_c_with_20_calls_in_flight_keeps_every_answer_that_arrives_within_the_gra
             mock.url()
         ),
     );
-    let data = data_dir().to_str().unwrap().to_owned();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
-        .current_dir(ws.dir.path())
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .env_remove("EVALGRID_CACHE")
-        .args(["--data-dir", &data, "run", "p.yaml", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(&ws);
     let start = Instant::now();
     while mock.server().calls() < 20 && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(10));
@@ -141,10 +123,23 @@ fn ctrl_c_with_20_calls_in_flight_keeps_every_answer_that_arrives_within_the_gra
     assert_eq!(mock.server().calls(), 20, "no call is sent after the Ctrl-C: {stderr}");
     let first: HashSet<String> = seen.lock().unwrap().drain(..).collect();
     // The rerun pays only for the 40 calls never sent: the 20 answered within the grace are cached.
-    let (code, v) = ws.run_json(&["--data-dir", &data, "run", "p.yaml", "--json"]);
+    let (code, v) = ws.run_json(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"]);
     assert_eq!(code, 0, "{v}");
     let second: HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
     assert_eq!(v["calls"]["cached"], 20, "every answer that arrived within the grace was stored: {v}");
     assert!(second.is_disjoint(&first), "an answer that arrived within the grace was paid again");
     assert_eq!(second.len() + first.len(), 60);
+}
+
+/// `evalgrid run p.yaml --json` in the workspace, started in the background with its output piped.
+fn spawn_run(ws: &Workspace) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }

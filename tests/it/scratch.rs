@@ -29,17 +29,7 @@ fn killed_submissions_leave_no_run_folder_after_the_next_run_and_clean_runs_leav
     std::fs::create_dir_all(&tmp).unwrap();
     ws.write("p.yaml", PIPELINE);
     // kill -9 while the submission runs: its run folder is left behind.
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
-        .current_dir(ws.dir.path())
-        .env("TMPDIR", &tmp)
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .env_remove("EVALGRID_CACHE")
-        .env_remove("EVALGRID_UNSAFE_NO_SANDBOX")
-        .args(["run", "p.yaml"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&ws, &tmp, std::process::Stdio::null());
     let prefix = "evalgrid-run-";
     let started = Instant::now();
     while !ours(&tmp).iter().any(|n| n.starts_with(prefix)) {
@@ -75,17 +65,7 @@ fn ctrl_c_during_a_submission_leaves_no_run_folder_behind() {
             mock.url()
         ),
     );
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
-        .current_dir(ws.dir.path())
-        .env("TMPDIR", &tmp)
-        .env("EVALGRID_NO_PROGRESS", "1")
-        .env_remove("EVALGRID_CACHE")
-        .env_remove("EVALGRID_UNSAFE_NO_SANDBOX")
-        .args(["run", "p.yaml"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(&ws, &tmp, std::process::Stdio::piped());
     let prefix = "evalgrid-run-";
     let started = Instant::now();
     // The submission's own folder, not the sandbox probe's (which runs before any cell).
@@ -101,4 +81,19 @@ fn ctrl_c_during_a_submission_leaves_no_run_folder_behind() {
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     let left: Vec<String> = ours(&tmp).into_iter().filter(|n| n.starts_with(prefix)).collect();
     assert!(left.is_empty(), "Ctrl-C left the submission's run folder: {left:?}");
+}
+
+/// `evalgrid run p.yaml` in the workspace with its own `TMPDIR`, started in the background.
+fn spawn_run(ws: &Workspace, tmp: &std::path::Path, stderr: std::process::Stdio) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .env("TMPDIR", tmp)
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env_remove("EVALGRID_CACHE")
+        .env_remove("EVALGRID_UNSAFE_NO_SANDBOX")
+        .args(["run", "p.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
 }
