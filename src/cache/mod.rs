@@ -1,5 +1,6 @@
 //! Content-addressed, crash-safe cache of step results.
 
+pub mod batches;
 pub mod commit;
 mod derived;
 pub mod entry;
@@ -12,6 +13,7 @@ pub mod pending;
 pub mod remote;
 pub mod store;
 
+pub use batches::{BatchLedger, BatchRecord};
 pub use derived::DerivedError;
 pub use entry::Entry;
 pub use explain::{Change, diff};

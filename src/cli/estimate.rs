@@ -51,6 +51,7 @@ pub(crate) fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &Plan
             "cells_to_run": would_run, "model_calls_to_make": calls_known,
             "cells_with_unknown_calls": calls_unknown_cells, "dry_run": true, "report_dir": null,
             "estimate": estimates.iter().map(estimate_json).collect::<Vec<_>>(),
+            "batch_models": pipeline.models.iter().filter(|m| m.batch.is_some()).map(|m| &m.id).collect::<Vec<_>>(),
         }));
         return Ok(Exit::Ok);
     }
@@ -69,6 +70,13 @@ pub(crate) fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &Plan
     ));
     for estimate in estimates.iter().filter(|e| e.calls > 0 || e.unknown_cells > 0) {
         output::line(&estimate_line(estimate));
+    }
+    for model in pipeline.models.iter().filter(|m| m.batch.is_some()) {
+        let factor = model.price.and_then(|p| p.batch_factor).unwrap_or(0.5);
+        output::line(&format!(
+            "  {}: batch mode: its single-turn calls (BBEH, qa, judge calls) go through the batch API, billed at {factor} × the price above (answers within 24 h); multi-turn episodes call live",
+            model.id
+        ));
     }
     Ok(Exit::Ok)
 }

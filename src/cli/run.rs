@@ -433,6 +433,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, calls: &C
                 "answered_by_other_model": other_model,
                 "answered_by_other_model_cached": other_cached,
                 "context_exceeded": get(&usage.context_exceeded), "reasked": get(&usage.reasked),
+                "batched": get(&usage.batched_calls), "batch_saved_usd": get(&usage.batch_saved_micro_usd) as f64 / 1e6,
             },
         }));
         return;

@@ -226,6 +226,7 @@ mod tests {
             api: crate::providers::OpenAiApi::default(),
             background: crate::providers::Background::default(),
             stream: crate::providers::StreamMode::Auto,
+            batch: None,
             serve: None,
         };
         assert_eq!(Registry::injected_params("bbq", &model("gpt-5-mini", &[])), vec!["reasoning_effort: \"medium\"".to_owned()]);

@@ -155,6 +155,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
             api: crate::providers::OpenAiApi::Auto,
             background: crate::providers::Background::Auto,
             stream: crate::providers::StreamMode::Auto,
+            batch: None,
             serve: None,
             id: "m".into(),
             provider: crate::spec::Provider::Builtin,
@@ -219,7 +220,7 @@ mod tests {
         p.report.decimals = 5;
         p.transport.max_attempts = 1;
         p.transport.max_response_bytes = 1024;
-        p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0, cached_input_per_mtok: None });
+        p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0, cached_input_per_mtok: None, batch_factor: None });
         let other = plan(&p, None);
         assert_eq!(base.cells[0].episode_key, other.cells[0].episode_key);
         assert_eq!(base.cells[0].score_key, other.cells[0].score_key);

@@ -217,6 +217,18 @@ impl ProviderClient {
         self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert_with(|| reason.to_owned());
     }
 
+    /// The shared HTTP client, for requests beside calls (the batch API).
+    #[must_use]
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Why no request may be sent any more, once the run was halted.
+    #[must_use]
+    pub fn halted_reason(&self) -> Option<String> {
+        self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     fn halted(&self) -> Option<CallError> {
         self.halted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().map(|reason| CallError::Halted { reason })
     }

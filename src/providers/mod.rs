@@ -21,6 +21,7 @@
 pub mod anthropic;
 mod attempt;
 mod background;
+pub mod batch;
 mod bench;
 mod client;
 mod error;

@@ -169,6 +169,10 @@ impl Protocol for ChatCompletions {
         join_url(base_url, "/v1", "/chat/completions")
     }
 
+    fn batch_path(&self) -> Option<&'static str> {
+        Some("/chat/completions")
+    }
+
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {
         bearer_headers(api_key)
     }

@@ -69,4 +69,9 @@ pub trait Protocol: Sync {
     fn polls_in_background(&self) -> bool {
         false
     }
+    /// The path after the API root (`/chat/completions`) of a protocol whose calls can go
+    /// through the OpenAI Batch API; `None`: no batch API evalgrid speaks.
+    fn batch_path(&self) -> Option<&'static str> {
+        None
+    }
 }

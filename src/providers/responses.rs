@@ -266,6 +266,10 @@ impl Protocol for Responses {
         true
     }
 
+    fn batch_path(&self) -> Option<&'static str> {
+        Some("/responses")
+    }
+
     fn stream_fold(&self) -> Box<dyn Fold> {
         fold_responses()
     }

@@ -4,6 +4,7 @@
 //! knows the YAML crate), and resolves it against a [`Catalog`] of benchmarks,
 //! reporting every problem as `file:line:col: message` with a hint.
 
+pub mod batch;
 pub mod catalog;
 pub mod diagnostic;
 pub mod pipeline;
@@ -15,6 +16,7 @@ pub mod yaml;
 
 use std::path::{Path, PathBuf};
 
+pub use batch::BatchMode;
 pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{

@@ -141,6 +141,10 @@ pub struct Price {
     /// (`None`: priced as other input).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_input_per_mtok: Option<f64>,
+    /// What a batch API call costs as a share of the above (`batch_factor`; `None`: 0.5,
+    /// the OpenAI, Anthropic and Gemini batch discount).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_factor: Option<f64>,
 }
 
 #[cfg(test)]
@@ -149,12 +153,15 @@ mod price_tests {
 
     #[test]
     fn cached_input_is_priced_apart_only_where_a_rate_is_given() {
-        let p = Price { input_per_mtok: 2.0, output_per_mtok: 8.0, cached_input_per_mtok: Some(0.5) };
+        let p = Price { input_per_mtok: 2.0, output_per_mtok: 8.0, cached_input_per_mtok: Some(0.5), batch_factor: None };
         // 600k fresh × 2 + 400k cached × 0.5 + 100k × 8 = 1.2 + 0.2 + 0.8.
         assert!((p.cost(1_000_000, 400_000, 100_000) - 2.2).abs() < 1e-12);
         let flat = Price { cached_input_per_mtok: None, ..p };
         assert!((flat.cost(1_000_000, 400_000, 100_000) - 2.8).abs() < 1e-12);
         assert!((p.cost(10, 50, 0) - 10.0 * 0.5 / 1e6).abs() < 1e-15, "cached never exceeds input");
+        assert!((p.batched().cost(1_000_000, 400_000, 100_000) - 1.1).abs() < 1e-12, "half price by default");
+        let third = Price { batch_factor: Some(0.3), ..p };
+        assert!((third.batched().cost(1_000_000, 0, 0) - 0.6).abs() < 1e-12);
     }
 }
 
@@ -166,6 +173,19 @@ impl Price {
         let cached = cached.min(input);
         let cached_rate = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
         ((input - cached) as f64 * self.input_per_mtok + cached as f64 * cached_rate + output as f64 * self.output_per_mtok) / 1e6
+    }
+
+    /// The price of a call answered through a batch API: every rate times `batch_factor`
+    /// (0.5 unless the entry says otherwise).
+    #[must_use]
+    pub fn batched(&self) -> Self {
+        let factor = self.batch_factor.unwrap_or(0.5);
+        Self {
+            input_per_mtok: self.input_per_mtok * factor,
+            output_per_mtok: self.output_per_mtok * factor,
+            cached_input_per_mtok: self.cached_input_per_mtok.map(|rate| rate * factor),
+            batch_factor: self.batch_factor,
+        }
     }
 }
 
@@ -207,6 +227,10 @@ pub struct ModelConfig {
     /// [`Self::key_value`]).
     #[serde(skip_serializing_if = "StreamMode::is_auto")]
     pub stream: StreamMode,
+    /// Whether single-turn calls go through the provider's batch API (`batch:`); transport,
+    /// never in a key (not in [`Self::key_value`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<super::BatchMode>,
     /// The inference server evalgrid starts for this entry (`serve:`); `None` for a model
     /// behind an endpoint someone else runs.
     #[serde(skip_serializing_if = "Option::is_none")]

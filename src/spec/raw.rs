@@ -85,6 +85,8 @@ pub struct RawPrice {
     pub output_per_mtok: f64,
     #[serde(default)]
     pub cached_input_per_mtok: Option<f64>,
+    #[serde(default)]
+    pub batch_factor: Option<f64>,
 }
 
 /// One entry of `models:`.
@@ -113,6 +115,9 @@ pub struct RawModel {
     /// Responses API background mode: `auto`, `true` or `false` (`provider: openai` only).
     #[serde(default)]
     pub background: Option<Spanned<serde_json::Value>>,
+    /// Batch API: `true`, `false` or `{max_requests, poll_ms, window_ms}` (OpenAI for now).
+    #[serde(default)]
+    pub batch: Option<Spanned<serde_json::Value>>,
     /// Streaming: `auto`, `true` or `false` (models called over HTTP only).
     #[serde(default)]
     pub stream: Option<Spanned<serde_json::Value>>,

@@ -51,7 +51,15 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
                 .prices
                 .iter()
                 .map(|(id, p)| {
-                    (id.clone(), Price { input_per_mtok: p.input_per_mtok, output_per_mtok: p.output_per_mtok, cached_input_per_mtok: p.cached_input_per_mtok })
+                    (
+                        id.clone(),
+                        Price {
+                            input_per_mtok: p.input_per_mtok,
+                            output_per_mtok: p.output_per_mtok,
+                            cached_input_per_mtok: p.cached_input_per_mtok,
+                            batch_factor: p.batch_factor,
+                        },
+                    )
                 })
                 .collect(),
             title: rep.title.unwrap_or_else(|| name.clone()),
@@ -403,6 +411,7 @@ impl Resolver<'_> {
             let api = self.api(m, provider);
             let background = self.background(m, provider, api);
             let stream = self.stream(m, provider);
+            let batch = self.batch(m, provider);
             let serve = self.serve(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
@@ -415,12 +424,14 @@ impl Resolver<'_> {
                     input_per_mtok: p.input_per_mtok,
                     output_per_mtok: p.output_per_mtok,
                     cached_input_per_mtok: p.cached_input_per_mtok,
+                    batch_factor: p.batch_factor,
                 }),
                 accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
                 headers,
                 api,
                 background,
                 stream,
+                batch,
                 serve,
             });
         }
@@ -516,6 +527,28 @@ impl Resolver<'_> {
             self.push(at, "`background: true` needs the Responses API", Some("use `api: responses` (or `auto`), or drop `background`".into()));
         }
         background
+    }
+
+    /// `batch:` of a model entry: a switch or `{max_requests, poll_ms, window_ms}`, for the
+    /// providers whose batch API evalgrid speaks (OpenAI Chat Completions and Responses).
+    fn batch(&mut self, m: &RawModel, provider: Provider) -> Option<crate::spec::BatchMode> {
+        let raw = m.batch.as_ref()?;
+        let at = position_of(raw);
+        match crate::spec::BatchMode::parse(&raw.value) {
+            Ok(Some(_)) if provider != Provider::OpenAi => {
+                self.push(
+                    at,
+                    format!("`batch` is not supported for `provider: {provider}` yet"),
+                    Some("batch mode speaks the OpenAI Batch API (`provider: openai`); drop `batch` for this model".into()),
+                );
+                None
+            }
+            Ok(mode) => mode,
+            Err(message) => {
+                self.push(at, message, Some("use `batch: true` or `batch: {max_requests: 500, poll_ms: 60000, window_ms: 2000}`".into()));
+                None
+            }
+        }
     }
 
     /// `headers:` of a model entry: valid names, a string or `{env: VAR}` each, and

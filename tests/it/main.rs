@@ -34,6 +34,8 @@ mod hostile_submissions;
 mod outcomes;
 // Ctrl-C against a stalled provider; resume pays only the unanswered calls.
 mod interrupt;
+// Batch mode against a Python mock of the OpenAI Batch API: paid once, kills, expiry (issue 33).
+mod batch;
 // Ctrl-C during background-mode calls; the rerun polls the responses instead of POSTing again.
 mod background_resume;
 // Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).

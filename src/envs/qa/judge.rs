@@ -87,6 +87,7 @@ pub fn judge_model(entry: &Map<String, Value>) -> Result<ModelConfig, String> {
         api: crate::providers::OpenAiApi::Auto,
         background: crate::providers::Background::Auto,
         stream: crate::providers::StreamMode::Auto,
+        batch: None,
         serve: None,
     })
 }

@@ -120,6 +120,13 @@ pub fn worst_case(model: &ModelConfig, protocol: &dyn Protocol, body: &serde_jso
     micro(price.cost(input, 0, output))
 }
 
+/// A worst case at `share` of the price (a batched call: its batch factor).
+#[must_use]
+#[expect(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "micro-dollars are small and non-negative")]
+pub fn scaled(worst: Micro, share: f64) -> Micro {
+    (worst as f64 * share).round().max(0.0) as Micro
+}
+
 /// What a sent call's answer cost at `price` (nothing for a call that got no answer).
 pub(super) fn cost(record: &CallRecord, price: Option<&Price>) -> Micro {
     match (&record.result, price) {

@@ -13,6 +13,7 @@
 //!
 //! One call is a pipeline: scripted → lane ticket → route → key → run once → settle.
 
+mod batch;
 pub mod budget;
 mod key;
 mod lanes;
@@ -58,6 +59,8 @@ pub struct CallContext {
     scripts: crate::providers::scripted::Scripts,
     /// `budget.usd`: calls that would not fit are not sent ([`budget`]).
     budget: Option<budget::Budget>,
+    /// The collectors of models in batch mode ([`batch`]).
+    batcher: batch::Batcher,
     /// Counters.
     pub usage: Usage,
 }
@@ -68,6 +71,8 @@ struct Call<'a> {
     request: &'a ChatRequest,
     endpoint: Endpoint,
     key: StepKey,
+    /// Whether it goes through the model's batch API (`batch:`, a single-turn call).
+    batched: bool,
 }
 
 impl CallContext {
@@ -84,6 +89,7 @@ impl CallContext {
             retry_outcomes: Vec::new(),
             scripts: crate::providers::scripted::Scripts::default(),
             budget: None,
+            batcher: batch::Batcher::default(),
             usage: Usage::default(),
         }
     }
@@ -157,17 +163,27 @@ impl CallContext {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
             return scripted::scripted_reply(&self.scripts, model, request);
         }
-        // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
-        let _ticket = self.lanes.gate(&model.id, self.client.config()).acquire_owned().await.ok();
         let endpoint = endpoint(model, request)?;
+        // A batched call waits for its batch, not for a slot: the batch is one request.
+        let batched = model.batch.is_some() && site.scope.is_none() && endpoint.kind.protocol().batch_path().is_some();
+        // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
+        let _ticket = if batched { None } else { self.lanes.gate(&model.id, self.client.config()).acquire_owned().await.ok() };
         let body = request_body(&endpoint, request);
         let step = SubStep::new(episode, StepKind::Call, key::components_of(&endpoint, request, &body, site));
-        let call = Call { model, request, endpoint, key: step.key() };
+        let call = Call { model, request, endpoint, key: step.key(), batched };
         let ledger = call.endpoint.background.then(|| CallLedger::new(&self.store, call.key));
         let stale = |cached: &ChatResponse| self.reask(cached);
         let once = Once { claim: !self.offline, stale: &stale, shared: &self.usage.shared_calls };
         let answer = || self.answer(&call, body, ledger.as_ref());
-        let done = step.run_once(&self.store, &self.flights, once, answer, |done| self.settled(done, ledger.as_ref())).await?;
+        let done = step
+            .run_once(&self.store, &self.flights, once, answer, |done| {
+                // An answer the cache could not take stays in its batch's record for the rerun.
+                if call.batched && !matches!(done, Err(StepError::Cache(_))) {
+                    self.batcher.settled(&call.endpoint, call.key);
+                }
+                self.settled(done, ledger.as_ref());
+            })
+            .await?;
         Ok(self.served(done, &call))
     }
 

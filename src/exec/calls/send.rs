@@ -8,7 +8,10 @@ use super::ledger::CallLedger;
 use super::{Call, CallContext, budget, usage};
 use crate::exec::step_error::StepError;
 use crate::exec::substep::Fresh;
-use crate::providers::{Answered, CallOptions, ChatResponse, ResponseLedger};
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+
+use crate::providers::{Answered, CallError, CallOptions, CallRecord, ChatResponse, Endpoint, ResponseLedger, Shaping, answered_at};
 use crate::spec::ModelConfig;
 
 impl CallContext {
@@ -23,16 +26,29 @@ impl CallContext {
             return Err(refusal);
         }
         let endpoint = with_key(call.endpoint.clone(), model)?;
+        let price = if call.batched { model.price.map(|price| price.batched()) } else { model.price };
         let hold = match &self.budget {
-            Some(budget) => Some(budget.hold(budget::worst_case(model, call.endpoint.kind.protocol(), &body))?),
+            Some(budget) => {
+                let worst = budget::worst_case(model, call.endpoint.kind.protocol(), &body);
+                // A batch's calls each hold their worst case at the batch price before joining it.
+                let share = if call.batched { model.price.map_or(1.0, |price| price.batch_factor.unwrap_or(0.5)) } else { 1.0 };
+                Some(budget.hold(budget::scaled(worst, share))?)
+            }
             None => None,
         };
-        let stop = self.lanes.switch(&model.id);
-        let options = CallOptions { body: Some(body), ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
-        let record = self.client.call_with(&endpoint, call.request, options).await;
-        let stalls = self.usage.record(&record, model.price.as_ref());
+        let record = if call.batched {
+            self.batch_record(call, &endpoint, body).await
+        } else {
+            let stop = self.lanes.switch(&model.id);
+            let options = CallOptions { body: Some(body), ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
+            self.client.call_with(&endpoint, call.request, options).await
+        };
+        let stalls = self.usage.record(&record, price.as_ref());
+        if call.batched {
+            self.usage.record_batched(&record, model.price.as_ref());
+        }
         if let Some(hold) = hold {
-            hold.settle(budget::cost(&record, model.price.as_ref()));
+            hold.settle(budget::cost(&record, price.as_ref()));
         }
         if stalls > 0 {
             self.note(&usage::stall_note(&model.id, stalls, &record, self.client.config().stream_idle_timeout));
@@ -49,6 +65,31 @@ impl CallContext {
             ledger.answered();
         }
         self.accept(model, response, record.answered)
+    }
+
+    /// A batched call's answer as a live call's record: its response line read by the
+    /// protocol exactly like a live response (a line the batch could not answer is an error,
+    /// never cached).
+    async fn batch_record(&self, call: &Call<'_>, endpoint: &Endpoint, body: serde_json::Value) -> CallRecord {
+        let started = std::time::Instant::now();
+        let mode = call.model.batch.unwrap_or_default();
+        let line = self.batcher.ask(&self.client, &self.store, endpoint, mode, call.key, &body).await;
+        let protocol = endpoint.kind.protocol();
+        let shaping = Shaping::for_call(call.request, &endpoint.base_url);
+        let result = match line {
+            Ok((status, bytes)) => match protocol.parse(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), &HeaderMap::new(), &bytes, &shaping) {
+                Ok(mut response) => {
+                    // Its latency is the wait for its batch.
+                    response.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    Ok(protocol.settle(response, &shaping))
+                }
+                Err(CallError::ContextExceeded { message }) => Ok(ChatResponse::context_exceeded(message)),
+                Err(error) => Err(error),
+            },
+            Err(message) => Err(CallError::Protocol { detail: format!("batch: {message}") }),
+        };
+        let answered = result.as_ref().map_or(Answered::Same, |response| answered_at(&endpoint.base_url, &endpoint.model, &response.answered_model));
+        CallRecord { result, attempts: 1, failed_attempts: Vec::new(), request_body: body, elapsed: started.elapsed(), streamed: false, answered }
     }
 
     /// The answered-model rule: a dated snapshot of the alias is the model asked for (noted in

@@ -35,6 +35,7 @@ fn config(id: &str, provider: Provider, model: &str) -> ModelConfig {
         api: crate::providers::OpenAiApi::Auto,
         background: crate::providers::Background::Auto,
         stream: crate::providers::StreamMode::Auto,
+        batch: None,
         serve: None,
     }
 }

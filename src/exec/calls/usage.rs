@@ -39,6 +39,10 @@ pub struct Usage {
     pub context_exceeded: AtomicU64,
     /// Cached answers asked again because their outcome was named by `--retry-outcome`.
     pub reasked: AtomicU64,
+    /// Calls answered through a batch API.
+    pub batched_calls: AtomicU64,
+    /// What those would have cost at the normal price minus what they cost (micro-dollars).
+    pub batch_saved_micro_usd: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -69,6 +73,19 @@ impl Usage {
         stalls
     }
 
+    /// Counts one call answered through a batch API and what the batch price saved on it
+    /// (`price` is the model's normal price).
+    pub fn record_batched(&self, record: &CallRecord, price: Option<&Price>) {
+        let Ok(response) = &record.result else { return };
+        add(&self.batched_calls, 1);
+        if let Some(price) = price {
+            let (input, cached, output) = (response.usage.input, response.usage.cached, response.usage.output);
+            let saved = price.cost(input, cached, output) - price.batched().cost(input, cached, output);
+            #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "savings are small and non-negative")]
+            add(&self.batch_saved_micro_usd, (saved.max(0.0) * 1e6).round() as u64);
+        }
+    }
+
     /// One-line summary for progress bars and run summaries.
     #[must_use]
     pub fn summary(&self) -> String {
@@ -80,8 +97,14 @@ impl Usage {
             return String::new();
         }
         let shared = if shared > 0 { format!(" + {shared} shared") } else { String::new() };
+        let batched = get(&self.batched_calls);
+        let batched = if batched > 0 {
+            format!(" ({batched} of them by batch API at the batch price, ${:.4} less than live)", get(&self.batch_saved_micro_usd) as f64 / 1e6)
+        } else {
+            String::new()
+        };
         format!(
-            "calls {live} live + {cached} cached{shared} · tokens {} in / {} out · ${:.4}",
+            "calls {live} live + {cached} cached{shared} · tokens {} in / {} out · ${:.4}{batched}",
             get(&self.input_tokens),
             get(&self.output_tokens),
             get(&self.cost_micro_usd) as f64 / 1e6

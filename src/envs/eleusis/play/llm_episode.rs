@@ -77,6 +77,7 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         api: crate::providers::OpenAiApi::Auto,
         background: crate::providers::Background::Auto,
         stream: crate::providers::StreamMode::Auto,
+        batch: None,
         serve: None,
     })
 }

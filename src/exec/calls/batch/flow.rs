@@ -1,0 +1,247 @@
+//! A batch's life: submitted when the collector is full or idle (intent recorded, created,
+//! id recorded), polled to its end, its output read back by `custom_id`; and the lane's
+//! resume of the batches an earlier run left in the ledger.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::BatchLane;
+use super::state::LineAnswer;
+use crate::cache::BatchRecord;
+use crate::cache::batches::now_s;
+use crate::providers::batch::{BatchError, parse_output, request_line};
+
+/// Polls in a row that may fail (the network, a 5xx) before a batch's calls give up for
+/// this run; the batch stays recorded, so the next run polls it again.
+const POLL_FAILURES: u32 = 10;
+
+/// A call was queued: submit a full batch now, else once the lane stays idle for the window.
+pub(super) fn queued(lane: &Arc<BatchLane>) {
+    let (full, generation) = {
+        let mut state = lane.lock();
+        let full = (state.queue.len() >= lane.mode.max_requests).then(|| state.take(lane.mode.max_requests));
+        (full, state.generation)
+    };
+    let lane = Arc::clone(lane);
+    tokio::spawn(async move {
+        if let Some(items) = full {
+            return submit(lane, items).await;
+        }
+        tokio::time::sleep(Duration::from_millis(lane.mode.window_ms)).await;
+        let items = {
+            let mut state = lane.lock();
+            if state.generation != generation || state.queue.is_empty() {
+                return;
+            }
+            state.take(lane.mode.max_requests)
+        };
+        submit(lane, items).await;
+    });
+}
+
+fn fail_all(lane: &BatchLane, keys: &[String], message: &str) {
+    let mut state = lane.lock();
+    for key in keys {
+        state.deliver(key, Err(message.to_owned()));
+    }
+}
+
+/// Submits `items` as one batch and polls it to its end.
+async fn submit(lane: Arc<BatchLane>, items: Vec<(String, Value)>) {
+    let keys: Vec<String> = items.iter().map(|(key, _)| key.clone()).collect();
+    if let Some(reason) = lane.client.halted_reason() {
+        return fail_all(&lane, &keys, &format!("not sent: {reason}"));
+    }
+    let jsonl: String = items.iter().map(|(key, body)| request_line(key, lane.api.path(), body)).collect();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tag = format!("eg-{}", &blake3::hash(format!("{jsonl}{nanos}").as_bytes()).to_hex()[..20]);
+    let input_file_id = match lane.api.upload(jsonl.as_bytes(), &tag).await {
+        Ok(id) => id,
+        Err(error) => return fail_all(&lane, &keys, &error.to_string()),
+    };
+    let retried: Vec<String> = {
+        let state = lane.lock();
+        keys.iter().filter(|key| state.struck.contains(*key)).cloned().collect()
+    };
+    let mut record = BatchRecord {
+        tag: tag.clone(),
+        lane: lane.name.clone(),
+        endpoint: lane.api.path().to_owned(),
+        input_file_id,
+        keys: keys.clone(),
+        retried,
+        state: "intent".into(),
+        recorded_at: now_s(),
+        ..BatchRecord::default()
+    };
+    if let Err(error) = lane.ledger.record(&record) {
+        return fail_all(&lane, &keys, &format!("the batch ledger cannot be written, so no batch is created (it could not be resumed): {error}"));
+    }
+    drop_retried(&lane, &record);
+    let created = match lane.api.create(&record.input_file_id, &tag).await {
+        Ok(created) => created,
+        Err(error) => return create_failed(&lane, &record, &error),
+    };
+    record.batch_id = Some(created.id.clone());
+    record.state.clone_from(&created.status);
+    if let Err(error) = lane.ledger.record(&record) {
+        tracing::warn!(batch = %created.id, "cannot record the batch id (the next run finds it by its tag): {error}");
+    }
+    poll(lane, record).await;
+}
+
+/// The retried keys leave the ended records that held them unanswered.
+fn drop_retried(lane: &BatchLane, record: &BatchRecord) {
+    if record.retried.is_empty() {
+        return;
+    }
+    let unsettled: HashSet<String> = lane.lock().unsettled.keys().cloned().collect();
+    for mut old in lane.ledger.list().into_iter().filter(|old| old.lane == lane.name && old.tag != record.tag) {
+        let before = old.unanswered.len();
+        old.unanswered.retain(|key| !record.retried.contains(key));
+        if old.unanswered.len() != before {
+            let _kept = if old.unanswered.is_empty() && !unsettled.contains(&old.tag) { lane.ledger.remove(&old.tag) } else { lane.ledger.record(&old) };
+        }
+    }
+}
+
+/// A create the server refused created nothing: the intent goes. One that got no answer
+/// may have created the batch: the intent stays, and the next run looks for it by tag.
+fn create_failed(lane: &BatchLane, record: &BatchRecord, error: &BatchError) {
+    let message = if matches!(error, BatchError::Status { .. }) {
+        let _gone = lane.ledger.remove(&record.tag);
+        error.to_string()
+    } else {
+        format!("{error} (the batch may exist: the next run looks for it by its tag before creating another)")
+    };
+    fail_all(lane, &record.keys, &message);
+}
+
+/// Polls `record`'s batch to its end, then answers its calls.
+async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
+    let Some(id) = record.batch_id.clone() else { return };
+    let mut failures = 0;
+    let batch = loop {
+        match lane.api.get(&id).await {
+            Ok(batch) => {
+                failures = 0;
+                if (batch.status.as_str(), batch.counts) != (record.state.as_str(), record.counts) {
+                    (record.state, record.counts) = (batch.status.clone(), batch.counts);
+                    let _kept = lane.ledger.record(&record);
+                }
+                if batch.ended() {
+                    break batch;
+                }
+            }
+            Err(error) => {
+                failures += 1;
+                if failures >= POLL_FAILURES {
+                    let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
+                    return fail_all(&lane, &open, &format!("batch {id} could not be polled ({error}); it stays recorded and the next run polls it again"));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(lane.mode.poll_ms)).await;
+    };
+    let mut answers: HashMap<String, LineAnswer> = HashMap::new();
+    for file in [&batch.error_file_id, &batch.output_file_id].into_iter().flatten() {
+        match lane.api.content(file).await {
+            Ok(text) => {
+                let (lines, problems) = parse_output(&text);
+                for problem in problems {
+                    tracing::warn!(batch = %id, file = %file, "{problem}");
+                }
+                answers.extend(lines.into_iter().map(|line| (line.custom_id, line.result)));
+            }
+            Err(error) => {
+                let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
+                return fail_all(&lane, &open, &format!("the results of batch {id} could not be read ({error}); the next run reads them again"));
+            }
+        }
+    }
+    answer(&lane, record, answers, &batch.status);
+}
+
+/// Hands each call of an ended batch its line; calls without one go back to the queue once
+/// (a batch's own `batch_expired`/`batch_cancelled` error line is no answer either).
+fn answer(lane: &Arc<BatchLane>, mut record: BatchRecord, mut answers: HashMap<String, LineAnswer>, status: &str) {
+    let no_answer = |answer: &LineAnswer| matches!(answer, Err(message) if message.starts_with("batch_"));
+    let mut unanswered = Vec::new();
+    let mut requeued = false;
+    {
+        let mut state = lane.lock();
+        let mut settled = HashSet::new();
+        for key in record.keys.iter().filter(|key| !record.unanswered.contains(key)) {
+            match answers.remove(key) {
+                Some(line) if !no_answer(&line) => {
+                    if !state.waiters.contains_key(key) && key.parse::<crate::plan::StepKey>().is_ok_and(|k| lane.store.contains(k)) {
+                        continue;
+                    }
+                    settled.insert(key.clone());
+                    state.deliver(key, line);
+                }
+                _ if state.requeue(key, record.retried.contains(key)) => {
+                    requeued |= state.waiters.contains_key(key);
+                    unanswered.push(key.clone());
+                }
+                _ => state.deliver(
+                    key,
+                    Err(format!(
+                        "batch {} ended `{status}` without answering this call, which went back to the queue once already",
+                        record.batch_id.as_deref().unwrap_or("?")
+                    )),
+                ),
+            }
+        }
+        if !settled.is_empty() {
+            state.unsettled.insert(record.tag.clone(), settled);
+        }
+    }
+    record.unanswered.extend(unanswered);
+    let empty = lane.lock().unsettled.get(&record.tag).is_none_or(HashSet::is_empty);
+    let _kept = if empty && record.unanswered.is_empty() { lane.ledger.remove(&record.tag) } else { lane.ledger.record(&record) };
+    if requeued {
+        super::flow::queued(lane);
+    }
+}
+
+/// A lane's first call: the batches an earlier run left for this lane are found again
+/// (intents by tag), and polled; their keys are not submitted again.
+pub(super) async fn resume(lane: Arc<BatchLane>) {
+    for mut record in lane.ledger.list().into_iter().filter(|record| record.lane == lane.name) {
+        if record.batch_id.is_none() {
+            match lane.api.find(&record.tag).await {
+                Ok(Some(found)) => {
+                    record.batch_id = Some(found.id);
+                    record.state = found.status;
+                    let _kept = lane.ledger.record(&record);
+                }
+                Ok(None) => {
+                    let _gone = lane.ledger.remove(&record.tag);
+                    continue;
+                }
+                Err(error) => {
+                    let message = format!("an interrupted batch (tag {}) could not be looked up ({error}); its calls are not sent again this run", record.tag);
+                    fail_all(&lane, &record.keys, &message);
+                    continue;
+                }
+            }
+        }
+        {
+            let mut state = lane.lock();
+            for key in &record.unanswered {
+                if record.retried.contains(key) {
+                    continue;
+                }
+                state.struck.insert(key.clone());
+            }
+            for key in record.keys.iter().filter(|key| !record.unanswered.contains(key)) {
+                state.covered.insert(key.clone());
+            }
+        }
+        tokio::spawn(poll(Arc::clone(&lane), record));
+    }
+}

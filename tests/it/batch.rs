@@ -1,0 +1,261 @@
+//! Batch mode (issue 33) against an independent mock of the OpenAI Batch API written in
+//! Python from the documented shapes (`batch_mock.py`, no evalgrid code): every call paid
+//! once, counted at the server by body; the report of a batched run equals a live run's
+//! against the same mock; kill -9 at random moments, Ctrl-C while polling, an expiring
+//! batch, and a kill between the create request and its ledger record.
+//!
+//! The kill loop runs `EVALGRID_BATCH_KILLS` kills (default 4, to stay near a minute in a
+//! debug build); the issue's must-hold is 20: `EVALGRID_BATCH_KILLS=20 cargo test --test it
+//! batch::kill_9`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::providers::data_dir;
+use crate::support::{Workspace, repo};
+
+/// The Python mock, killed when dropped.
+struct PyMock {
+    child: Child,
+    port: u16,
+}
+
+impl PyMock {
+    fn start() -> Self {
+        let mut child = Command::new("python3").arg(repo().join("tests/it/batch_mock.py")).stdout(Stdio::piped()).spawn().expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().strip_prefix("PORT ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port: {line:?}"));
+        Self { child, port }
+    }
+
+    fn http(&self, method: &str, path: &str, body: &str) -> Value {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap()
+    }
+
+    fn stats(&self) -> Value {
+        self.http("GET", "/_control/stats", "")
+    }
+
+    fn set(&self, config: &Value) {
+        self.http("POST", "/_control/config", &config.to_string());
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+impl Drop for PyMock {
+    fn drop(&mut self) {
+        let _gone = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+/// Bodies counted in `stats[field]` (batched, live or expired).
+fn counts(stats: &Value, field: &str) -> BTreeMap<String, u64> {
+    stats[field].as_object().unwrap().iter().map(|(body, n)| (body.clone(), n.as_u64().unwrap())).collect()
+}
+
+fn pipeline(ws: &Workspace, mock: &PyMock, batch: &str) {
+    let model = format!(
+        "{{id: m, provider: openai, model: gpt-4o-mini-2024-07-18, api: chat, {batch} base_url: \"{}\", price: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}}}",
+        mock.url()
+    );
+    ws.write(
+        "p.yaml",
+        &format!("name: p\nmodels:\n  - {model}\ntasks:\n  - benchmark: bbeh\n    select: [boardgame_qa]\n    params: {{subset: mini}}\nseeds: [0]\n"),
+    );
+}
+
+fn run(ws: &Workspace) -> (i32, Value) {
+    ws.run_json(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
+}
+
+fn spawn(ws: &Workspace) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+        .current_dir(ws.dir.path())
+        .env("EVALGRID_NO_PROGRESS", "1")
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("EVALGRID_CACHE")
+        .args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn ledger(ws: &Workspace) -> Vec<evalgrid::cache::BatchRecord> {
+    evalgrid::cache::BatchLedger::of(&evalgrid::cache::Store::open(&ws.path("cache")).unwrap()).list()
+}
+
+/// Waits (bounded) until `done` holds of the mock's stats.
+fn wait_for(mock: &PyMock, what: &str, done: impl Fn(&Value) -> bool) {
+    let start = Instant::now();
+    while !done(&mock.stats()) {
+        assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}: {}", mock.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The report files that hold answers and scores (timings differ between any two runs).
+fn report(ws: &Workspace) -> Vec<(String, String)> {
+    ["items.csv", "cells.csv", "summary.csv", "keys.csv"]
+        .iter()
+        .map(|f| ((*f).to_owned(), std::fs::read_to_string(ws.path(&format!("reports/p/{f}"))).unwrap()))
+        .collect()
+}
+
+/// The same grid run live (batch off) against the mock.
+fn live_report(mock: &PyMock) -> Vec<(String, String)> {
+    let ws = Workspace::new();
+    pipeline(&ws, mock, "");
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    report(&ws)
+}
+
+const SMALL: &str = "batch: {max_requests: 8, poll_ms: 20, window_ms: 100},";
+
+#[test]
+fn a_batched_grid_pays_each_call_once_and_reports_like_a_live_run() {
+    let mock = PyMock::start();
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, SMALL);
+    let dry = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--dry-run"]);
+    assert!(String::from_utf8_lossy(&dry.stdout).contains("batch API"), "{}", String::from_utf8_lossy(&dry.stdout));
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    let stats = mock.stats();
+    let batched = counts(&stats, "batched");
+    assert_eq!((stats["creates"].as_u64(), batched.len()), (Some(3), 20), "20 calls in batches of 8, 8 and 4: {stats}");
+    assert!(batched.values().all(|n| *n == 1) && counts(&stats, "live").is_empty(), "{stats}");
+    assert_eq!(v["calls"]["batched"], 20, "{v}");
+    assert!(v["calls"]["batch_saved_usd"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(ledger(&ws).is_empty(), "every batch collected is forgotten");
+    let batched_report = report(&ws);
+    assert_eq!(batched_report, live_report(&mock), "the batched run's report is the live run's");
+    // The live run sent exactly the bodies the batches held.
+    assert_eq!(counts(&mock.stats(), "live").keys().collect::<Vec<_>>(), batched.keys().collect::<Vec<_>>());
+    // Batch mode is in no key: the rerun is all cached, nothing sent.
+    let (code, v) = run(&ws);
+    assert_eq!((code, v["cells_cached"].as_u64()), (0, Some(1)), "{v}");
+    assert_eq!(mock.stats()["creates"], 3);
+}
+
+#[test]
+fn ctrl_c_while_polling_leaves_the_batches_running_and_the_rerun_collects_them() {
+    let mock = PyMock::start();
+    mock.set(&json!({"hold": true}));
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, SMALL);
+    let child = spawn(&ws);
+    wait_for(&mock, "three batches", |s| s["creates"] == 3);
+    let start = Instant::now();
+    while ledger(&ws).iter().filter(|r| r.batch_id.is_some()).count() < 3 {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(mock.stats()["cancels"], 0, "the batches are left running");
+    assert_eq!(ledger(&ws).len(), 3);
+    mock.set(&json!({"hold": false}));
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    let stats = mock.stats();
+    assert_eq!(stats["creates"], 3, "the rerun creates no batch: {stats}");
+    assert!(counts(&stats, "batched").values().all(|n| *n == 1));
+    assert!(ledger(&ws).is_empty());
+}
+
+#[test]
+fn an_expiring_batch_returns_its_calls_once_then_they_fail_visibly() {
+    let mock = PyMock::start();
+    mock.set(&json!({"expire_next": 1}));
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "one expiry: the calls go back to the queue and the second batch answers: {v}");
+    let stats = mock.stats();
+    assert_eq!((stats["creates"].as_u64(), counts(&stats, "expired").len(), counts(&stats, "batched").len()), (Some(2), 20, 20), "{stats}");
+
+    // Two expiries in a row: the second ends the calls as errors, nothing cached.
+    let mock = PyMock::start();
+    mock.set(&json!({"expire_next": 2}));
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
+    let (code, v) = run(&ws);
+    assert_ne!(code, 0, "{v}");
+    assert!(v.to_string().contains("went back to the queue once already"), "{v}");
+    assert_eq!((mock.stats()["creates"].as_u64(), counts(&mock.stats(), "batched").len()), (Some(2), 0));
+    assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "nothing was cached: the rerun asks again and is answered: {v}");
+    assert!(counts(&mock.stats(), "batched").values().all(|n| *n == 1));
+}
+
+#[test]
+fn a_kill_between_create_and_its_record_finds_the_batch_by_tag_and_pays_once() {
+    let mock = PyMock::start();
+    mock.set(&json!({"create_delay_s": 30}));
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
+    let mut child = spawn(&ws);
+    wait_for(&mock, "the batch to exist", |s| s["creates"] == 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let intents = ledger(&ws);
+    assert_eq!((intents.len(), intents[0].batch_id.as_deref(), intents[0].state.as_str()), (1, None, "intent"), "{intents:?}");
+    mock.set(&json!({"create_delay_s": 0}));
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    let stats = mock.stats();
+    assert_eq!(stats["creates"], 1, "found by its tag, not created again: {stats}");
+    assert!(counts(&stats, "batched").values().all(|n| *n == 1));
+    assert!(ledger(&ws).is_empty());
+}
+
+#[test]
+fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
+    let kills: u32 = std::env::var("EVALGRID_BATCH_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(4);
+    let mock = PyMock::start();
+    mock.set(&json!({"complete_after_polls": 4}));
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, "batch: {max_requests: 5, poll_ms: 30, window_ms: 50},");
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..kills {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut child = spawn(&ws);
+        std::thread::sleep(Duration::from_millis(100 + seed % 500));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    let stats = mock.stats();
+    let batched = counts(&stats, "batched");
+    eprintln!("{kills} kills: {} batches created, {} bodies", stats["creates"], batched.len());
+    assert_eq!(batched.len(), 20);
+    let twice: Vec<_> = batched.values().filter(|n| **n != 1).collect();
+    assert!(twice.is_empty(), "calls paid more than once: {twice:?}");
+    assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
+    assert_eq!(report(&ws), live_report(&mock));
+}

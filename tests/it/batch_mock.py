@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""An independent mock of the OpenAI Batch API (and the live endpoints beside it).
+
+Written from OpenAI's documented shapes only (no evalgrid code or structs): `POST /v1/files`
+(multipart, purpose=batch), `POST /v1/batches`, `GET /v1/batches/{id}`, `GET /v1/batches`
+(limit/after, newest first), `POST /v1/batches/{id}/cancel`, `GET /v1/files/{id}/content`;
+and the live `POST /v1/chat/completions` and `POST /v1/responses`. A request gets the same
+answer live or in a batch (a pure function of its body), so a batched run and a live run of
+one grid must give the same report.
+
+It counts every request inside each created batch (the requests a provider bills for) by
+body, and every live request. Control (JSON): `GET /_control/stats`, `POST /_control/config`
+with any of `hold` (batches stay in_progress), `expire_next` (the next N batches created
+expire without answering), `create_delay_s` (the create answer is delayed after the batch
+exists), `complete_after_polls`.
+
+Usage: batch_mock.py  -> prints `PORT <n>` on its first line, then serves until killed.
+"""
+import hashlib
+import json
+import re
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+FILES = {}  # id -> bytes
+BATCHES = {}  # id -> batch object (dict)
+ORDER = []  # batch ids, oldest first
+BODIES = {}  # batch id -> list of (custom_id, url, body)
+POLLS = {}  # batch id -> polls seen
+EXPIRING = set()
+CONFIG = {"hold": False, "expire_next": 0, "create_delay_s": 0.0, "complete_after_polls": 2}
+STATS = {"batched": {}, "live": {}, "creates": 0, "uploads": 0, "cancels": 0, "expired": {}}
+COUNTER = [0]
+
+
+def next_id(prefix):
+    COUNTER[0] += 1
+    return f"{prefix}{COUNTER[0]:06d}"
+
+
+def digest(body):
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def prompt_text(body):
+    parts = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+    inp = body.get("input")
+    if isinstance(inp, str):
+        parts.append(inp)
+    elif isinstance(inp, list):
+        for item in inp:
+            content = item.get("content") if isinstance(item, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+    return "\n".join(parts)
+
+
+def reply_text(body):
+    h = int(digest(body)[:8], 16)
+    choices = ["(A)", "(B)", "(C)", "yes", "no", "unknown", "True", "False", "3", "12"]
+    return f"Let me think. The answer is: {choices[h % len(choices)]}", 5 + h % 40
+
+
+def chat_answer(body):
+    text, out = reply_text(body)
+    return {
+        "id": "chatcmpl-" + digest(body)[:16],
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": body.get("model", ""),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": max(1, len(prompt_text(body)) // 4), "completion_tokens": out, "total_tokens": max(1, len(prompt_text(body)) // 4) + out},
+    }
+
+
+def responses_answer(body):
+    text, out = reply_text(body)
+    tokens = max(1, len(prompt_text(body)) // 4)
+    return {
+        "id": "resp_" + digest(body)[:16],
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "completed",
+        "model": body.get("model", ""),
+        "output": [{"type": "message", "id": "msg_" + digest(body)[:8], "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        "usage": {"input_tokens": tokens, "output_tokens": out, "total_tokens": tokens + out},
+    }
+
+
+ANSWER = {"/v1/chat/completions": chat_answer, "/v1/responses": responses_answer}
+
+
+def parse_multipart(content_type, data):
+    boundary = re.search(r"boundary=\"?([^\";]+)\"?", content_type).group(1).encode()
+    fields = {}
+    for part in data.split(b"--" + boundary):
+        if b"\r\n\r\n" not in part:
+            continue
+        head, _, value = part.partition(b"\r\n\r\n")
+        name = re.search(rb'name="([^"]+)"', head)
+        if name:
+            fields[name.group(1).decode()] = value[:-2] if value.endswith(b"\r\n") else value
+    return fields
+
+
+def advance(batch):
+    """One poll's worth of progress."""
+    bid = batch["id"]
+    if batch["status"] in ("completed", "failed", "expired", "cancelled"):
+        return
+    if batch["status"] == "cancelling":
+        finish(batch, "cancelled")
+        return
+    POLLS[bid] = POLLS.get(bid, 0) + 1
+    if batch["status"] == "validating":
+        batch["status"] = "in_progress"
+        batch["in_progress_at"] = int(time.time())
+    if CONFIG["hold"] or POLLS[bid] < CONFIG["complete_after_polls"]:
+        return
+    finish(batch, "expired" if bid in EXPIRING else "completed")
+
+
+def finish(batch, status):
+    bid = batch["id"]
+    out_lines, err_lines = [], []
+    for custom_id, url, body in BODIES[bid]:
+        if status == "completed":
+            resp = {"status_code": 200, "request_id": "req_" + digest(body)[:12], "body": ANSWER[url](body)}
+            out_lines.append({"id": "batch_req_" + digest([bid, custom_id])[:16], "custom_id": custom_id, "response": resp, "error": None})
+        else:
+            code = "batch_expired" if status == "expired" else "batch_cancelled"
+            err_lines.append({"id": "batch_req_" + digest([bid, custom_id])[:16], "custom_id": custom_id, "response": None, "error": {"code": code, "message": "This request could not be executed before the batch ended."}})
+    batch["status"] = status
+    batch[f"{status}_at"] = int(time.time())
+    done = len(out_lines)
+    batch["request_counts"] = {"total": len(BODIES[bid]), "completed": done, "failed": len(err_lines)}
+    if out_lines:
+        fid = next_id("file-out")
+        FILES[fid] = "".join(json.dumps(line) + "\n" for line in out_lines).encode()
+        batch["output_file_id"] = fid
+    if err_lines:
+        fid = next_id("file-err")
+        FILES[fid] = "".join(json.dumps(line) + "\n" for line in err_lines).encode()
+        batch["error_file_id"] = fid
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, code, value, raw=None):
+        data = raw if raw is not None else json.dumps(value).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json" if raw is None else "application/octet-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def body(self):
+        return self.rfile.read(int(self.headers.get("content-length", "0")))
+
+    def do_GET(self):
+        path, _, query = self.path.partition("?")
+        with LOCK:
+            if path == "/_control/stats":
+                return self.send(200, dict(STATS, batches=[BATCHES[b] for b in ORDER]))
+            m = re.fullmatch(r"/v1/files/([^/]+)/content", path)
+            if m:
+                return self.send(200, None, raw=FILES[m.group(1)]) if m.group(1) in FILES else self.send(404, {"error": {"message": "no such file"}})
+            m = re.fullmatch(r"/v1/batches/([^/]+)", path)
+            if m:
+                batch = BATCHES.get(m.group(1))
+                if batch is None:
+                    return self.send(404, {"error": {"message": "no such batch"}})
+                advance(batch)
+                return self.send(200, batch)
+            if path == "/v1/batches":
+                args = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+                limit = int(args.get("limit", "20"))
+                newest = list(reversed(ORDER))
+                if "after" in args and args["after"] in newest:
+                    newest = newest[newest.index(args["after"]) + 1:]
+                page = newest[:limit]
+                return self.send(200, {"object": "list", "data": [BATCHES[b] for b in page], "first_id": page[0] if page else None, "last_id": page[-1] if page else None, "has_more": len(newest) > limit})
+        self.send(404, {"error": {"message": "unknown path"}})
+
+    def do_POST(self):
+        raw = self.body()
+        path = self.path.partition("?")[0]
+        if path == "/_control/config":
+            with LOCK:
+                CONFIG.update(json.loads(raw))
+            return self.send(200, CONFIG)
+        if path in ANSWER:
+            body = json.loads(raw)
+            with LOCK:
+                STATS["live"][digest(body)] = STATS["live"].get(digest(body), 0) + 1
+            return self.send(200, ANSWER[path](body))
+        if path == "/v1/files":
+            fields = parse_multipart(self.headers.get("content-type", ""), raw)
+            if fields.get("purpose") != b"batch" or "file" not in fields:
+                return self.send(400, {"error": {"message": "purpose=batch and file are required"}})
+            with LOCK:
+                fid = next_id("file-in")
+                FILES[fid] = fields["file"]
+                STATS["uploads"] += 1
+            return self.send(200, {"id": fid, "object": "file", "bytes": len(fields["file"]), "purpose": "batch", "filename": "input.jsonl"})
+        m = re.fullmatch(r"/v1/batches/([^/]+)/cancel", path)
+        if m:
+            with LOCK:
+                batch = BATCHES.get(m.group(1))
+                if batch is None:
+                    return self.send(404, {"error": {"message": "no such batch"}})
+                STATS["cancels"] += 1
+                if batch["status"] not in ("completed", "failed", "expired", "cancelled"):
+                    batch["status"] = "cancelling"
+                return self.send(200, batch)
+        if path == "/v1/batches":
+            req = json.loads(raw)
+            with LOCK:
+                text = FILES.get(req.get("input_file_id"))
+                if text is None or req.get("completion_window") != "24h" or req.get("endpoint") not in ANSWER:
+                    return self.send(400, {"error": {"message": "bad batch request"}})
+                lines = [json.loads(line) for line in text.decode().splitlines() if line.strip()]
+                if any(line.get("method") != "POST" or line.get("url") != req["endpoint"] for line in lines):
+                    return self.send(400, {"error": {"message": "each line must POST to the batch's endpoint"}})
+                bid = next_id("batch_")
+                BODIES[bid] = [(line["custom_id"], line["url"], line["body"]) for line in lines]
+                expiring = CONFIG["expire_next"] > 0
+                if expiring:
+                    CONFIG["expire_next"] -= 1
+                    EXPIRING.add(bid)
+                counts = STATS["expired"] if expiring else STATS["batched"]
+                for _, _, body in BODIES[bid]:
+                    counts[digest(body)] = counts.get(digest(body), 0) + 1
+                STATS["creates"] += 1
+                batch = {"id": bid, "object": "batch", "endpoint": req["endpoint"], "errors": None, "input_file_id": req["input_file_id"], "completion_window": "24h", "status": "validating", "output_file_id": None, "error_file_id": None, "created_at": int(time.time()), "metadata": req.get("metadata"), "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+                BATCHES[bid] = batch
+                ORDER.append(bid)
+                delay = CONFIG["create_delay_s"]
+            if delay:
+                time.sleep(delay)
+            return self.send(200, batch)
+        self.send(404, {"error": {"message": "unknown path"}})
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """A client killed mid-request (the tests kill -9 evalgrid) is not an error here."""
+
+
+def main():
+    server = Server(("127.0.0.1", 0), Handler)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
