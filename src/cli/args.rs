@@ -74,6 +74,9 @@ pub(crate) enum Command {
     /// Inspect and maintain the cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Batches a pipeline's models (`batch:`) left running at the provider.
+    #[command(subcommand)]
+    Batch(BatchCommand),
     /// Install datasets with checksum verification.
     #[command(subcommand)]
     Datasets(DatasetsCommand),
@@ -321,6 +324,19 @@ pub(crate) struct ValidateArgs {
     /// Pipeline files.
     #[arg(required = true)]
     pub(crate) pipelines: Vec<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BatchCommand {
+    /// Cancel the pipeline's recorded batches that are still running, and say which.
+    #[command(after_help = "Example:\n  evalgrid batch cancel pipelines/bbeh-batch.yaml")]
+    Cancel {
+        /// Pipeline file (YAML).
+        pipeline: PathBuf,
+        /// Print one JSON object (`cancelled`: one record per batch) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

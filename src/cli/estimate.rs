@@ -74,7 +74,7 @@ pub(crate) fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &Plan
     for model in pipeline.models.iter().filter(|m| m.batch.is_some()) {
         let factor = model.price.and_then(|p| p.batch_factor).unwrap_or(0.5);
         output::line(&format!(
-            "  {}: batch mode: its single-turn calls (BBEH, qa, judge calls) go through the batch API, billed at {factor} × the price above (answers within 24 h); multi-turn episodes call live",
+            "  {}: batch mode: its single-turn calls (BBEH, qa) go through the batch API, billed at {factor} × the price above (answers within 24 h); multi-turn episodes call live",
             model.id
         ));
     }

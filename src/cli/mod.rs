@@ -3,6 +3,7 @@
 //! 2 invalid input, 130 interrupted).
 
 mod args;
+mod batch_cmd;
 mod bench;
 mod budget;
 mod cache_cmd;
@@ -136,6 +137,7 @@ fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
         Command::Export(a) => export::export(env, &a),
         Command::Validate(a) => validate(env, &a.pipelines),
         Command::Cache(c) => cache_cmd::cache(env, c),
+        Command::Batch(c) => batch_cmd::batch(env, c),
         Command::Datasets(c) => datasets::datasets(env, &c),
         Command::Bench(a) => bench::bench(env, &a),
         Command::Slurm(a) => jobs::slurm(env, &a),

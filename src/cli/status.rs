@@ -44,6 +44,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
         Some(d) => return Err(Failure::invalid(anyhow::anyhow!("--power {d}: the difference to detect must be a positive number, in the metric's units"))),
     };
     let jobs = slurm_lines(&store, &pipeline)?;
+    let batches = super::batch_cmd::batch_lines(&store);
     if args.json {
         let cells: Vec<_> = plan
             .cells
@@ -60,10 +61,11 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             "shards": shards.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
             "power": power,
             "slurm_jobs": jobs.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
+            "batches": batches.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
         }));
     } else {
         output::line(&format!("{} cells: {} cached, {} stale, {} missing, {} failed", plan.cells.len(), counts[0], counts[1], counts[2], counts[3]));
-        for (line, _) in shards.iter().chain(&jobs) {
+        for (line, _) in shards.iter().chain(&jobs).chain(&batches) {
             output::line(line);
         }
         for (cell, state, reason) in &rows {

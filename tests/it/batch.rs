@@ -259,3 +259,32 @@ fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
     assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
     assert_eq!(report(&ws), live_report(&mock));
 }
+
+#[test]
+fn status_shows_the_running_batches_and_batch_cancel_cancels_them_then_the_rerun_sends_their_calls_again() {
+    let mock = PyMock::start();
+    mock.set(&json!({"hold": true}));
+    let ws = Workspace::new();
+    pipeline(&ws, &mock, SMALL);
+    let child = spawn(&ws);
+    let start = Instant::now();
+    while ledger(&ws).iter().filter(|r| r.batch_id.is_some()).count() < 3 {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
+    let status = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "status", "p.yaml"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(text.lines().filter(|l| l.starts_with("batch batch_") && l.contains("/v1/chat/completions") && l.contains("in_progress")).count(), 3, "{text}");
+    let cancel = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "batch", "cancel", "p.yaml"]);
+    let text = String::from_utf8_lossy(&cancel.stdout);
+    assert!(cancel.status.success(), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("cancelled batch_")).count(), 3, "{text}");
+    assert_eq!(mock.stats()["cancels"], 3);
+    mock.set(&json!({"hold": false}));
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "the cancelled calls went back to the queue once and were answered: {v}");
+    assert_eq!(mock.stats()["creates"], 6, "{}", mock.stats());
+    assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
+}

@@ -13,7 +13,7 @@
 //!
 //! One call is a pipeline: scripted → lane ticket → route → key → run once → settle.
 
-mod batch;
+pub mod batch;
 pub mod budget;
 mod key;
 mod lanes;

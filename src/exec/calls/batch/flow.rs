@@ -18,18 +18,22 @@ use crate::providers::batch::{BatchError, parse_output, request_line};
 /// this run; the batch stays recorded, so the next run polls it again.
 const POLL_FAILURES: u32 = 10;
 
-/// A call was queued: submit a full batch now, else once the lane stays idle for the window.
+/// Calls were queued: every full batch is submitted now, and what is left once the lane
+/// stays idle for the window.
 pub(super) fn queued(lane: &Arc<BatchLane>) {
     let (full, generation) = {
         let mut state = lane.lock();
-        let full = (state.queue.len() >= lane.mode.max_requests).then(|| state.take(lane.mode.max_requests));
+        let mut full = Vec::new();
+        while state.queue.len() >= lane.mode.max_requests {
+            full.push(state.take(lane.mode.max_requests));
+        }
         (full, state.generation)
     };
+    for items in full {
+        tokio::spawn(submit(Arc::clone(lane), items));
+    }
     let lane = Arc::clone(lane);
     tokio::spawn(async move {
-        if let Some(items) = full {
-            return submit(lane, items).await;
-        }
         tokio::time::sleep(Duration::from_millis(lane.mode.window_ms)).await;
         let items = {
             let mut state = lane.lock();
@@ -98,12 +102,14 @@ fn drop_retried(lane: &BatchLane, record: &BatchRecord) {
     if record.retried.is_empty() {
         return;
     }
-    let unsettled: HashSet<String> = lane.lock().unsettled.keys().cloned().collect();
+    // Under the lock, like every other change of a settled record.
+    let state = lane.lock();
     for mut old in lane.ledger.list().into_iter().filter(|old| old.lane == lane.name && old.tag != record.tag) {
         let before = old.unanswered.len();
         old.unanswered.retain(|key| !record.retried.contains(key));
         if old.unanswered.len() != before {
-            let _kept = if old.unanswered.is_empty() && !unsettled.contains(&old.tag) { lane.ledger.remove(&old.tag) } else { lane.ledger.record(&old) };
+            let _kept =
+                if old.unanswered.is_empty() && !state.unsettled.contains_key(&old.tag) { lane.ledger.remove(&old.tag) } else { lane.ledger.record(&old) };
         }
     }
 }
@@ -169,40 +175,40 @@ async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
 /// (a batch's own `batch_expired`/`batch_cancelled` error line is no answer either).
 fn answer(lane: &Arc<BatchLane>, mut record: BatchRecord, mut answers: HashMap<String, LineAnswer>, status: &str) {
     let no_answer = |answer: &LineAnswer| matches!(answer, Err(message) if message.starts_with("batch_"));
-    let mut unanswered = Vec::new();
     let mut requeued = false;
-    {
-        let mut state = lane.lock();
-        let mut settled = HashSet::new();
-        for key in record.keys.iter().filter(|key| !record.unanswered.contains(key)) {
-            match answers.remove(key) {
-                Some(line) if !no_answer(&line) => {
-                    if !state.waiters.contains_key(key) && key.parse::<crate::plan::StepKey>().is_ok_and(|k| lane.store.contains(k)) {
-                        continue;
-                    }
-                    settled.insert(key.clone());
-                    state.deliver(key, line);
+    // The record is written under the lock, so a call settled meanwhile cannot have its
+    // batch's record removed before this write would bring it back.
+    let mut state = lane.lock();
+    let mut settled = HashSet::new();
+    let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
+    for key in &open {
+        match answers.remove(key) {
+            Some(line) if !no_answer(&line) => {
+                if !state.waiters.contains_key(key) && key.parse::<crate::plan::StepKey>().is_ok_and(|k| lane.store.contains(k)) {
+                    continue;
                 }
-                _ if state.requeue(key, record.retried.contains(key)) => {
-                    requeued |= state.waiters.contains_key(key);
-                    unanswered.push(key.clone());
-                }
-                _ => state.deliver(
-                    key,
-                    Err(format!(
-                        "batch {} ended `{status}` without answering this call, which went back to the queue once already",
-                        record.batch_id.as_deref().unwrap_or("?")
-                    )),
-                ),
+                settled.insert(key.clone());
+                state.deliver(key, line);
             }
-        }
-        if !settled.is_empty() {
-            state.unsettled.insert(record.tag.clone(), settled);
+            _ if state.requeue(key, record.retried.contains(key)) => {
+                requeued |= state.waiters.contains_key(key);
+                record.unanswered.push(key.clone());
+            }
+            _ => state.deliver(
+                key,
+                Err(format!(
+                    "batch {} ended `{status}` without answering this call, which went back to the queue once already",
+                    record.batch_id.as_deref().unwrap_or("?")
+                )),
+            ),
         }
     }
-    record.unanswered.extend(unanswered);
-    let empty = lane.lock().unsettled.get(&record.tag).is_none_or(HashSet::is_empty);
+    let empty = settled.is_empty();
+    if !empty {
+        state.unsettled.insert(record.tag.clone(), settled);
+    }
     let _kept = if empty && record.unanswered.is_empty() { lane.ledger.remove(&record.tag) } else { lane.ledger.record(&record) };
+    drop(state);
     if requeued {
         super::flow::queued(lane);
     }

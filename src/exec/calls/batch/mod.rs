@@ -19,6 +19,7 @@
 //! error, never cached. Ctrl-C leaves batches running: the next run collects them. A record
 //! is removed once every answer it holds is in the cache.
 
+mod cancel;
 mod flow;
 mod state;
 
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
+pub use cancel::{Cancelled, cancel_batches};
 pub(crate) use state::LineAnswer;
 
 use self::state::{Joined, LaneState};
@@ -62,7 +64,7 @@ pub(super) struct BatchLane {
 
 /// The lane name a ledger record carries: `provider model base_url`.
 #[must_use]
-pub(super) fn lane_name(endpoint: &Endpoint) -> String {
+pub(crate) fn lane_name(endpoint: &Endpoint) -> String {
     format!("{} {} {}", endpoint.kind, endpoint.model, endpoint.base_url)
 }
 
