@@ -258,6 +258,17 @@ async fn background_mode_keys_and_caches_like_a_foreground_call() {
     assert_eq!(call_key(&openai, &request, &site), call_key(&auto, &request, &site), "o3-pro on api.openai.com: auto is on");
 }
 
+/// Batch mode is transport: a batched call keys (and so caches) exactly like a live one.
+#[test]
+fn batch_mode_is_in_no_key() {
+    let model = config("m", Provider::OpenAi, "gpt-4o-mini-2024-07-18");
+    let batched = ModelConfig { batch: Some(crate::spec::BatchMode::default()), ..model.clone() };
+    let (request, site) = (ask("q"), CallSite::default());
+    assert!(call_key(&model, &request, &site).is_some());
+    assert_eq!(call_key(&model, &request, &site), call_key(&batched, &request, &site));
+    assert_eq!(model.key_value(), batched.key_value());
+}
+
 /// A run interrupted while a background response runs leaves its id recorded under the
 /// call's key; the next run polls that response instead of POSTing, caches the answer
 /// and removes the record.

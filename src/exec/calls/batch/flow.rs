@@ -1,6 +1,5 @@
 //! A batch's life: submitted when the collector is full or idle (intent recorded, created,
-//! id recorded), polled to its end, its output read back by `custom_id`; and the lane's
-//! resume of the batches an earlier run left in the ledger.
+//! id recorded), polled to its end, its output read back by `custom_id`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -46,7 +45,7 @@ pub(super) fn queued(lane: &Arc<BatchLane>) {
     });
 }
 
-fn fail_all(lane: &BatchLane, keys: &[String], message: &str) {
+pub(super) fn fail_all(lane: &BatchLane, keys: &[String], message: &str) {
     let mut state = lane.lock();
     for key in keys {
         state.deliver(key, Err(message.to_owned()));
@@ -127,7 +126,7 @@ fn create_failed(lane: &BatchLane, record: &BatchRecord, error: &BatchError) {
 }
 
 /// Polls `record`'s batch to its end, then answers its calls.
-async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
+pub(super) async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
     let Some(id) = record.batch_id.clone() else { return };
     let mut failures = 0;
     let batch = loop {
@@ -211,43 +210,5 @@ fn answer(lane: &Arc<BatchLane>, mut record: BatchRecord, mut answers: HashMap<S
     drop(state);
     if requeued {
         super::flow::queued(lane);
-    }
-}
-
-/// A lane's first call: the batches an earlier run left for this lane are found again
-/// (intents by tag), and polled; their keys are not submitted again.
-pub(super) async fn resume(lane: Arc<BatchLane>) {
-    for mut record in lane.ledger.list().into_iter().filter(|record| record.lane == lane.name) {
-        if record.batch_id.is_none() {
-            match lane.api.find(&record.tag).await {
-                Ok(Some(found)) => {
-                    record.batch_id = Some(found.id);
-                    record.state = found.status;
-                    let _kept = lane.ledger.record(&record);
-                }
-                Ok(None) => {
-                    let _gone = lane.ledger.remove(&record.tag);
-                    continue;
-                }
-                Err(error) => {
-                    let message = format!("an interrupted batch (tag {}) could not be looked up ({error}); its calls are not sent again this run", record.tag);
-                    fail_all(&lane, &record.keys, &message);
-                    continue;
-                }
-            }
-        }
-        {
-            let mut state = lane.lock();
-            for key in &record.unanswered {
-                if record.retried.contains(key) {
-                    continue;
-                }
-                state.struck.insert(key.clone());
-            }
-            for key in record.keys.iter().filter(|key| !record.unanswered.contains(key)) {
-                state.covered.insert(key.clone());
-            }
-        }
-        tokio::spawn(poll(Arc::clone(&lane), record));
     }
 }

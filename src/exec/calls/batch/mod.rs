@@ -21,6 +21,7 @@
 
 mod cancel;
 mod flow;
+mod resume;
 mod state;
 
 use std::collections::HashMap;
@@ -84,7 +85,7 @@ impl Batcher {
             Ok(lane) => lane,
             Err(error) => return Err(error.to_string()),
         };
-        lane.resumed.get_or_init(|| flow::resume(Arc::clone(&lane))).await;
+        lane.resumed.get_or_init(|| resume::resume(Arc::clone(&lane))).await;
         let hex = key.to_hex();
         let joined = lane.lock().join(&hex, body);
         match joined {
