@@ -72,13 +72,31 @@ fn counts(stats: &Value, field: &str) -> BTreeMap<String, u64> {
 }
 
 fn pipeline(ws: &Workspace, mock: &PyMock, batch: &str) {
+    pipeline_tasks(ws, mock, batch, "boardgame_qa");
+}
+
+/// BBEH tasks of the mini subset (20 items each) the kill test adds one by one.
+const TASKS: [&str; 10] = [
+    "boardgame_qa",
+    "boolean_expressions",
+    "buggy_tables",
+    "causal_understanding",
+    "disambiguation_qa",
+    "dyck_languages",
+    "geometric_shapes",
+    "hyperbaton",
+    "linguini",
+    "movie_recommendation",
+];
+
+fn pipeline_tasks(ws: &Workspace, mock: &PyMock, batch: &str, tasks: &str) {
     let model = format!(
         "{{id: m, provider: openai, model: gpt-4o-mini-2024-07-18, api: chat, {batch} base_url: \"{}\", price: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}}}",
         mock.url()
     );
     ws.write(
         "p.yaml",
-        &format!("name: p\nmodels:\n  - {model}\ntasks:\n  - benchmark: bbeh\n    select: [boardgame_qa]\n    params: {{subset: mini}}\nseeds: [0]\n"),
+        &format!("name: p\nmodels:\n  - {model}\ntasks:\n  - benchmark: bbeh\n    select: [{tasks}]\n    params: {{subset: mini}}\nseeds: [0]\n"),
     );
 }
 
@@ -235,11 +253,15 @@ fn a_kill_between_create_and_its_record_finds_the_batch_by_tag_and_pays_once() {
 fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
     let kills: u32 = std::env::var("EVALGRID_BATCH_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(4);
     let mock = PyMock::start();
-    mock.set(&json!({"complete_after_polls": 4}));
+    mock.set(&json!({"complete_after_polls": 6}));
     let ws = Workspace::new();
-    pipeline(&ws, &mock, "batch: {max_requests: 5, poll_ms: 30, window_ms: 50},");
+    let batch = "batch: {max_requests: 5, poll_ms: 30, window_ms: 50},";
+    // Every second kill the grid gains a task (20 new calls), so kills keep landing while
+    // batches are submitted, not only while older ones are polled.
+    let tasks = |kill: u32| TASKS[..=(kill as usize / 2).min(TASKS.len() - 1)].join(", ");
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    for _ in 0..kills {
+    for kill in 0..kills {
+        pipeline_tasks(&ws, &mock, batch, &tasks(kill));
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -248,16 +270,26 @@ fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
         child.kill().unwrap();
         child.wait().unwrap();
     }
+    let all = tasks(kills.saturating_sub(1));
+    pipeline_tasks(&ws, &mock, batch, &all);
     let (code, v) = run(&ws);
     assert_eq!(code, 0, "{v}");
     let stats = mock.stats();
+    let paid = counts(&stats, "batched_ids");
+    eprintln!("{kills} kills: {} batches created for {} calls", stats["creates"], paid.len());
     let batched = counts(&stats, "batched");
-    eprintln!("{kills} kills: {} batches created, {} bodies", stats["creates"], batched.len());
-    assert_eq!(batched.len(), 20);
-    let twice: Vec<_> = batched.values().filter(|n| **n != 1).collect();
+    let twice: Vec<_> = paid.values().chain(batched.values()).filter(|n| **n != 1).collect();
     assert!(twice.is_empty(), "calls paid more than once: {twice:?}");
+    assert!(counts(&stats, "live").is_empty());
     assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
-    assert_eq!(report(&ws), live_report(&mock));
+    let live = Workspace::new();
+    pipeline_tasks(&live, &mock, "", &all);
+    let (code, v) = run(&live);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(report(&ws), report(&live), "the report is the live run's");
+    let sent_live = counts(&mock.stats(), "live");
+    assert!(!batched.is_empty() && batched.keys().eq(sent_live.keys()), "every request of the grid was batched, once");
+    assert_eq!(paid.len(), batched.len());
 }
 
 #[test]

@@ -9,7 +9,7 @@ answer live or in a batch (a pure function of its body), so a batched run and a 
 one grid must give the same report.
 
 It counts every request inside each created batch (the requests a provider bills for) by
-body, and every live request. Control (JSON): `GET /_control/stats`, `POST /_control/config`
+body and by `custom_id`, and every live request by body. Control (JSON): `GET /_control/stats`, `POST /_control/config`
 with any of `hold` (batches stay in_progress), `expire_next` (the next N batches created
 expire without answering), `create_delay_s` (the create answer is delayed after the batch
 exists), `complete_after_polls`.
@@ -32,7 +32,7 @@ BODIES = {}  # batch id -> list of (custom_id, url, body)
 POLLS = {}  # batch id -> polls seen
 EXPIRING = set()
 CONFIG = {"hold": False, "expire_next": 0, "create_delay_s": 0.0, "complete_after_polls": 2}
-STATS = {"batched": {}, "live": {}, "creates": 0, "uploads": 0, "cancels": 0, "expired": {}}
+STATS = {"batched": {}, "batched_ids": {}, "live": {}, "creates": 0, "uploads": 0, "cancels": 0, "expired": {}}
 COUNTER = [0]
 
 
@@ -244,8 +244,10 @@ class Handler(BaseHTTPRequestHandler):
                     CONFIG["expire_next"] -= 1
                     EXPIRING.add(bid)
                 counts = STATS["expired"] if expiring else STATS["batched"]
-                for _, _, body in BODIES[bid]:
+                for custom_id, _, body in BODIES[bid]:
                     counts[digest(body)] = counts.get(digest(body), 0) + 1
+                    if not expiring:
+                        STATS["batched_ids"][custom_id] = STATS["batched_ids"].get(custom_id, 0) + 1
                 STATS["creates"] += 1
                 batch = {"id": bid, "object": "batch", "endpoint": req["endpoint"], "errors": None, "input_file_id": req["input_file_id"], "completion_window": "24h", "status": "validating", "output_file_id": None, "error_file_id": None, "created_at": int(time.time()), "metadata": req.get("metadata"), "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
                 BATCHES[bid] = batch
