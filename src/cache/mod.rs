@@ -1,5 +1,6 @@
 //! Content-addressed, crash-safe cache of step results.
 
+pub mod claims;
 pub mod commit;
 mod derived;
 pub mod entry;
