@@ -62,6 +62,9 @@ pub struct PacerConfig {
     pub ceiling_margin: f64,
     /// ... until that ceiling is this old (then the pacer may probe above it again).
     pub ceiling_ttl: Duration,
+    /// A congestion event at a send rate of at least this fraction of the ceiling keeps the
+    /// ceiling; one below it (or a storm) lowers the ceiling to that rate.
+    pub ceiling_hold: f64,
     /// Lowest rate ever paced at (requests per second), so a lane never stops.
     pub min_rate: f64,
     /// Above this rate the pacer switches itself off (requests per second).
@@ -88,6 +91,7 @@ impl Default for PacerConfig {
             cooldown: Duration::from_secs(2),
             ceiling_margin: 0.985,
             ceiling_ttl: Duration::from_mins(1),
+            ceiling_hold: 0.9,
             min_rate: 1.0 / 60.0,
             max_rate: 10_000.0,
             miss_spacing: 100,
@@ -342,7 +346,12 @@ impl Pacer {
                 sent_at_rate / config.slow_start_factor
             }
             (PacerPhase::Steady, Some(sent_at_rate)) => {
-                state.ceiling = Some((sent_at_rate, now));
+                // Misses just under a known ceiling are jitter, not a lower limit: the ceiling
+                // stays (else every pair of misses would ratchet it down for good). Far under
+                // it, or in a storm, the server's limit has dropped.
+                if storm || state.ceiling.is_none_or(|(ceiling, _)| sent_at_rate < config.ceiling_hold * ceiling) {
+                    state.ceiling = Some((sent_at_rate, now));
+                }
                 sent_at_rate * config.decrease_factor
             }
         };
