@@ -1,6 +1,7 @@
 //! Content-addressed, crash-safe cache of step results.
 
 pub mod batches;
+pub mod claims;
 pub mod commit;
 mod derived;
 pub mod entry;

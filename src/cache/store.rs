@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::claims::{Claim, Claims};
 use super::commit::GroupCommit;
 pub use super::entry::{BUCKET, Stored};
 use super::entry::{DecodeError, Entry};
@@ -133,6 +134,8 @@ pub struct Store {
     quick_io: bool,
     /// This run's answer journal, once reserved ([`super::journal`]).
     pub(super) journal: Arc<std::sync::Mutex<Option<super::journal::Journal>>>,
+    /// Cross-process claims on model calls, one lock file for all of them.
+    claims: Arc<Claims>,
 }
 
 impl Store {
@@ -147,7 +150,8 @@ impl Store {
         let failures = root.join("failures");
         let failures_seen = std::fs::read_dir(&failures).map_err(io(&failures))?.next().is_some();
         let quick_io = crate::platform::is_local_filesystem(&root);
-        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io, journal: Arc::default() })
+        let claims = Arc::new(Claims::new(&root.join("locks")));
+        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io, journal: Arc::default(), claims })
     }
 
     /// Whether a cache read or write may run on the async worker that needs it: the cache
@@ -359,14 +363,10 @@ impl Store {
         KeyLock::try_acquire(&path).map_err(io(&path))
     }
 
-    /// Claims `key` for one computation without waiting (`None` = another task or process
-    /// holds it), so two processes on one cache send each model call once. The claim's file
-    /// (`locks/claims/ab/<key>.lock`) is removed on release: calls are many.
-    pub fn try_claim(&self, key: StepKey) -> Result<Option<KeyLock>, CacheError> {
-        let hex = key.to_hex();
-        let dir = self.root.join("locks").join("claims").join(&hex[..2]);
-        let path = dir.join(format!("{hex}.lock"));
-        in_made_dir(&dir, &path, || KeyLock::try_acquire_removable(&path))
+    /// Claims `key` for one computation without waiting (`None` = another process holds
+    /// it), so two processes on one cache send each model call once ([`super::claims`]).
+    pub fn try_claim(&self, key: StepKey) -> Result<Option<Claim>, CacheError> {
+        self.claims.try_claim(key).map_err(io(self.claims.path()))
     }
 
     /// Waits for the per-key lock (blocking; call from a blocking thread).

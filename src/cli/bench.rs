@@ -523,11 +523,11 @@ fn rate_limit(env: &Env, rate: u32, items: usize) -> Result<Exit, Failure> {
     let limited = counts.get(&429).copied().unwrap_or(0);
     let ideal = n as f64 / f64::from(rate);
     output::line(&format!(
-        "rate-limit: {n} BBEH items ({} cells), nginx limit_req {rate} r/s (429 + Retry-After: 1), 50 ms latency: exit {}, {} cells failed, {wall:.2} s wall vs N/rate {ideal:.2} s → {:.3}× (goal ≤ 1.25×); {limited} of {requests} requests answered 429 ({:.1} %, goal ≤ 10 %); statuses {counts:?}",
+        "rate-limit: {n} BBEH items ({} cells), nginx limit_req {rate} r/s (429 + Retry-After: 1), 50 ms latency: exit {}, {} cells failed, {wall:.2} s wall vs N/rate {ideal:.2} s → {:.1} % of the limit (goal ≥ 95 %); {limited} of {requests} requests answered 429 ({:.1} %, goal ≤ 2 %); statuses {counts:?}",
         tasks.len(),
         out.status.code().unwrap_or(-1),
         summary["cells_failed"],
-        wall / ideal,
+        100.0 * ideal / wall,
         100.0 * limited as f64 / requests.max(1) as f64,
     ));
     Ok(Exit::failed_if(!out.status.success()))

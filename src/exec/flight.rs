@@ -19,7 +19,8 @@ use serde::de::DeserializeOwned;
 
 use super::step_error::StepError;
 use super::substep::{Done, Fresh, SubStep};
-use crate::cache::{KeyLock, Store};
+use crate::cache::Store;
+use crate::cache::claims::Claim;
 use crate::plan::StepKey;
 
 /// What a failed computation leaves for identical ones that waited on it: they fail with the
@@ -133,7 +134,7 @@ impl SubStep {
 
 /// Waits until this process holds the claim on `key` (see [`Store::try_claim`]); another
 /// process holding it is computing the same sub-step.
-async fn claim(store: &Store, key: StepKey) -> Result<KeyLock, StepError> {
+async fn claim(store: &Store, key: StepKey) -> Result<Claim, StepError> {
     let mut wait = std::time::Duration::from_millis(10);
     loop {
         let claimed = if store.quick_io() {

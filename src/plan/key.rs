@@ -78,6 +78,12 @@ impl StepKey {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
 
+    /// The key's bytes, for uses that need a number from it (a claim's lock offset).
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// First 12 hex digits, for human-facing listings.
     #[must_use]
     pub fn short(&self) -> String {

@@ -4,7 +4,11 @@
 //! requests turns pacing on at a rate estimated from the requests sent in the last second;
 //! from then on the pacer spaces request starts `1 / rate` apart, FIFO, measured from the
 //! previous request's *actual* start (no burst credit, so a late wake-up never produces two
-//! requests closer together than the rate allows).
+//! requests closer together than the rate allows). Once a 429 has shown the server's rate
+//! (the *ceiling*), starts follow a GCRA schedule instead: each start is due one interval
+//! after the previous one's *scheduled* time, so a late wake-up (timers tick in whole
+//! milliseconds) is made up by the next start, but never by starting closer to the previous
+//! one than the server's own interval (`1 / ceiling`): no burst above the server's.
 //!
 //! Learning, TCP-like, one congestion event per burst (a 429 only counts if its request was
 //! sent after the previous cut):
@@ -15,9 +19,17 @@
 //!   remembers `s` as a ceiling; after a cooldown the rate grows by a small fraction per
 //!   binding round, never above `ceiling_margin · ceiling` while the ceiling is fresh.
 //!
+//! In congestion avoidance, a lone 429 (none in the last [`PacerConfig::miss_spacing`] sends)
+//! is a *miss*: one request landed a little early, the rate is right. It is retried and
+//! counted, but cuts nothing; a second one within that many sends is a congestion event.
+//!
 //! `Retry-After` (and an exhausted `x-ratelimit-*` / `anthropic-ratelimit-*` budget) pauses
-//! the whole lane, not just one request. Rate-limit headers that say the budget is nearly
-//! spent pace the lane at the rate the budget refills.
+//! the whole lane, not just one request, while the lane is unpaced (the server's rate is not
+//! known yet) or when a paced lane draws a storm (429s for half of the last second's sends).
+//! A 429 on a paced lane otherwise delays only its own request: the pacer's cut is the lane's
+//! answer, and a one-second pause per miss would cost a second's worth of requests.
+//! Rate-limit headers that say the budget is nearly spent pace the lane at the rate the
+//! budget refills.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -50,10 +62,20 @@ pub struct PacerConfig {
     pub ceiling_margin: f64,
     /// ... until that ceiling is this old (then the pacer may probe above it again).
     pub ceiling_ttl: Duration,
+    /// A congestion event at a send rate of at least this fraction of the ceiling keeps the
+    /// ceiling; one below it (or a storm) lowers the ceiling to that rate.
+    pub ceiling_hold: f64,
     /// Lowest rate ever paced at (requests per second), so a lane never stops.
     pub min_rate: f64,
     /// Above this rate the pacer switches itself off (requests per second).
     pub max_rate: f64,
+    /// In congestion avoidance, a 429 with none in this many sends before it is a miss,
+    /// not a congestion event (so at most about one request in this many draws a 429).
+    pub miss_spacing: u64,
+    /// The last stretch of a wait is slept on a blocking thread (precise to tens of
+    /// microseconds): tokio's timers tick in whole milliseconds and wake up to two late,
+    /// which at 40 requests/s is 5 % of the rate. Zero: tokio's timer only (paused-clock tests).
+    pub fine_wait: Duration,
 }
 
 impl Default for PacerConfig {
@@ -67,10 +89,13 @@ impl Default for PacerConfig {
             growth_fraction: 0.02,
             round: Duration::from_millis(250),
             cooldown: Duration::from_secs(2),
-            ceiling_margin: 0.97,
+            ceiling_margin: 0.985,
             ceiling_ttl: Duration::from_mins(1),
+            ceiling_hold: 0.9,
             min_rate: 1.0 / 60.0,
             max_rate: 10_000.0,
+            miss_spacing: 100,
+            fine_wait: Duration::from_millis(2),
         }
     }
 }
@@ -132,6 +157,12 @@ struct State {
     phase: PacerPhase,
     rate: f64,
     last_start: Option<Instant>,
+    /// When the next start is due on the GCRA schedule (only once a ceiling is known).
+    due: Option<Instant>,
+    /// `sent` at the last 429 of a paced lane, to tell a miss from congestion.
+    last_miss: Option<u64>,
+    /// When this lane's recent 429s arrived (the last second), to see a storm.
+    recent_limited: VecDeque<Instant>,
     paused_until: Option<Instant>,
     generation: u64,
     last_cut: Option<Instant>,
@@ -163,6 +194,9 @@ impl Pacer {
                 phase: PacerPhase::Unpaced,
                 rate: f64::INFINITY,
                 last_start: None,
+                due: None,
+                last_miss: None,
+                recent_limited: VecDeque::new(),
                 paused_until: None,
                 generation: 0,
                 last_cut: None,
@@ -190,7 +224,7 @@ impl Pacer {
             let earliest = {
                 let mut state = self.lock();
                 let now = Instant::now();
-                let spacing = state.interval().zip(state.last_start).map(|(gap, last)| last + gap);
+                let spacing = state.next_start();
                 let earliest = [spacing, state.paused_until].into_iter().flatten().max();
                 match earliest {
                     Some(at) if at > now => at,
@@ -203,11 +237,32 @@ impl Pacer {
                 }
             };
             waited = true;
-            sleep_until(earliest).await;
+            self.wait_until(earliest).await;
+        }
+    }
+
+    /// Sleeps until `at`: on tokio's timer to within [`PacerConfig::fine_wait`], the rest on
+    /// a blocking thread. Dropped meanwhile, it takes no slot (the thread only sleeps).
+    async fn wait_until(&self, at: Instant) {
+        let fine = self.config.fine_wait;
+        if fine.is_zero() {
+            sleep_until(at).await;
+            return;
+        }
+        if let Some(coarse) = at.checked_sub(fine)
+            && coarse > Instant::now()
+        {
+            sleep_until(coarse).await;
+        }
+        let rest = at.saturating_duration_since(Instant::now());
+        if !rest.is_zero() {
+            // A failed join only means the runtime is shutting down; the loop checks the clock.
+            let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
         }
     }
 
     fn start(&self, state: &mut State, now: Instant) -> PaceTicket {
+        state.schedule_next(now);
         state.last_start = Some(now);
         state.sent += 1;
         state.recent.push_back(now);
@@ -254,11 +309,22 @@ impl Pacer {
         let mut state = self.lock();
         let now = Instant::now();
         state.rate_limited += 1;
-        if let Some(wait) = retry_after {
+        let paced = ticket.rate_at_send.is_some() && state.phase != PacerPhase::Unpaced;
+        let storm = state.storm(now, self.config.min_stream);
+        if let Some(wait) = retry_after
+            && (!paced || storm)
+        {
             state.pause_until(now + wait);
         }
         if ticket.generation != state.generation {
             return;
+        }
+        if state.phase == PacerPhase::Steady && paced && !storm {
+            let lone = state.last_miss.is_none_or(|at| state.sent.saturating_sub(at) >= self.config.miss_spacing);
+            state.last_miss = Some(state.sent);
+            if lone {
+                return;
+            }
         }
         let config = self.config;
         let new_rate = match (state.phase, ticket.rate_at_send) {
@@ -280,11 +346,17 @@ impl Pacer {
                 sent_at_rate / config.slow_start_factor
             }
             (PacerPhase::Steady, Some(sent_at_rate)) => {
-                state.ceiling = Some((sent_at_rate, now));
+                // Misses just under a known ceiling are jitter, not a lower limit: the ceiling
+                // stays (else every pair of misses would ratchet it down for good). Far under
+                // it, or in a storm, the server's limit has dropped.
+                if storm || state.ceiling.is_none_or(|(ceiling, _)| sent_at_rate < config.ceiling_hold * ceiling) {
+                    state.ceiling = Some((sent_at_rate, now));
+                }
                 sent_at_rate * config.decrease_factor
             }
         };
         state.rate = new_rate.min(state.rate).max(config.min_rate);
+        state.last_miss = Some(state.sent);
         state.generation += 1;
         state.last_cut = Some(now);
     }
@@ -333,6 +405,43 @@ impl Pacer {
 }
 
 impl State {
+    /// When the next request may start: one interval after the previous start while the
+    /// server's rate is unknown; on the GCRA schedule, but never closer to the previous
+    /// start than the server's interval, once a ceiling is known.
+    fn next_start(&self) -> Option<Instant> {
+        let gap = self.interval()?;
+        let last = self.last_start?;
+        match (self.due, self.server_interval()) {
+            (Some(due), Some(floor)) => Some(due.max(last + floor.min(gap))),
+            _ => Some(last + gap),
+        }
+    }
+
+    /// Moves the GCRA schedule past a start at `now`: due one interval after the later of
+    /// its scheduled time and one interval ago (at most one interval of lateness is made up).
+    fn schedule_next(&mut self, now: Instant) {
+        self.due = self.interval().filter(|_| self.ceiling.is_some()).map(|gap| {
+            let scheduled = self.due.unwrap_or(now);
+            scheduled.max(now.checked_sub(gap).unwrap_or(now)) + gap
+        });
+    }
+
+    /// The server's own spacing, as far as a 429 has shown it.
+    fn server_interval(&self) -> Option<Duration> {
+        self.ceiling.filter(|(rate, _)| rate.is_finite() && *rate > 0.0).map(|(rate, _)| Duration::from_secs_f64(1.0 / rate))
+    }
+
+    /// Records a 429 at `now` and says whether the last second's 429s are a storm: at least
+    /// `min_stream` of them, and at least half as many as the sends.
+    fn storm(&mut self, now: Instant, min_stream: usize) -> bool {
+        self.recent_limited.push_back(now);
+        while self.recent_limited.front().is_some_and(|at| now.duration_since(*at) > Duration::from_secs(1)) {
+            self.recent_limited.pop_front();
+        }
+        let sends = self.recent.iter().filter(|at| now.duration_since(**at) <= Duration::from_secs(1)).count();
+        self.recent_limited.len() >= min_stream && self.recent_limited.len() * 2 >= sends
+    }
+
     fn interval(&self) -> Option<Duration> {
         (self.phase != PacerPhase::Unpaced && self.rate.is_finite() && self.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / self.rate))
     }
@@ -349,8 +458,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// A pacer on tokio's (paused) clock alone.
     fn pacer() -> Arc<Pacer> {
-        Arc::new(Pacer::new(PacerConfig::default()))
+        Arc::new(Pacer::new(PacerConfig { fine_wait: Duration::ZERO, ..PacerConfig::default() }))
     }
 
     /// Sends `n` requests back to back and returns their start times relative to `t0`.
@@ -461,6 +571,75 @@ mod tests {
         }
         let rate = pacer.snapshot().rate.unwrap();
         assert!(rate > ceiling * config.decrease_factor && rate <= ceiling * config.ceiling_margin + 1e-9, "grows, capped by the ceiling: {rate} vs {ceiling}");
+    }
+
+    /// A pacer in congestion avoidance at `rate` under a ceiling of `ceiling` (as after the
+    /// first 429s), idle long enough that its cooldown is over.
+    async fn steady(ceiling_rate: f64) -> Arc<Pacer> {
+        let pacer = pacer();
+        {
+            let mut state = pacer.lock();
+            state.phase = PacerPhase::Steady;
+            state.rate = ceiling_rate * 0.985;
+            state.ceiling = Some((ceiling_rate, Instant::now()));
+        }
+        pacer
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_429_on_a_paced_lane_delays_only_its_request_and_cuts_nothing() {
+        let pacer = steady(40.0).await;
+        for _ in 0..150 {
+            pacer.acquire().await;
+        }
+        let rate = pacer.snapshot().rate.unwrap();
+        let missed = pacer.acquire().await;
+        pacer.rate_limited(missed, Some(Duration::from_secs(1)));
+        let t0 = Instant::now();
+        let next = pacer.acquire().await;
+        assert!(next.sent_at.duration_since(t0) < Duration::from_millis(30), "no lane-wide pause for a miss");
+        let snapshot = pacer.snapshot();
+        assert_eq!((snapshot.rate, snapshot.cuts, snapshot.paused), (Some(rate), 0, false), "a miss is counted, not cut");
+        // A second 429 within `miss_spacing` sends is congestion: the rate is cut.
+        let again = pacer.acquire().await;
+        pacer.rate_limited(again, Some(Duration::from_secs(1)));
+        let snapshot = pacer.snapshot();
+        assert_eq!(snapshot.cuts, 1);
+        assert!(snapshot.rate.unwrap() < rate, "{snapshot:?}");
+        assert!(!snapshot.paused, "still no lane-wide pause: the cut is the answer");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unpaced_lane_and_a_storm_pause_the_whole_lane() {
+        let pacer = steady(40.0).await;
+        let tickets: Vec<_> = futures::future::join_all((0..8).map(|_| pacer.acquire())).await;
+        for ticket in tickets {
+            pacer.rate_limited(ticket, Some(Duration::from_secs(1)));
+        }
+        assert!(pacer.snapshot().paused, "8 of 8 sends drew 429: the server means the lane");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_schedule_makes_up_late_starts_but_never_starts_closer_than_the_server_allows() {
+        let pacer = steady(40.0).await;
+        let interval = Duration::from_secs_f64(1.0 / (40.0 * 0.985));
+        let floor = Duration::from_millis(25);
+        let t0 = Instant::now();
+        let mut last = pacer.acquire().await.sent_at;
+        let mut gaps = Vec::new();
+        for n in 0..400 {
+            if n % 7 == 3 {
+                // A late wake-up: the caller comes back 3 ms after its start was due.
+                tokio::time::advance(interval + Duration::from_millis(3)).await;
+            }
+            let at = pacer.acquire().await.sent_at;
+            gaps.push(at - last);
+            last = at;
+        }
+        assert!(gaps.iter().all(|gap| *gap >= floor), "never closer than 1 / ceiling: {:?}", gaps.iter().min());
+        let elapsed = last.duration_since(t0).as_secs_f64();
+        let paced = 400.0 * interval.as_secs_f64();
+        assert!(elapsed < paced * 1.01, "late starts are made up: {elapsed:.3} s for 400 intervals of {:.2} ms", interval.as_secs_f64() * 1e3);
     }
 
     #[tokio::test(start_paused = true)]

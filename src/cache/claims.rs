@@ -1,0 +1,121 @@
+//! Claims on model calls, so two evalgrid processes on one cache pay each call once.
+//!
+//! A claim is an exclusive lock on one byte of `locks/claims.lock`, at an offset taken from
+//! the call's key (62 bits of it: two keys share a byte about once in 10^18 pairs, and then
+//! one of them only waits for the other). The byte-range lock (`fcntl`, through `file-guard`)
+//! costs two system calls and touches no directory, where a lock file per call cost a create,
+//! a lock, two stats and an unlink. The kernel drops a dead process's locks with its
+//! descriptors, also on `kill -9`. The file is opened once per process and never closed while
+//! claims are held: POSIX record locks belong to the process and go away when any descriptor
+//! of the file is closed, so nothing else opens it.
+
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use file_guard::{FileGuard, Lock};
+
+use crate::plan::StepKey;
+
+/// Offsets stay below 2^62, inside every platform's signed file offset.
+const OFFSET_MASK: u64 = (1 << 62) - 1;
+
+/// The claim file of one cache, opened on first use.
+#[derive(Debug)]
+pub struct Claims {
+    path: PathBuf,
+    file: OnceLock<Arc<File>>,
+}
+
+/// A held claim on one call; released on drop.
+pub struct Claim {
+    _guard: FileGuard<Arc<File>>,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Claim")
+    }
+}
+
+impl Claims {
+    /// The claims kept in `locks_dir/claims.lock`.
+    #[must_use]
+    pub fn new(locks_dir: &Path) -> Self {
+        Self { path: locks_dir.join("claims.lock"), file: OnceLock::new() }
+    }
+
+    /// The claim file's path (for error messages).
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Claims `key` without waiting: `Ok(None)` when another process holds it.
+    pub fn try_claim(&self, key: StepKey) -> std::io::Result<Option<Claim>> {
+        let file = self.file()?;
+        match file_guard::try_lock(file, Lock::Exclusive, offset(key), 1) {
+            Ok(guard) => Ok(Some(Claim { _guard: guard })),
+            Err(error) if error.kind() == ErrorKind::WouldBlock => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn file(&self) -> std::io::Result<Arc<File>> {
+        if let Some(file) = self.file.get() {
+            return Ok(Arc::clone(file));
+        }
+        let opened = Arc::new(OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&self.path)?);
+        // Two threads may open it at once; one descriptor wins and the other is dropped
+        // before it ever held a lock, so closing it releases nothing.
+        Ok(Arc::clone(self.file.get_or_init(|| opened)))
+    }
+}
+
+/// The byte claimed for `key`.
+fn offset(key: StepKey) -> usize {
+    let mut bytes = [0; 8];
+    bytes.copy_from_slice(&key.as_bytes()[..8]);
+    usize::try_from(u64::from_le_bytes(bytes) & OFFSET_MASK).unwrap_or(usize::MAX >> 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> StepKey {
+        format!("{n:02x}").repeat(32).parse().unwrap()
+    }
+
+    /// Whether another process (Python's `fcntl.lockf`, an independent implementation of the
+    /// same POSIX record locks) can take the byte of `key` right now.
+    fn free_for_another_process(claims: &Claims, key: StepKey) -> bool {
+        let script = "import fcntl, sys\nf = open(sys.argv[1], 'r+')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, int(sys.argv[2]))\n    print('free')\nexcept OSError:\n    print('held')\n";
+        let out = std::process::Command::new("python3").args(["-c", script]).arg(claims.path()).arg(offset(key).to_string()).output().expect("python3");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim() == "free"
+    }
+
+    #[test]
+    fn a_claim_keeps_other_processes_out_until_dropped_and_leaves_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let claims = Claims::new(dir.path());
+        let held = claims.try_claim(key(1)).unwrap().expect("free");
+        let other = claims.try_claim(key(2)).unwrap().expect("another key is free");
+        assert!(!free_for_another_process(&claims, key(1)), "claimed: another process is kept out");
+        assert!(!free_for_another_process(&claims, key(2)));
+        assert!(free_for_another_process(&claims, key(3)), "an unclaimed call is free");
+        drop(held);
+        assert!(free_for_another_process(&claims, key(1)), "released on drop");
+        assert!(!free_for_another_process(&claims, key(2)), "releasing one claim keeps the others");
+        drop(other);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "one claim file for every call");
+    }
+
+    #[test]
+    fn offsets_differ_by_key_and_fit_a_signed_offset() {
+        assert_ne!(offset(key(1)), offset(key(2)));
+        assert!(offset(key(0xff)) < (1 << 62));
+    }
+}
