@@ -12,11 +12,9 @@ use rayon::prelude::*;
 use super::Store;
 use crate::plan::StepKey;
 
-/// A bucket with fewer keys to find than this is asked key by key.
-const FEW: usize = 32;
-
-/// Directory bytes per key to find up to which a bucket is read whole: about eight
-/// entries per key on ext4, where a `stat` costs several entries' share of a read.
+/// Directory bytes per key to find up to which a bucket is read whole, else each key is
+/// asked: about eight entries per key on ext4 (a `stat` costs several entries' share of a
+/// read), so a small grid on a large cache still asks key by key.
 const READ_BYTES_PER_KEY: u64 = 640;
 
 impl Store {
@@ -28,24 +26,40 @@ impl Store {
         if self.remote().is_some() || u32::try_from(count).is_err() {
             return (0..count).into_par_iter().map(|i| self.contains(key(i))).collect();
         }
-        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); 256];
-        for i in 0..count as u32 {
-            buckets[usize::from(key(i as usize).as_bytes()[0])].push(i);
-        }
-        let found: Vec<Vec<bool>> = buckets.par_iter().enumerate().map(|(bucket, indices)| self.bucket_has(bucket, indices, &key)).collect();
+        // Buckets are taken a group at a time, so that the keys waiting for their bucket's
+        // listing take a few MB whatever the grid's size (`status`'s memory goal).
+        self.contains_in_passes(count, &key, 256 / (count >> 18).clamp(1, 16).next_power_of_two())
+    }
+
+    /// [`Store::contains_each`] over `per_pass` buckets (a power of two) at a time.
+    fn contains_in_passes(&self, count: usize, key: &(impl Fn(usize) -> StepKey + Sync), per_pass: usize) -> Vec<bool> {
         let mut out = vec![false; count];
-        for (indices, has) in buckets.iter().zip(found) {
-            for (&i, has) in indices.iter().zip(has) {
-                out[i as usize] = has;
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); per_pass];
+        for first in (0..256).step_by(per_pass) {
+            buckets.iter_mut().for_each(Vec::clear);
+            for i in 0..count as u32 {
+                let bucket = usize::from(key(i as usize).as_bytes()[0]);
+                if let Some(keys) = bucket.checked_sub(first).and_then(|at| buckets.get_mut(at)) {
+                    keys.push(i);
+                }
+            }
+            let found: Vec<Vec<bool>> = buckets.par_iter().enumerate().map(|(at, indices)| self.bucket_has(first + at, indices, key)).collect();
+            for (indices, has) in buckets.iter().zip(found) {
+                for (&i, has) in indices.iter().zip(has) {
+                    out[i as usize] = has;
+                }
             }
         }
         out
     }
 
     fn bucket_has(&self, bucket: usize, indices: &[u32], key: &(impl Fn(usize) -> StepKey + Sync)) -> Vec<bool> {
+        if indices.is_empty() {
+            return Vec::new();
+        }
         let dir = self.root().join("steps").join(format!("{bucket:02x}"));
         let worth = |d: &Path| std::fs::metadata(d).map_or(true, |m| m.len() <= indices.len() as u64 * READ_BYTES_PER_KEY);
-        match (indices.len() >= FEW && worth(&dir)).then(|| listing(&dir)).flatten() {
+        match worth(&dir).then(|| listing(&dir)).flatten() {
             Some(present) => indices.iter().map(|&i| present.binary_search(&key(i as usize)).is_ok()).collect(),
             None => indices.iter().map(|&i| self.contains(key(i as usize))).collect(),
         }
@@ -102,7 +116,7 @@ mod tests {
     fn says_what_contains_says_for_every_key() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let count = 256 * FEW * 2;
+        let count = 256 * 64;
         for n in (0..count).filter(|n| n % 3 != 0) {
             put(&store, n);
         }
@@ -119,6 +133,7 @@ mod tests {
         assert_eq!(each, expected);
         assert!(!each[0] && !each[1] && !each[2] && each[4] && each[5]);
         assert_eq!(each[3], cfg!(unix));
-        assert_eq!(store.contains_each(5, key), expected[..5], "a few keys, asked one by one");
+        assert_eq!(store.contains_each(5, key), expected[..5], "a few keys");
+        assert_eq!(store.contains_in_passes(count, &key, 16), expected, "buckets taken 16 at a time");
     }
 }
