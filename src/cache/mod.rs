@@ -11,6 +11,7 @@ pub mod lock;
 pub mod maintenance;
 pub mod memo;
 pub mod pending;
+mod presence;
 pub mod remote;
 pub mod store;
 

@@ -15,7 +15,8 @@ pub fn to_canonical_bytes(value: &Value) -> Vec<u8> {
     out
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Value) {
+/// Appends the canonical encoding of `value` to `out` (a key template fills its hole with it).
+pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();

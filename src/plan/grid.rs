@@ -5,7 +5,10 @@
 
 use serde_json::{Map, Value, json};
 
+use rayon::prelude::*;
+
 use super::key::{StepKey, StepKind, key_components};
+use super::template::KeyTemplate;
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
@@ -43,26 +46,33 @@ pub struct Plan {
     pub report_key: StepKey,
 }
 
-/// Expands `pipeline` into a plan; `filter` (from `--filter`) narrows it.
+/// Expands `pipeline` into a plan; `filter` (from `--filter`) narrows it. Each model ×
+/// task encodes its components once ([`KeyTemplate`]) and its cells' keys are hashed on all
+/// cores: a million-cell `status` spent most of its time here (issue 35).
 #[must_use]
 pub fn plan(pipeline: &Pipeline, filter: Option<&CellFilter>) -> Plan {
-    let mut cells = Vec::new();
+    let kept = |model: &str, qualified: &str, seed: u64| {
+        (pipeline.include.is_empty() || pipeline.include.iter().any(|f| f.matches(model, qualified, seed)))
+            && !pipeline.exclude.iter().any(|f| f.matches(model, qualified, seed))
+            && filter.is_none_or(|f| f.matches(model, qualified, seed))
+    };
+    let qualified: Vec<String> = pipeline.tasks.iter().map(crate::spec::TaskInstance::qualified).collect();
+    let total = pipeline
+        .models
+        .iter()
+        .flat_map(|m| qualified.iter().map(move |q| (m, q)))
+        .map(|(m, q)| pipeline.seeds.iter().filter(|&&s| kept(&m.id, q, s)).count())
+        .sum();
+    let mut cells = Vec::with_capacity(total);
     for (mi, model) in pipeline.models.iter().enumerate() {
         let model_value = model.key_value();
-        for (ti, task) in pipeline.tasks.iter().enumerate() {
-            let qualified = task.qualified();
-            for &seed in &pipeline.seeds {
-                let kept = (pipeline.include.is_empty() || pipeline.include.iter().any(|f| f.matches(&model.id, &qualified, seed)))
-                    && !pipeline.exclude.iter().any(|f| f.matches(&model.id, &qualified, seed))
-                    && filter.is_none_or(|f| f.matches(&model.id, &qualified, seed));
-                if !kept {
-                    continue;
-                }
-                let episode = episode_components_with(&model_value, pipeline, ti, seed);
-                let episode_key = StepKey::compute(&episode);
-                let score_key = StepKey::compute(&score_components(pipeline, ti, episode_key));
-                cells.push(Cell { id: format!("{}/{qualified}/{seed}", model.id), model: mi, task: ti, seed, episode_key, score_key });
-            }
+        for (ti, qualified) in qualified.iter().enumerate() {
+            let seeds: Vec<u64> = pipeline.seeds.iter().copied().filter(|&s| kept(&model.id, qualified, s)).collect();
+            let keys = CellKeys::new(pipeline, &model_value, ti);
+            cells.par_extend(seeds.par_iter().map(|&seed| {
+                let (episode_key, score_key) = keys.of(seed);
+                Cell { id: format!("{}/{qualified}/{seed}", model.id), model: mi, task: ti, seed, episode_key, score_key }
+            }));
         }
     }
     let metrics_key = StepKey::compute(&metrics_components(pipeline, &cells, &cells));
@@ -70,28 +80,63 @@ pub fn plan(pipeline: &Pipeline, filter: Option<&CellFilter>) -> Plan {
     Plan { cells, filtered: filter.is_some(), metrics_key, report_key }
 }
 
+/// How the cells of one model × task get their keys: from templates, or whole where the
+/// components give none.
+struct CellKeys<'a> {
+    pipeline: &'a Pipeline,
+    model: &'a Value,
+    task: usize,
+    episode: Option<KeyTemplate>,
+    score: Option<KeyTemplate>,
+}
+
+impl<'a> CellKeys<'a> {
+    fn new(pipeline: &'a Pipeline, model: &'a Value, task: usize) -> Self {
+        let episode = KeyTemplate::new(|seed| episode_components_with(model, pipeline, task, seed));
+        let score = KeyTemplate::new(|episode| score_components_with(pipeline, task, episode));
+        Self { pipeline, model, task, episode, score }
+    }
+
+    /// The episode and score keys of the cell with `seed`.
+    fn of(&self, seed: u64) -> (StepKey, StepKey) {
+        let episode_key = match &self.episode {
+            Some(template) => template.key(&Value::from(seed)),
+            None => StepKey::compute(&episode_components_with(self.model, self.pipeline, self.task, Value::from(seed))),
+        };
+        let score_key = match &self.score {
+            Some(template) => template.key(&json!(episode_key)),
+            None => StepKey::compute(&score_components(self.pipeline, self.task, episode_key)),
+        };
+        (episode_key, score_key)
+    }
+}
+
 /// Key components of a cell's episode step: the model as it answers, the
 /// task and its content, the seed, and the benchmark code version.
 #[must_use]
 pub fn episode_components(pipeline: &Pipeline, cell: &Cell) -> Value {
-    episode_components_with(&pipeline.models[cell.model].key_value(), pipeline, cell.task, cell.seed)
+    episode_components_with(&pipeline.models[cell.model].key_value(), pipeline, cell.task, Value::from(cell.seed))
 }
 
-fn episode_components_with(model: &Value, pipeline: &Pipeline, task: usize, seed: u64) -> Value {
+fn episode_components_with(model: &Value, pipeline: &Pipeline, task: usize, seed: Value) -> Value {
     let t = &pipeline.tasks[task];
     let mut fields = Map::new();
     fields.insert("model".into(), model.clone());
     fields.insert("task".into(), json!({"benchmark": t.benchmark, "id": t.task, "content": t.content_hash, "params": t.params}));
-    fields.insert("seed".into(), Value::from(seed));
+    fields.insert("seed".into(), seed);
     key_components(StepKind::Episode, &t.benchmark, t.episode_version, fields)
 }
 
 /// Key components of a cell's score step: scorer version and episode key.
 #[must_use]
 pub fn score_components(pipeline: &Pipeline, task: usize, episode_key: StepKey) -> Value {
+    score_components_with(pipeline, task, json!(episode_key))
+}
+
+fn score_components_with(pipeline: &Pipeline, task: usize, episode: Value) -> Value {
     let t = &pipeline.tasks[task];
     let mut fields = Map::new();
-    fields.insert("episode".into(), json!(episode_key));
+    fields.insert("episode".into(), episode);
     key_components(StepKind::Score, &format!("{}.score", t.benchmark), t.score_version, fields)
 }
 
@@ -256,6 +301,17 @@ mod tests {
         let changed = plan(&p, None);
         assert_eq!(changed.cells[0].episode_key, base);
         assert_ne!(changed.cells[0].score_key, plan(&pipeline(), None).cells[0].score_key);
+    }
+
+    /// The keys a plan hashes from templates are those of the components built whole.
+    #[test]
+    fn template_keys_are_the_whole_components_keys() {
+        let mut p = pipeline();
+        p.seeds = vec![0, 9, 10, 123_456_789_012, u64::MAX];
+        for cell in plan(&p, None).cells {
+            assert_eq!(cell.episode_key, StepKey::compute(&episode_components(&p, &cell)), "{}", cell.id);
+            assert_eq!(cell.score_key, StepKey::compute(&score_components(&p, cell.task, cell.episode_key)), "{}", cell.id);
+        }
     }
 
     #[test]

@@ -67,9 +67,27 @@ impl StepKey {
     /// contain the step kind and schema version (see [`key_components`]).
     #[must_use]
     pub fn compute(components: &Value) -> Self {
-        let mut hasher = blake3::Hasher::new_derive_key(DERIVE_CONTEXT);
+        let mut hasher = Self::hasher();
         hasher.update(&to_canonical_bytes(components));
+        Self::finish(&hasher)
+    }
+
+    /// A hasher set up for keys, to be fed canonical bytes in pieces ([`super::template`]);
+    /// cloned from one made once, since deriving the context's key costs a hash of its own.
+    pub(crate) fn hasher() -> blake3::Hasher {
+        static HASHER: std::sync::LazyLock<blake3::Hasher> = std::sync::LazyLock::new(|| blake3::Hasher::new_derive_key(DERIVE_CONTEXT));
+        HASHER.clone()
+    }
+
+    /// The key of what `hasher` (from [`StepKey::hasher`]) was fed.
+    pub(crate) fn finish(hasher: &blake3::Hasher) -> Self {
         Self(*hasher.finalize().as_bytes())
+    }
+
+    /// The 32 bytes; the first names the cache directory the key's files sit in.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 
     /// Full hex form, used as the cache file name.

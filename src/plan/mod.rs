@@ -5,6 +5,7 @@ pub mod filter;
 pub mod grid;
 pub mod key;
 pub mod shard;
+pub mod template;
 
 pub use filter::{FilterError, parse_filter};
 pub use grid::{Cell, Plan, episode_components, metrics_components, plan, report_components, score_components};

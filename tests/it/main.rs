@@ -4,6 +4,8 @@
 mod support;
 // The quickstart grid: run, cached rerun, edits, status reasons.
 mod quickstart;
+// `status` reading cache buckets whole still sees entries removed or added behind its back.
+mod status_listing;
 // Crash safety: kill -9 mid-run, then resume.
 mod crash;
 // Malformed pipelines: exit 2 with file:line:col, never a panic.
