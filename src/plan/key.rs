@@ -84,7 +84,8 @@ impl StepKey {
         Self(*hasher.finalize().as_bytes())
     }
 
-    /// The 32 bytes; the first names the cache directory the key's files sit in.
+    /// The 32 bytes; the first names the cache directory the key's files sit in, the first
+    /// eight a claim's lock offset.
     #[must_use]
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
@@ -94,12 +95,6 @@ impl StepKey {
     #[must_use]
     pub fn to_hex(&self) -> String {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
-    }
-
-    /// The key's bytes, for uses that need a number from it (a claim's lock offset).
-    #[must_use]
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
     }
 
     /// First 12 hex digits, for human-facing listings.
