@@ -1,5 +1,5 @@
-//! The Python judge (spec §3.2–§3.3, §8 Q7/Q8): runs LLM-compiled guess code in a
-//! persistent, sandboxed `python3` worker so that verdicts follow real Python semantics
+//! The Python judge (spec §3.2–§3.3, §8 Q7/Q8): runs LLM-compiled guess code in a fresh
+//! process per check, forked by a persistent, sandboxed `python3` zygote, so that verdicts follow real Python semantics
 //! (truthiness, `%` on negatives, Enum-vs-string comparisons, exceptions …), while the
 //! secret rule stays native Rust.
 //!
@@ -301,8 +301,10 @@ impl PyJudge {
         }
     }
 
+    /// Compiles `code` in a fresh child process (ending the previous check's child).
     fn compile(&mut self, code: &str, load: bool) -> Result<(), GuessLoadError> {
         let deadline = Instant::now() + self.config.check_time_limit + self.config.kill_grace;
+        self.fork_child()?;
         let reply = self.call(json!({"op": "compile", "code": code, "load": load}), deadline)?;
         if reply.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(());
@@ -311,13 +313,32 @@ impl PyJudge {
         Err(GuessLoadError::Syntax(error.to_owned()))
     }
 
+    fn fork_child(&mut self) -> Result<(), JudgeError> {
+        let forked = self.ensure_worker()?.fork_child();
+        forked.map_err(|failure| {
+            self.worker = None;
+            JudgeError::WorkerFailed { detail: failure.to_string() }
+        })
+    }
+
+    /// Ends the current check's child process; a failure drops the worker (restarted later).
+    fn end_child(&mut self) {
+        if let Some(worker) = self.worker.as_mut()
+            && worker.end_child().is_err()
+        {
+            self.worker = None;
+        }
+    }
+
     /// Byte-compiles a guess body as the reference validation does (§3.2); `Err` carries
     /// Python's error text. Used by the rule compiler to decide whether to retry.
     pub fn validate(&mut self, code: &str) -> Result<(), GuessLoadError> {
         if code.is_empty() {
             return Err(GuessLoadError::NoCode);
         }
-        self.compile(code, false)
+        let compiled = self.compile(code, false);
+        self.end_child();
+        compiled
     }
 
     /// Judges a game request with already compiled code (`None` = the compiler gave up).
@@ -325,9 +346,15 @@ impl PyJudge {
         self.check(&request.secret, code, request.mainline, params)
     }
 
-    /// The §3.3 equivalence check of `actual` against the Python guess `code` from `start`.
-    /// Never panics and never blocks longer than the configured limits.
+    /// The §3.3 equivalence check of `actual` against the Python guess `code` from `start`,
+    /// in a fresh process. Never panics and never blocks longer than the configured limits.
     pub fn check(&mut self, actual: &dyn RuleFn, code: Option<&str>, start: &[Card], params: &SimulationParams) -> PyVerdict {
+        let verdict = self.check_in_child(actual, code, start, params);
+        self.end_child();
+        verdict
+    }
+
+    fn check_in_child(&mut self, actual: &dyn RuleFn, code: Option<&str>, start: &[Card], params: &SimulationParams) -> PyVerdict {
         let code = match code {
             Some(c) if !c.is_empty() => c,
             _ => return PyVerdict::plain(Verdict::no_code()),
