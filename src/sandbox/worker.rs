@@ -62,7 +62,7 @@ pub struct SandboxedWorker {
     killed: bool,
     child_uids: bool,
     uid_base: u32,
-    _dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
 }
 
 impl SandboxedWorker {
@@ -91,6 +91,12 @@ impl SandboxedWorker {
     /// [`isolate::allocate_uid`]'s, and reused only after 4,096 children of this process.
     pub fn next_child_uid(&self) -> Option<u32> {
         self.child_uids.then(|| isolate::child_uid(self.uid_base))
+    }
+
+    /// Removes the worker's scratch folder now (its mounts are made once it has answered),
+    /// so that a worker kept until evalgrid exits leaves nothing behind.
+    pub fn release_folder(&mut self) {
+        self.dir = None;
     }
 
     /// Processes of this worker still alive (empty once killed).
@@ -184,7 +190,7 @@ impl Sandbox {
             killed: false,
             child_uids: zygote_root,
             uid_base: self.cfg.uid_base,
-            _dir: dir,
+            dir: Some(dir),
         })
     }
 }

@@ -32,6 +32,7 @@ use crate::envs::eleusis::game::equivalence::{RuleFn, SimulationParams, Verdict}
 use crate::envs::eleusis::game::pyrandom::PyRandom;
 use crate::envs::eleusis::game::{Judge, JudgeRequest};
 
+mod pool;
 mod process;
 mod rulefn;
 
@@ -246,6 +247,8 @@ fn ms(d: Duration) -> u64 {
 pub struct PyJudge {
     config: PyJudgeConfig,
     worker: Option<Worker>,
+    /// The worker came warm from the process-wide pool (it may have died since).
+    reused: bool,
     restarts: u64,
     last_info: Option<WorkerInfo>,
 }
@@ -253,7 +256,7 @@ pub struct PyJudge {
 impl PyJudge {
     /// Starts the worker now, so a missing `python3` is reported up front.
     pub fn new(config: PyJudgeConfig) -> Result<Self, JudgeError> {
-        let mut judge = PyJudge { config, worker: None, restarts: 0, last_info: None };
+        let mut judge = PyJudge { config, worker: None, reused: false, restarts: 0, last_info: None };
         judge.ensure_worker()?;
         Ok(judge)
     }
@@ -276,8 +279,9 @@ impl PyJudge {
     fn ensure_worker(&mut self) -> Result<&mut Worker, JudgeError> {
         if self.worker.is_none() {
             let startup = self.config.check_time_limit.max(Duration::from_secs(10));
-            let worker =
-                Worker::spawn(&self.config.python, self.config.memory_limit_bytes, startup).map_err(|e| JudgeError::Unavailable { detail: e.to_string() })?;
+            let (worker, reused) =
+                pool::take(&self.config.python, self.config.memory_limit_bytes, startup).map_err(|e| JudgeError::Unavailable { detail: e.to_string() })?;
+            self.reused = reused;
             if self.last_info.is_some() {
                 self.restarts += 1;
             }
@@ -301,11 +305,18 @@ impl PyJudge {
         }
     }
 
-    /// Compiles `code` in a fresh child process (ending the previous check's child).
+    /// Compiles `code` in a fresh child process (ending the previous check's child). A
+    /// pooled zygote found dead is replaced once, transparently.
     fn compile(&mut self, code: &str, load: bool) -> Result<(), GuessLoadError> {
         let deadline = Instant::now() + self.config.check_time_limit + self.config.kill_grace;
-        self.fork_child()?;
-        let reply = self.call(json!({"op": "compile", "code": code, "load": load}), deadline)?;
+        let request = json!({"op": "compile", "code": code, "load": load});
+        let reply = match self.fork_child().and_then(|()| self.call(request.clone(), deadline)) {
+            Err(JudgeError::WorkerFailed { .. }) if std::mem::take(&mut self.reused) => {
+                self.fork_child()?;
+                self.call(request, deadline)?
+            }
+            other => other?,
+        };
         if reply.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(());
         }
@@ -499,6 +510,15 @@ impl PyJudge {
         self.compile(code, true)?;
         let deadline = Instant::now() + self.config.check_time_limit;
         Ok(PyGuessRule::new(self, deadline))
+    }
+}
+
+impl Drop for PyJudge {
+    fn drop(&mut self) {
+        self.end_child();
+        if let Some(worker) = self.worker.take() {
+            pool::give_back(&self.config.python, self.config.memory_limit_bytes, worker);
+        }
     }
 }
 

@@ -185,6 +185,8 @@ impl Worker {
         };
         let hello = worker.receive(None, Instant::now() + startup_limit, startup_limit).map_err(|e| WorkerFailure::Spawn(e.to_string()))?;
         worker.check_hello(&hello)?;
+        // Its mounts are made: the scratch folder is not needed while it lives on.
+        worker.zygote.release_folder();
         Ok(worker)
     }
 
@@ -200,6 +202,11 @@ impl Worker {
         self.info.python_version = hello.get("python").and_then(Value::as_str).unwrap_or("").to_owned();
         self.info.hash_seed_fixed = hello.get("hash_seed_fixed").and_then(Value::as_bool).unwrap_or(false);
         Ok(())
+    }
+
+    /// Between checks, with its zygote running (fit to be reused by another judge).
+    pub(super) fn is_idle_and_alive(&mut self) -> bool {
+        self.child.is_none() && self.to_worker.is_some() && matches!(self.zygote.try_exit(), Ok(None))
     }
 
     /// Provenance of this worker.
