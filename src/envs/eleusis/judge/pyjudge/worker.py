@@ -430,11 +430,12 @@ def _fork_child(inp, req, mem, seq):
 
 
 def _seal_scratch():
-    """Children cannot write anywhere: /tmp and /workspace belong to the zygote, 0755."""
+    """Children cannot write anywhere: /tmp and /workspace belong to the zygote, read-only
+    (a child that shares the zygote's uid, where evalgrid is not root, could chmod them back)."""
     for d in ("/tmp", "/workspace"):
         try:
             if os.stat(d).st_uid == os.getuid():
-                os.chmod(d, 0o755)
+                os.chmod(d, 0o555)
         except OSError:
             pass
 
