@@ -234,10 +234,17 @@ fn sandbox() -> Result<Exit, Failure> {
     }
     let fixed_ms = fixed / f64::from(reps) * 1e3;
     let check_ms = check_total / f64::from(reps) * 1e3;
+    let bare = bare_cpython_check_ms(code);
     output::line(&format!(
         "sandboxed Eleusis check, fresh process each (rule 16, Python guess, 208,000 comparisons): mean {check_ms:.1} ms over {reps} (zygote start + handshake, once per process: {start_ms:.1} ms); reference in-process CPython ≈ 51 ms → {:.2}× the reference; a one-state check (fork, compile, 52 comparisons, kill): {fixed_ms:.1} ms",
         check_ms / 51.0
     ));
+    if let Some(bare) = bare {
+        output::line(&format!(
+            "plain CPython on this machine, same guess, 208,000 calls in-process (best of 5): {bare:.1} ms → the sandboxed check is {:.2}× plain CPython",
+            check_ms / bare
+        ));
+    }
     let sandbox = Sandbox::new(SandboxConfig::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let data = tempfile::tempdir()?;
     let slot = Slot::Cpu { id: 0, threads: 1 };
@@ -262,6 +269,36 @@ fn sandbox() -> Result<Exit, Failure> {
         boxed_ms - bare_ms
     ));
     Ok(Exit::Ok)
+}
+
+/// Plain CPython's time for the guess's 208,000 calls in one process (the judge worker's own
+/// evaluation loop, no sandbox, no IPC) on 100 walks of 40 states, best of 5; `None` when
+/// `python3` cannot run it. The yardstick of "near the bare interpreter" on this machine.
+fn bare_cpython_check_ms(code: &str) -> Option<f64> {
+    const SCRIPT: &str = r#"
+import json, random, signal, sys, time
+w = {"__name__": "evalgrid_judge"}
+exec(sys.argv[1], w)
+signal.signal(signal.SIGPROF, w["_on_tick"])
+rng = random.Random(42)
+states = []
+for _ in range(100):
+    m = [rng.randrange(52)]
+    for _ in range(40):
+        states.append({"m": list(m)})
+        m.append(rng.randrange(52))
+best = None
+for _ in range(5):
+    t = time.perf_counter()
+    w["op_compile"]({"code": sys.argv[2]})
+    w["op_eval"]({"states": states, "time_limit_s": 60, "call_cpu_s": 10})
+    took = time.perf_counter() - t
+    best = took if best is None else min(best, took)
+print(best * 1e3)
+"#;
+    use evalgrid::envs::eleusis::pyjudge::WORKER_SOURCE;
+    let out = Command::new("python3").args(["-s", "-S", "-B", "-c", SCRIPT, WORKER_SOURCE, code]).env("PYTHONHASHSEED", "0").output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 /// Wall time of the quickstart from an empty cache, then the cached rerun.
