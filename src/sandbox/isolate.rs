@@ -108,6 +108,16 @@ pub(super) fn allocate_uid(base: u32) -> u32 {
     uid
 }
 
+static NEXT_CHILD_UID: AtomicU32 = AtomicU32::new(0);
+
+/// A uid for one child of a zygote: from a per-evalgrid-process block above those of
+/// [`allocate_uid`], cycling through 4,096 (no scan of /proc: a child lives for one task
+/// and dies with its zygote's pid namespace).
+pub(super) fn child_uid(base: u32) -> u32 {
+    let block = (1024 + std::process::id() % 1024) * 4096;
+    base.saturating_add(block + NEXT_CHILD_UID.fetch_add(1, Ordering::Relaxed) % 4096)
+}
+
 /// Directories the interpreter needs (prefixes, `sys.path`), minimal and outside `/usr`.
 pub(super) fn python_bind_paths(py: &PythonInfo) -> Vec<PathBuf> {
     let mut cands: Vec<PathBuf> = [&py.prefix, &py.base_prefix, &py.exec_prefix]
@@ -161,6 +171,8 @@ pub(super) struct BwrapLayout<'a> {
     pub(super) unprivileged: bool,
     /// Keep CAP_SETUID/CAP_SETGID (all others dropped) for the launcher's privilege drop.
     pub(super) drop: bool,
+    /// Also keep CAP_KILL (a zygote that kills its children, which run as other uids).
+    pub(super) kill: bool,
     pub(super) marker: (&'a str, &'a str),
 }
 
@@ -261,6 +273,9 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         push(&mut a, &["--cap-drop", "ALL"]);
         if l.drop {
             push(&mut a, &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]);
+        }
+        if l.kill {
+            push(&mut a, &["--cap-add", "CAP_KILL"]);
         }
     }
     a.push("--".into());

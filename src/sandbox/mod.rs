@@ -380,6 +380,9 @@ struct Jail<'a> {
     workspace_bytes: u64,
     /// Bind the GPU devices.
     gpu: bool,
+    /// Keep CAP_SETUID, CAP_SETGID and CAP_KILL without a uid drop (a zygote that gives
+    /// each child its own uid; bubblewrap run by root only).
+    zygote_caps: bool,
     /// Working directory without bubblewrap.
     host_cwd: &'a Path,
     /// `(name, value)` set in the environment of every process of the run, for the reaper.
@@ -404,7 +407,8 @@ impl Sandbox {
                     tmpfs_bytes: self.cfg.limits.tmpfs_bytes,
                     gpu: j.gpu,
                     unprivileged: !self.is_root,
-                    drop: plan.drop.is_some(),
+                    drop: plan.drop.is_some() || j.zygote_caps,
+                    kill: j.zygote_caps,
                     marker: j.marker,
                 };
                 let mut c = Command::new(path);
@@ -509,6 +513,7 @@ impl Sandbox {
             workspace_dirs: &workspace_dirs,
             workspace_bytes: self.cfg.limits.workspace_bytes,
             gpu: spec.slot.is_gpu(),
+            zygote_caps: false,
             host_cwd: &cwd,
             marker: (marker_key, &token),
         };

@@ -45,6 +45,10 @@ pub struct WorkerSpec {
     pub env: BTreeMap<String, String>,
     /// Limits.
     pub limits: WorkerLimits,
+    /// The worker is a zygote that forks one child per task: where evalgrid runs as root
+    /// under bubblewrap it keeps uid 0 with only CAP_SETUID, CAP_SETGID and CAP_KILL, so
+    /// that each child can drop to its own uid ([`SandboxedWorker::next_child_uid`]).
+    pub zygote: bool,
 }
 
 /// A running sandboxed worker with piped stdin, stdout and stderr.
@@ -56,7 +60,9 @@ pub struct SandboxedWorker {
     killer: super::process::Killer,
     grace: Duration,
     killed: bool,
-    _dir: tempfile::TempDir,
+    child_uids: bool,
+    uid_base: u32,
+    dir: Option<tempfile::TempDir>,
 }
 
 impl SandboxedWorker {
@@ -78,6 +84,19 @@ impl SandboxedWorker {
             self.target.tree_root = None;
         }
         Ok(st)
+    }
+
+    /// A fresh uid for the zygote's next child (`None`: children share the worker's uid,
+    /// because evalgrid is not root or bubblewrap is missing). Never one of
+    /// [`isolate::allocate_uid`]'s, and reused only after 4,096 children of this process.
+    pub fn next_child_uid(&self) -> Option<u32> {
+        self.child_uids.then(|| isolate::child_uid(self.uid_base))
+    }
+
+    /// Removes the worker's scratch folder now (its mounts are made once it has answered),
+    /// so that a worker kept until evalgrid exits leaves nothing behind.
+    pub fn release_folder(&mut self) {
+        self.dir = None;
     }
 
     /// Processes of this worker still alive (empty once killed).
@@ -108,7 +127,9 @@ impl Sandbox {
         }
         std::fs::set_permissions(&code, std::fs::Permissions::from_mode(0o755)).map_err(io_err("chmod worker directory"))?;
         let bwrap = matches!(self.backend, Backend::Bwrap(_));
-        let uid = self.drop.then(|| isolate::allocate_uid(self.cfg.uid_base));
+        // A zygote under bubblewrap stays root (with three capabilities) to give each child a uid.
+        let zygote_root = spec.zygote && bwrap && self.drop;
+        let uid = (self.drop && !zygote_root).then(|| isolate::allocate_uid(self.cfg.uid_base));
         if let Some(u) = uid {
             std::os::unix::fs::chown(&work, Some(u), Some(u)).map_err(io_err("chown to sandbox uid"))?;
         }
@@ -152,6 +173,7 @@ impl Sandbox {
             workspace_dirs: &[],
             workspace_bytes: l.tmpfs_bytes,
             gpu: false,
+            zygote_caps: zygote_root,
             host_cwd: &work,
             marker: (marker_key, &token),
         };
@@ -160,6 +182,15 @@ impl Sandbox {
         let child = cmd.spawn().map_err(io_err("starting sandboxed worker"))?;
         let pid = child.id();
         let target = ReapTarget { group: Some(pid), tree_root: Some(pid), uid, marker: Some(format!("{marker_key}={token}")) };
-        Ok(SandboxedWorker { child, target, killer: self.killer.clone(), grace: Duration::from_millis(self.cfg.kill_grace_ms), killed: false, _dir: dir })
+        Ok(SandboxedWorker {
+            child,
+            target,
+            killer: self.killer.clone(),
+            grace: Duration::from_millis(self.cfg.kill_grace_ms),
+            killed: false,
+            child_uids: zygote_root,
+            uid_base: self.cfg.uid_base,
+            dir: Some(dir),
+        })
     }
 }

@@ -1,5 +1,5 @@
-//! The Python judge (spec §3.2–§3.3, §8 Q7/Q8): runs LLM-compiled guess code in a
-//! persistent, sandboxed `python3` worker so that verdicts follow real Python semantics
+//! The Python judge (spec §3.2–§3.3, §8 Q7/Q8): runs LLM-compiled guess code in a fresh
+//! process per check, forked by a persistent, sandboxed `python3` zygote, so that verdicts follow real Python semantics
 //! (truthiness, `%` on negatives, Enum-vs-string comparisons, exceptions …), while the
 //! secret rule stays native Rust.
 //!
@@ -32,6 +32,7 @@ use crate::envs::eleusis::game::equivalence::{RuleFn, SimulationParams, Verdict}
 use crate::envs::eleusis::game::pyrandom::PyRandom;
 use crate::envs::eleusis::game::{Judge, JudgeRequest};
 
+mod pool;
 mod process;
 mod rulefn;
 
@@ -246,6 +247,8 @@ fn ms(d: Duration) -> u64 {
 pub struct PyJudge {
     config: PyJudgeConfig,
     worker: Option<Worker>,
+    /// The worker came warm from the process-wide pool (it may have died since).
+    reused: bool,
     restarts: u64,
     last_info: Option<WorkerInfo>,
 }
@@ -253,7 +256,7 @@ pub struct PyJudge {
 impl PyJudge {
     /// Starts the worker now, so a missing `python3` is reported up front.
     pub fn new(config: PyJudgeConfig) -> Result<Self, JudgeError> {
-        let mut judge = PyJudge { config, worker: None, restarts: 0, last_info: None };
+        let mut judge = PyJudge { config, worker: None, reused: false, restarts: 0, last_info: None };
         judge.ensure_worker()?;
         Ok(judge)
     }
@@ -276,8 +279,9 @@ impl PyJudge {
     fn ensure_worker(&mut self) -> Result<&mut Worker, JudgeError> {
         if self.worker.is_none() {
             let startup = self.config.check_time_limit.max(Duration::from_secs(10));
-            let worker =
-                Worker::spawn(&self.config.python, self.config.memory_limit_bytes, startup).map_err(|e| JudgeError::Unavailable { detail: e.to_string() })?;
+            let (worker, reused) =
+                pool::take(&self.config.python, self.config.memory_limit_bytes, startup).map_err(|e| JudgeError::Unavailable { detail: e.to_string() })?;
+            self.reused = reused;
             if self.last_info.is_some() {
                 self.restarts += 1;
             }
@@ -301,14 +305,40 @@ impl PyJudge {
         }
     }
 
+    /// Compiles `code` in a fresh child process (ending the previous check's child). A
+    /// pooled zygote found dead is replaced once, transparently.
     fn compile(&mut self, code: &str, load: bool) -> Result<(), GuessLoadError> {
         let deadline = Instant::now() + self.config.check_time_limit + self.config.kill_grace;
-        let reply = self.call(json!({"op": "compile", "code": code, "load": load}), deadline)?;
+        let request = json!({"op": "compile", "code": code, "load": load});
+        let reply = match self.fork_child().and_then(|()| self.call(request.clone(), deadline)) {
+            Err(JudgeError::WorkerFailed { .. }) if std::mem::take(&mut self.reused) => {
+                self.fork_child()?;
+                self.call(request, deadline)?
+            }
+            other => other?,
+        };
         if reply.get("ok").and_then(Value::as_bool) == Some(true) {
             return Ok(());
         }
         let error = reply.get("error").and_then(Value::as_str).unwrap_or("");
         Err(GuessLoadError::Syntax(error.to_owned()))
+    }
+
+    fn fork_child(&mut self) -> Result<(), JudgeError> {
+        let forked = self.ensure_worker()?.fork_child();
+        forked.map_err(|failure| {
+            self.worker = None;
+            JudgeError::WorkerFailed { detail: failure.to_string() }
+        })
+    }
+
+    /// Ends the current check's child process; a failure drops the worker (restarted later).
+    fn end_child(&mut self) {
+        if let Some(worker) = self.worker.as_mut()
+            && worker.end_child().is_err()
+        {
+            self.worker = None;
+        }
     }
 
     /// Byte-compiles a guess body as the reference validation does (§3.2); `Err` carries
@@ -317,7 +347,9 @@ impl PyJudge {
         if code.is_empty() {
             return Err(GuessLoadError::NoCode);
         }
-        self.compile(code, false)
+        let compiled = self.compile(code, false);
+        self.end_child();
+        compiled
     }
 
     /// Judges a game request with already compiled code (`None` = the compiler gave up).
@@ -325,9 +357,15 @@ impl PyJudge {
         self.check(&request.secret, code, request.mainline, params)
     }
 
-    /// The §3.3 equivalence check of `actual` against the Python guess `code` from `start`.
-    /// Never panics and never blocks longer than the configured limits.
+    /// The §3.3 equivalence check of `actual` against the Python guess `code` from `start`,
+    /// in a fresh process. Never panics and never blocks longer than the configured limits.
     pub fn check(&mut self, actual: &dyn RuleFn, code: Option<&str>, start: &[Card], params: &SimulationParams) -> PyVerdict {
+        let verdict = self.check_in_child(actual, code, start, params);
+        self.end_child();
+        verdict
+    }
+
+    fn check_in_child(&mut self, actual: &dyn RuleFn, code: Option<&str>, start: &[Card], params: &SimulationParams) -> PyVerdict {
         let code = match code {
             Some(c) if !c.is_empty() => c,
             _ => return PyVerdict::plain(Verdict::no_code()),
@@ -472,6 +510,15 @@ impl PyJudge {
         self.compile(code, true)?;
         let deadline = Instant::now() + self.config.check_time_limit;
         Ok(PyGuessRule::new(self, deadline))
+    }
+}
+
+impl Drop for PyJudge {
+    fn drop(&mut self) {
+        self.end_child();
+        if let Some(worker) = self.worker.take() {
+            pool::give_back(&self.config.python, self.config.memory_limit_bytes, worker);
+        }
     }
 }
 

@@ -43,9 +43,9 @@ struct TurnMeta {
     judge_error: Option<String>,
 }
 
-/// Judges one guess on a fresh sandboxed worker: a worker never outlives one check, so
-/// guess code that poisons its interpreter can never judge another guess (of this cell or
-/// any other), and a verdict never depends on what ran before it.
+/// Judges one guess in a fresh sandboxed process (forked by a shared zygote): a process
+/// never outlives one check, so guess code that poisons its interpreter can never judge
+/// another guess (of this cell or any other), and a verdict never depends on what ran before it.
 fn judge(rule: SecretRule, code: Option<String>, mainline: Vec<game::card::Card>) -> Result<PyVerdict, StepError> {
     let mut j = PyJudge::new(PyJudgeConfig::default()).map_err(|e| StepError::episode_in("cannot start the Python judge", e))?;
     let mut verdict = j.check(&rule, code.as_deref(), &mainline, &SimulationParams::default());

@@ -1,6 +1,9 @@
 //! The sandboxed `python3` worker process behind [`super::PyJudge`]: spawning (empty
 //! environment, fresh temp cwd, `-s -S -B`), the hello handshake, and line-delimited JSON
-//! request/response with a hard wall-clock deadline. Reads and writes go through helper
+//! request/response with a hard wall-clock deadline. The worker is a zygote: started once,
+//! it forks a fresh child (own uid where possible) for every check, relays that check's
+//! requests and replies, and kills the child when the check ends, so no state of one
+//! check's guess code reaches the next while interpreter start is paid once. Reads and writes go through helper
 //! threads so that a hung worker can never block the caller: on a missed deadline the
 //! process is killed and the error says why.
 //!
@@ -25,8 +28,9 @@ use crate::sandbox::worker::{SandboxedWorker, WorkerLimits, WorkerSpec};
 /// The worker script, embedded so that the judge needs nothing on disk but `python3`.
 pub const WORKER_SOURCE: &str = include_str!("worker.py");
 
-/// The protocol version the worker announces; 2 = the worker is never sent the secret verdicts.
-const WORKER_PROTOCOL: u64 = 2;
+/// The protocol version the worker announces; 2 = the worker is never sent the secret
+/// verdicts; 3 = it is a zygote that forks a fresh child per check (`z`/`c` framed lines).
+const WORKER_PROTOCOL: u64 = 3;
 
 /// Longest accepted reply line; a worker flooding stdout is treated as a protocol error.
 const MAX_LINE_BYTES: u64 = 64 << 20;
@@ -67,11 +71,14 @@ pub struct WorkerInfo {
 /// A live worker process with its helper threads.
 #[derive(Debug)]
 pub(super) struct Worker {
-    child: SandboxedWorker,
+    zygote: SandboxedWorker,
     to_worker: Option<Sender<Vec<u8>>>,
     from_worker: Receiver<Result<String, String>>,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     next_id: u64,
+    /// Number of the live child (the one check being served), if any.
+    child: Option<u64>,
+    children: u64,
     info: WorkerInfo,
 }
 
@@ -156,9 +163,10 @@ impl Worker {
                 address_space_bytes: memory_limit_bytes.saturating_add(256 << 20),
                 ..WorkerLimits::default()
             },
+            zygote: true,
         };
-        let mut child = sandbox.spawn_worker(&spec).map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", program.display())))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.child.stdin.take(), child.child.stdout.take(), child.child.stderr.take()) else {
+        let mut zygote = sandbox.spawn_worker(&spec).map_err(|e| WorkerFailure::Spawn(format!("{}: {e}", program.display())))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (zygote.child.stdin.take(), zygote.child.stdout.take(), zygote.child.stderr.take()) else {
             return Err(WorkerFailure::Spawn("worker pipes unavailable".to_owned()));
         };
         let (tx, from_worker) = mpsc::channel();
@@ -166,15 +174,19 @@ impl Worker {
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         stderr_thread(stderr, Arc::clone(&stderr_tail));
         let mut worker = Worker {
-            child,
+            zygote,
             to_worker: Some(writer_thread(stdin)),
             from_worker,
             stderr_tail,
             next_id: 1,
+            child: None,
+            children: 0,
             info: WorkerInfo { python_version: String::new(), python_path: program, hash_seed_fixed: false },
         };
         let hello = worker.receive(None, Instant::now() + startup_limit, startup_limit).map_err(|e| WorkerFailure::Spawn(e.to_string()))?;
         worker.check_hello(&hello)?;
+        // Its mounts are made: the scratch folder is not needed while it lives on.
+        worker.zygote.release_folder();
         Ok(worker)
     }
 
@@ -192,6 +204,11 @@ impl Worker {
         Ok(())
     }
 
+    /// Between checks, with its zygote running (fit to be reused by another judge).
+    pub(super) fn is_idle_and_alive(&mut self) -> bool {
+        self.child.is_none() && self.to_worker.is_some() && matches!(self.zygote.try_exit(), Ok(None))
+    }
+
     /// Provenance of this worker.
     pub(super) fn info(&self) -> &WorkerInfo {
         &self.info
@@ -200,18 +217,42 @@ impl Worker {
     /// Sends `request` (an object; an `id` is added) and waits for its reply until
     /// `deadline`. On any failure the worker is killed; the caller must drop it.
     pub(super) fn request(&mut self, mut request: Value, deadline: Instant, budget: Duration) -> Result<Value, WorkerFailure> {
+        if self.child.is_none() {
+            self.fork_child()?;
+        }
         let id = self.next_id;
         self.next_id += 1;
         if let Value::Object(map) = &mut request {
             map.insert("id".to_owned(), Value::from(id));
         }
-        let mut line = serde_json::to_vec(&request).map_err(|e| WorkerFailure::Protocol(format!("cannot encode request: {e}")))?;
+        self.send(b'c', &request)?;
+        self.receive(Some(id), deadline, budget)
+    }
+
+    /// Ends the live check (if any) and has the zygote fork a fresh child for the next one,
+    /// with its own uid where the sandbox can give one.
+    pub(super) fn fork_child(&mut self) -> Result<(), WorkerFailure> {
+        self.end_child()?;
+        self.children += 1;
+        self.child = Some(self.children);
+        let uid = self.zygote.next_child_uid();
+        self.send(b'z', &serde_json::json!({"op": "fork", "seq": self.children, "uid": uid}))
+    }
+
+    /// Ends the live check: the zygote kills its child (nothing of it survives).
+    pub(super) fn end_child(&mut self) -> Result<(), WorkerFailure> {
+        if self.child.take().is_none() {
+            return Ok(());
+        }
+        self.send(b'z', &serde_json::json!({"op": "end"}))
+    }
+
+    fn send(&mut self, to: u8, message: &Value) -> Result<(), WorkerFailure> {
+        let mut line = vec![to];
+        serde_json::to_writer(&mut line, message).map_err(|e| WorkerFailure::Protocol(format!("cannot encode request: {e}")))?;
         line.push(b'\n');
         let sent = self.to_worker.as_ref().is_some_and(|tx| tx.send(line).is_ok());
-        if !sent {
-            return Err(self.crashed());
-        }
-        self.receive(Some(id), deadline, budget)
+        if sent { Ok(()) } else { Err(self.crashed()) }
     }
 
     fn receive(&mut self, id: Option<u64>, deadline: Instant, budget: Duration) -> Result<Value, WorkerFailure> {
@@ -229,20 +270,30 @@ impl Worker {
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err(self.crashed()),
             };
-            let value: Value = match serde_json::from_str(&line) {
+            let (from_zygote, body) = match line.as_bytes().first() {
+                Some(b'z') => (true, &line[1..]),
+                Some(b'c') => (false, &line[1..]),
+                _ => {
+                    self.kill();
+                    return Err(WorkerFailure::Protocol("reply line without z/c frame".to_owned()));
+                }
+            };
+            let value: Value = match serde_json::from_str(body) {
                 Ok(v) => v,
                 Err(e) => {
                     self.kill();
                     return Err(WorkerFailure::Protocol(format!("invalid JSON reply: {e}")));
                 }
             };
-            match id {
-                None => return Ok(value),
-                Some(id) if value.get("id").and_then(Value::as_u64) == Some(id) => {
-                    return Ok(value);
+            match (id, from_zygote) {
+                (None, true) => return Ok(value),
+                (Some(id), false) if value.get("id").and_then(Value::as_u64) == Some(id) => return Ok(value),
+                (Some(_), true) if self.child.is_some() && value.get("reaped").and_then(Value::as_u64) == self.child => {
+                    let status = value.get("status").and_then(Value::as_i64).unwrap_or(-1);
+                    return Err(self.child_died(status));
                 }
-                // A reply to an older request (cannot normally happen): skip it.
-                Some(_) => {}
+                // The reaping of an earlier check's child, or a reply to an older request: skip it.
+                _ => {}
             }
         }
     }
@@ -250,23 +301,35 @@ impl Worker {
     /// Kills the process (idempotent) and reaps it.
     pub(super) fn kill(&mut self) {
         self.to_worker = None;
-        self.child.kill();
+        self.zygote.kill();
+    }
+
+    /// The live check's child exited before answering (`status` as `waitpid` gave it).
+    fn child_died(&mut self, status: i64) -> WorkerFailure {
+        self.child = None;
+        let how = if status & 0x7f == 0 { format!("exit status: {}", (status >> 8) & 0xff) } else { format!("signal: {}", status & 0x7f) };
+        self.kill();
+        WorkerFailure::Crashed(self.with_stderr(format!("check process {how}")))
+    }
+
+    fn with_stderr(&self, status: String) -> String {
+        // Give the stderr thread a moment to drain the last bytes.
+        std::thread::sleep(Duration::from_millis(20));
+        let tail = self.stderr_tail.lock().map(|t| String::from_utf8_lossy(&t).trim().to_owned()).unwrap_or_default();
+        let last = tail.lines().last().unwrap_or("").to_owned();
+        if last.is_empty() { status } else { format!("{status}; stderr: {last}") }
     }
 
     fn crashed(&mut self) -> WorkerFailure {
         self.to_worker = None;
         // The worker may have exited on its own: read its status before killing the rest.
-        let status = match self.child.try_exit() {
+        let status = match self.zygote.try_exit() {
             Ok(Some(s)) => s.to_string(),
             Ok(None) => "killed".to_owned(),
             Err(e) => format!("wait failed: {e}"),
         };
-        self.child.kill();
-        // Give the stderr thread a moment to drain the last bytes.
-        std::thread::sleep(Duration::from_millis(20));
-        let tail = self.stderr_tail.lock().map(|t| String::from_utf8_lossy(&t).trim().to_owned()).unwrap_or_default();
-        let last = tail.lines().last().unwrap_or("").to_owned();
-        if last.is_empty() { WorkerFailure::Crashed(status) } else { WorkerFailure::Crashed(format!("{status}; stderr: {last}")) }
+        self.zygote.kill();
+        WorkerFailure::Crashed(self.with_stderr(status))
     }
 }
 

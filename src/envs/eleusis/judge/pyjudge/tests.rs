@@ -430,3 +430,47 @@ fn a_guess_cannot_judge_itself() {
         assert!(!bad.verdict.equivalent, "{rule:?}: {}", bad.verdict.message);
     }
 }
+
+/// Guess code that escapes the restricted builtins once per process (kept on `Card`) and
+/// then runs `body` with `m` (the worker's `__main__`), `os` and `bi` (builtins) in scope.
+fn escaping_guess(body: &str) -> String {
+    let escape = "try:\n    m = Card._m\nexcept:\n    for c in ().__class__.__base__.__subclasses__():\n        if c.__name__ == '_wrap_close':\n            sys = c.__init__.__globals__['sys']\n            break\n    m = sys.modules['__main__']\n    m.S.guarding = False\n    Card._m = m\nos = m.os\nbi = m.sys.modules['builtins']\n";
+    format!("{escape}{body}")
+}
+
+/// Issue 35: each check runs in a fresh process. A guess that escapes the restricted
+/// builtins, marks its interpreter, tries to leave a file in every place it might write and
+/// kills its parent (the zygote) reaches no later check; a correct guess after it still
+/// wins. Where evalgrid can give each check its own uid (root, bubblewrap), the kill is
+/// refused, so the zygote is never restarted.
+#[test]
+fn a_check_cannot_reach_a_later_check() {
+    let Some(mut judge) = judge() else { return };
+    let dirs = "['/tmp', '/workspace', '/dev/shm', '/code', '/']";
+    let poison = escaping_guess(&format!(
+        "if not m.__dict__.get('poisoned', False):\n    m.poisoned = True\n    for d in {dirs}:\n        try:\n            with bi.open(d + '/evalgrid-poison', 'w') as f:\n                f.write('x')\n        except:\n            pass\n    try:\n        os.kill(os.getppid(), 9)\n    except:\n        pass\nreturn card.color == 'red'"
+    ));
+    let probe = escaping_guess(&format!(
+        "found = m.__dict__.get('poisoned', False)\nfor d in {dirs}:\n    if os.path.exists(d + '/evalgrid-poison'):\n        found = True\nreturn card.color == ('red' if found else 'black')"
+    ));
+    let program = process::resolve_program(&judge.config().python).expect("python3 resolved above");
+    let report = crate::sandbox::shared(&program).expect("sandbox probed above").report().clone();
+    // Root under bubblewrap: each check has its own uid, so the kill of the zygote is refused.
+    let own_uids = report.isolation == crate::sandbox::Isolation::Bwrap && report.per_run_uid;
+    let rule = SecretRule::OnlyRedCards;
+    let start = cards("7♥");
+    for round in 0..2 {
+        let poisoned = judge.check(&rule, Some(&poison), &start, &params());
+        // Equivalent only if the escape really reached the worker's interpreter (and the
+        // zygote survived the kill).
+        assert!(poisoned.verdict.equivalent || !own_uids, "round {round}: {} ({:?})", poisoned.verdict.message, poisoned.first_exception);
+        let probed = judge.check(&rule, Some(&probe), &start, &params());
+        assert!(!probed.verdict.equivalent, "round {round}: a later check saw the earlier one's state: {}", probed.verdict.message);
+        assert_eq!((probed.judge_error, probed.first_exception), (None, None), "round {round}: {}", probed.verdict.message);
+        let good = judge.check(&rule, Some("return card.color == 'red'"), &start, &params());
+        assert!(good.verdict.equivalent, "round {round}: {}", good.verdict.message);
+    }
+    if own_uids {
+        assert_eq!(judge.restarts(), 0, "a check killed the zygote although it ran as its own uid");
+    }
+}

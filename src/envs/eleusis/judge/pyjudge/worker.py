@@ -10,10 +10,13 @@
 #
 # Isolation (defence in depth; restricted builtins are not a security boundary): the parent
 # starts us with an empty environment (except PYTHONHASHSEED=0), -s -S -B, cwd in a fresh
-# empty temp dir; here we close inherited fds, set rlimits (address space, CPU, open files,
-# processes, file size, core) and install an audit hook that refuses every audited event
-# (open, os.*, subprocess, socket, import, exec, compile ...) while guess code runs. Per-call
-# CPU timeouts come from an ITIMER_PROF timer; the parent kills us on a wall-clock overrun.
+# empty temp dir. This process is a zygote (see main): it never runs guess code, and forks
+# one fresh child per check. The child takes its own uid (where evalgrid runs as root),
+# session and limits, closes inherited fds, becomes non-dumpable, sets rlimits (address
+# space, CPU, open files, processes, file size, core) and installs an audit hook that refuses
+# every audited event (open, os.*, subprocess, socket, import, exec, compile ...) while guess
+# code runs; the zygote kills it when the check ends. Per-call CPU timeouts come from an
+# ITIMER_PROF timer; the parent kills everything on a wall-clock overrun.
 
 import dataclasses
 import enum
@@ -26,7 +29,7 @@ import sys
 import textwrap
 import time
 
-WORKER_VERSION = 2
+WORKER_VERSION = 3
 SUIT_SPECS = (
     ("HEARTS", ("hearts", "\u2665", "red")),
     ("DIAMONDS", ("diamonds", "\u2666", "red")),
@@ -252,30 +255,24 @@ def set_limits(mem_bytes):
     return applied
 
 
-def send(obj):
-    sys.stdout.buffer.write(json.dumps(obj).encode("ascii") + b"\n")
-    sys.stdout.buffer.flush()
+def send(wf, obj):
+    wf.write(json.dumps(obj).encode("ascii") + b"\n")
+    wf.flush()
 
 
-def main():
-    mem = int(sys.argv[1]) if len(sys.argv) > 1 else 512 * 1024 * 1024
+def serve(mem):
+    """One check in a fresh child: limits, timer and audit hook, then requests until EOF."""
     if "" in sys.path:
         sys.path.remove("")
-    applied = set_limits(mem)
+    # Fresh buffers: the zygote's own reader may hold bytes that are not ours.
+    rf = open(0, "rb", buffering=1 << 16, closefd=False)
+    wf = open(1, "wb", buffering=1 << 16, closefd=False)
+    set_limits(mem)
     signal.signal(signal.SIGPROF, _on_tick)
-    _, cards = make_classes()
     sys.addaudithook(_audit)
-    send({
-        "hello": WORKER_VERSION,
-        "python": sys.version.split()[0],
-        "hash_seed_fixed": sys.flags.hash_randomization == 0,
-        "universe": [str(c) for c in cards],
-        "limits": applied,
-    })
     ops = {"compile": op_compile, "eval": op_eval}
-    stdin = sys.stdin.buffer
     while True:
-        line = stdin.readline()
+        line = rf.readline()
         if not line:
             return
         rid = None
@@ -290,7 +287,187 @@ def main():
         except Exception as e:  # a malformed request must not kill the worker
             reply = {"ok": False, "error": "bad request: " + _describe(e)}
         reply["id"] = rid
-        send(reply)
+        send(wf, reply)
+
+
+# ---- zygote: started once, forks one fresh child per check ----------------------------
+#
+# Lines from evalgrid start with "z" (for the zygote: fork, end) or "c" (relayed to the
+# live child); lines to evalgrid likewise ("z": hello, reaped; "c": a child's reply), so a
+# child can never speak as the zygote. A child runs as its own uid (when evalgrid can drop
+# root), in its own session, non-dumpable, with its own limits, fds 0/1 on a socket pair
+# only it and the zygote hold; the zygote never runs guess code, kills the child (its
+# whole process group) when the check ends and reports its exit status.
+
+PR_SET_DUMPABLE = 4
+MAX_RELAY_LINE = 64 << 20
+
+
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _child(req, sock, mem):
+    try:
+        os.setsid()
+        os.dup2(sock, 0)
+        os.dup2(sock, 1)
+        uid = req.get("uid")
+        if isinstance(uid, int) and uid > 0:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            if os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid):
+                raise SystemExit("privilege drop did not take effect")
+        # After the uid change: no ptrace of this child, no /proc/<pid> of it to other uids.
+        _prctl(PR_SET_DUMPABLE, 0)
+        serve(mem)
+    except BaseException as e:  # noqa: BLE001 - report, never return into the zygote
+        try:
+            os.write(2, ("evalgrid-judge-child: %r\n" % (e,)).encode("utf-8", "replace"))
+        except BaseException:
+            pass
+    finally:
+        os._exit(0)
+
+
+class _Lines:
+    """Line reader over a raw fd that never reads ahead of what select() saw."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+
+    def pop(self):
+        nl = self.buf.find(b"\n")
+        if nl < 0:
+            return None
+        line = bytes(self.buf[: nl + 1])
+        del self.buf[: nl + 1]
+        return line
+
+    def fill(self):
+        data = os.read(self.fd, 1 << 16)
+        self.buf += data
+        return bool(data)
+
+
+def _zsend(obj):
+    _write_all(1, b"z" + json.dumps(obj).encode("ascii") + b"\n")
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _relay(inp, sock_fd, pid):
+    """Passes "c" lines to the child and its lines back until the check ends or it dies."""
+    import select
+
+    out = bytearray()
+    while True:
+        line = inp.pop()
+        while line is not None:
+            if line[:1] != b"c":
+                inp.buf[0:0] = line  # a zygote request ends the check; handled by the caller
+                return
+            try:
+                _write_all(sock_fd, line[1:])
+            except OSError:
+                pass
+            line = inp.pop()
+        ready, _, _ = select.select([0, sock_fd], [], [])
+        if sock_fd in ready:
+            data = os.read(sock_fd, 1 << 16)
+            if not data:
+                return
+            out += data
+            while True:
+                nl = out.find(b"\n")
+                if nl < 0:
+                    break
+                _write_all(1, b"c" + bytes(out[: nl + 1]))
+                del out[: nl + 1]
+            if len(out) > MAX_RELAY_LINE:
+                return
+        if 0 in ready and not inp.fill():
+            os.kill(pid, signal.SIGKILL)
+            os._exit(0)
+
+
+def _fork_child(inp, req, mem, seq):
+    import socket
+
+    ours, theirs = socket.socketpair()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        fd = theirs.detach()
+        os.closerange(3, fd)
+        os.closerange(fd + 1, 65536)
+        _child(req, fd, mem)
+    theirs.close()
+    try:
+        _relay(inp, ours.fileno(), pid)
+    finally:
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except OSError:
+                pass
+        ours.close()
+        _, status = os.waitpid(pid, 0)
+        _zsend({"reaped": seq, "status": status})
+
+
+def _seal_scratch():
+    """Children cannot write anywhere: /tmp and /workspace belong to the zygote, read-only
+    (a child that shares the zygote's uid, where evalgrid is not root, could chmod them back)."""
+    for d in ("/tmp", "/workspace"):
+        try:
+            if os.stat(d).st_uid == os.getuid():
+                os.chmod(d, 0o555)
+        except OSError:
+            pass
+
+
+def main():
+    mem = int(sys.argv[1]) if len(sys.argv) > 1 else 512 * 1024 * 1024
+    if "" in sys.path:
+        sys.path.remove("")
+    _prctl(PR_SET_DUMPABLE, 0)
+    _seal_scratch()
+    _, cards = make_classes()
+    _zsend({
+        "hello": WORKER_VERSION,
+        "python": sys.version.split()[0],
+        "hash_seed_fixed": sys.flags.hash_randomization == 0,
+        "universe": [str(c) for c in cards],
+    })
+    inp = _Lines(0)
+    while True:
+        line = inp.pop()
+        if line is None:
+            if not inp.fill():
+                return
+            continue
+        if line[:1] != b"z":
+            continue  # a stale line for a child that is gone
+        try:
+            req = json.loads(line[1:].decode("utf-8"))
+        except Exception:
+            continue
+        if req.get("op") == "fork":
+            _fork_child(inp, req, mem, req.get("seq"))
 
 
 if __name__ == "__main__":
