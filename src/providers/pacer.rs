@@ -628,7 +628,7 @@ mod tests {
         let mut last = pacer.acquire().await.sent_at;
         let mut gaps = Vec::new();
         for n in 0..400 {
-            if n % 7 == 3 {
+            if n % 10 == 3 {
                 // A late wake-up: the caller comes back 3 ms after its start was due.
                 tokio::time::advance(interval + Duration::from_millis(3)).await;
             }
