@@ -151,7 +151,15 @@ impl Store {
         let failures_seen = std::fs::read_dir(&failures).map_err(io(&failures))?.next().is_some();
         let quick_io = crate::platform::is_local_filesystem(&root);
         let claims = Arc::new(Claims::new(&root.join("locks")));
-        Ok(Self { root, remote: None, commit: Arc::new(commit), failures_seen: Arc::new(AtomicBool::new(failures_seen)), quick_io, journal: Arc::default(), claims })
+        Ok(Self {
+            root,
+            remote: None,
+            commit: Arc::new(commit),
+            failures_seen: Arc::new(AtomicBool::new(failures_seen)),
+            quick_io,
+            journal: Arc::default(),
+            claims,
+        })
     }
 
     /// Whether a cache read or write may run on the async worker that needs it: the cache

@@ -77,8 +77,8 @@ fn benchmark_tool_commands_are_listed_in_help() {
     assert_eq!(
         commands,
         [
-            "run", "status", "report", "diff", "show", "export", "check", "validate", "cache", "batch", "datasets", "bbeh", "bbq", "eleusis", "weirdml", "slurm", "k8s",
-            "bench", "help"
+            "run", "status", "report", "diff", "show", "export", "check", "validate", "cache", "batch", "datasets", "bbeh", "bbq", "eleusis", "weirdml",
+            "slurm", "k8s", "bench", "help"
         ],
         "{text}"
     );
