@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{CacheError, Store};
+use super::store::{CacheError, Store, io};
 
 /// What is remembered about one submitted batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,10 +54,6 @@ pub struct BatchRecord {
 #[derive(Clone, Debug)]
 pub struct BatchLedger {
     dir: PathBuf,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
-    move |source| CacheError::Io { path: path.to_owned(), source }
 }
 
 impl BatchLedger {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{CacheError, Store};
+use super::store::{CacheError, Store, io};
 use crate::plan::StepKey;
 
 /// What is remembered about a background response started by a call.
@@ -37,10 +37,6 @@ pub struct PendingResponse {
 #[derive(Clone, Debug)]
 pub struct PendingResponses {
     dir: PathBuf,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
-    move |source| CacheError::Io { path: path.to_owned(), source }
 }
 
 impl PendingResponses {

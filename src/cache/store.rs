@@ -88,7 +88,8 @@ impl CacheError {
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
+/// An I/O error at `path`, as the cache reports it (every cache module's one mapping).
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
     move |source| CacheError::Io { path: path.to_owned(), source }
 }
 
