@@ -13,7 +13,7 @@
 //! local (a batch belongs to the provider key that created it).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 

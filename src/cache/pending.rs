@@ -16,7 +16,7 @@
 //! that started it, and its provider key.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
