@@ -12,11 +12,12 @@
 //! holding that second chance). Layout: `v1/batches/<tag>.json`; like `v1/pending/`, records stay
 //! local (a batch belongs to the provider key that created it).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::durable::now_s;
+use super::durable::write_synced;
 use super::store::{CacheError, Store, io};
 
 /// What is remembered about one submitted batch.
@@ -69,14 +70,8 @@ impl BatchLedger {
 
     /// Writes `record` over any earlier one of its tag; returns once it survives a crash.
     pub fn record(&self, record: &BatchRecord) -> Result<(), CacheError> {
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
         let bytes = serde_json::to_vec_pretty(record).expect("a batch record is plain JSON and always serializes");
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io(&self.dir))?;
-        tmp.write_all(&bytes).map_err(io(tmp.path()))?;
-        tmp.as_file().sync_all().map_err(io(tmp.path()))?;
-        let path = self.path(&record.tag);
-        tmp.persist(&path).map_err(|e| CacheError::Io { path: path.clone(), source: e.error })?;
-        std::fs::File::open(&self.dir).and_then(|dir| dir.sync_all()).map_err(io(&self.dir))
+        write_synced(&self.dir, &self.path(&record.tag), &bytes)
     }
 
     /// Forgets batch `tag` (none is fine).
@@ -102,12 +97,6 @@ impl BatchLedger {
         out.sort_by(|a, b| (a.recorded_at, &a.tag).cmp(&(b.recorded_at, &b.tag)));
         out
     }
-}
-
-/// Now, in Unix seconds.
-#[must_use]
-pub fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

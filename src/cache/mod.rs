@@ -4,6 +4,7 @@ pub mod batches;
 pub mod claims;
 pub mod commit;
 mod derived;
+mod durable;
 pub mod entry;
 pub mod explain;
 pub mod journal;

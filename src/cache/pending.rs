@@ -15,11 +15,11 @@
 //! directory (like locks), also with a shared remote: the response belongs to the process
 //! that started it, and its provider key.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::durable::{now_s, write_synced};
 use super::store::{CacheError, Store, io};
 use crate::plan::StepKey;
 
@@ -62,15 +62,9 @@ impl PendingResponses {
     pub fn record(&self, key: StepKey, response_id: &str) -> Result<(), CacheError> {
         let path = self.path(key);
         let shard = path.parent().unwrap_or(&self.dir).to_owned();
-        std::fs::create_dir_all(&shard).map_err(io(&shard))?;
         let record = PendingResponse { response_id: response_id.to_owned(), recorded_at: now_s() };
         let bytes = serde_json::to_vec(&record).expect("a pending record is plain JSON and always serializes");
-        let mut tmp = tempfile::NamedTempFile::new_in(&shard).map_err(io(&shard))?;
-        tmp.write_all(&bytes).map_err(io(tmp.path()))?;
-        tmp.as_file().sync_all().map_err(io(tmp.path()))?;
-        tmp.persist(&path).map_err(|e| CacheError::Io { path: path.clone(), source: e.error })?;
-        // The rename itself is durable only once its directory is.
-        std::fs::File::open(&shard).and_then(|dir| dir.sync_all()).map_err(io(&shard))
+        write_synced(&shard, &path, &bytes)
     }
 
     /// Forgets the record of call `key` (none is fine).
@@ -99,10 +93,6 @@ impl PendingResponses {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
-}
-
-fn now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]
