@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::durable::now_s;
 use super::durable::write_synced;
-use super::store::{CacheError, Store, io};
+use super::store::{CacheError, Store};
 
 /// What is remembered about one submitted batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

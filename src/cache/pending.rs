@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::durable::{now_s, write_synced};
-use super::store::{CacheError, Store, io};
+use super::store::{CacheError, Store};
 use crate::plan::StepKey;
 
 /// What is remembered about a background response started by a call.
