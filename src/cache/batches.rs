@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use super::durable::now_s;
-use super::durable::write_synced;
+use super::durable::{remove_record, write_synced};
 use super::store::{CacheError, Store};
 
 /// What is remembered about one submitted batch.
@@ -76,12 +76,7 @@ impl BatchLedger {
 
     /// Forgets batch `tag` (none is fine).
     pub fn remove(&self, tag: &str) -> Result<(), CacheError> {
-        let path = self.path(tag);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(CacheError::Io { path, source: e }),
-        }
+        remove_record(&self.path(tag))
     }
 
     /// Every readable record, oldest first (a torn one is skipped: it was never acted on).

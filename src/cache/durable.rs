@@ -18,6 +18,15 @@ pub(super) fn write_synced(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), 
     std::fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(io(dir))
 }
 
+/// Removes the record at `path`; one already gone is fine.
+pub(super) fn remove_record(path: &Path) -> Result<(), CacheError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(CacheError::Io { path: path.to_owned(), source: e }),
+    }
+}
+
 /// Now, in Unix seconds (when a record was made).
 #[must_use]
 pub fn now_s() -> u64 {

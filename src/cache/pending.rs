@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::durable::{now_s, write_synced};
+use super::durable::{now_s, remove_record, write_synced};
 use super::store::{CacheError, Store};
 use crate::plan::StepKey;
 
@@ -69,12 +69,7 @@ impl PendingResponses {
 
     /// Forgets the record of call `key` (none is fine).
     pub fn remove(&self, key: StepKey) -> Result<(), CacheError> {
-        let path = self.path(key);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(CacheError::Io { path, source: e }),
-        }
+        remove_record(&self.path(key))
     }
 
     /// Every record, by call key, for `status` and clean-up; unreadable ones skipped.
