@@ -99,7 +99,7 @@ fn qa_status(env: &Env, rows: usize) -> Result<Exit, Failure> {
 /// No-op `status` on a synthetic grid whose every cell is cached, run as a
 /// separate process so startup, parsing and planning are all counted.
 fn status(env: &Env, cells: usize, report: bool) -> Result<Exit, Failure> {
-    let dir = tempfile::tempdir()?;
+    let dir = BenchDir::new(cells)?;
     let models = 10usize;
     let seeds = cells.div_ceil(models * 26).max(1);
     let mut yaml = String::from("name: bench-status\nmodels:\n");
@@ -113,7 +113,7 @@ fn status(env: &Env, cells: usize, report: bool) -> Result<Exit, Failure> {
     let (_, plan) = load_plan(env, &pipeline_path, None)?;
     let store = Store::open(&cache)?;
     let started = Instant::now();
-    for cell in &plan.cells {
+    for cell in plan.cells.iter().filter(|_| !dir.populated) {
         for (key, kind) in [(cell.episode_key, StepKind::Episode), (cell.score_key, StepKind::Score)] {
             // Score records shaped like Eleusis' so the report has real tables.
             let output = if kind == StepKind::Score {
@@ -132,6 +132,7 @@ fn status(env: &Env, cells: usize, report: bool) -> Result<Exit, Failure> {
     // Durable before the clock starts, as the runs that wrote a real cache left it: the
     // timed command's own flush (one `syncfs`) would otherwise write these 200,000 files.
     sync_filesystem_of(&cache)?;
+    dir.mark_populated()?;
     output::note(&format!("populated {} cells in {:.1} s", plan.cells.len(), started.elapsed().as_secs_f64()));
     let exe = std::env::current_exe()?;
     if report {
@@ -492,6 +493,39 @@ fn settle_removal(dir: tempfile::TempDir) -> Result<(), Failure> {
     match parent {
         Some(parent) => sync_filesystem_of(&parent),
         None => Ok(()),
+    }
+}
+
+/// The synthetic grid's folder: a temporary one, or `EVALGRID_BENCH_DIR/status-<cells>` kept
+/// between runs so that profiling a 1M-cell status does not repopulate 2M entries each time.
+struct BenchDir {
+    temp: Option<tempfile::TempDir>,
+    kept: std::path::PathBuf,
+    populated: bool,
+}
+
+impl BenchDir {
+    fn new(cells: usize) -> Result<Self, Failure> {
+        match std::env::var_os("EVALGRID_BENCH_DIR") {
+            Some(root) => {
+                let kept = std::path::PathBuf::from(root).join(format!("status-{cells}"));
+                fs_err::create_dir_all(&kept)?;
+                let populated = kept.join("populated").exists();
+                Ok(Self { temp: None, kept, populated })
+            }
+            None => Ok(Self { temp: Some(tempfile::tempdir()?), kept: std::path::PathBuf::new(), populated: false }),
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.temp.as_ref().map_or(&self.kept, tempfile::TempDir::path)
+    }
+
+    fn mark_populated(&self) -> Result<(), Failure> {
+        if self.temp.is_none() {
+            fs_err::write(self.kept.join("populated"), "")?;
+        }
+        Ok(())
     }
 }
 
