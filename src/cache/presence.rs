@@ -5,6 +5,8 @@
 //! between runs: an entry removed behind a run's back (`cache gc`, `rm`) is missing, and
 //! one another process added is there.
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 use rayon::prelude::*;
@@ -34,12 +36,13 @@ impl Store {
     /// [`Store::contains_each`] over `per_pass` buckets (a power of two) at a time.
     fn contains_in_passes(&self, count: usize, key: &(impl Fn(usize) -> StepKey + Sync), per_pass: usize) -> Vec<bool> {
         let mut out = vec![false; count];
+        // Each key's bucket, read once: a pass scans these bytes, not the keys' holders.
+        let bucket_of: Vec<u8> = (0..count).into_par_iter().map(|i| key(i).as_bytes()[0]).collect();
         let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); per_pass];
         for first in (0..256).step_by(per_pass) {
             buckets.iter_mut().for_each(Vec::clear);
-            for i in 0..count as u32 {
-                let bucket = usize::from(key(i as usize).as_bytes()[0]);
-                if let Some(keys) = bucket.checked_sub(first).and_then(|at| buckets.get_mut(at)) {
+            for (i, &bucket) in (0..count as u32).zip(&bucket_of) {
+                if let Some(keys) = usize::from(bucket).checked_sub(first).and_then(|at| buckets.get_mut(at)) {
                     keys.push(i);
                 }
             }
@@ -60,37 +63,58 @@ impl Store {
         let dir = self.root().join("steps").join(format!("{bucket:02x}"));
         let worth = |d: &Path| std::fs::metadata(d).map_or(true, |m| m.len() <= indices.len() as u64 * READ_BYTES_PER_KEY);
         match worth(&dir).then(|| listing(&dir)).flatten() {
-            Some(present) => indices.iter().map(|&i| present.binary_search(&key(i as usize)).is_ok()).collect(),
+            Some(present) => indices.iter().map(|&i| present.contains(&key(i as usize))).collect(),
             None => indices.iter().map(|&i| self.contains(key(i as usize))).collect(),
         }
     }
 }
 
+/// A set of one bucket's keys, hashed by their bytes after the first (which the bucket
+/// shares): keys are blake3 hashes, so eight of their bytes are already a good hash.
+type KeySet = HashSet<StepKey, BuildHasherDefault<KeyBytesHasher>>;
+
+/// Takes a key's bytes 1..9 as its hash (see [`KeySet`]).
+#[derive(Default)]
+struct KeyBytesHasher(u64);
+
+impl Hasher for KeyBytesHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some(word) = bytes.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+            self.0 ^= u64::from_le_bytes(word);
+        }
+    }
+
+    // The array's length, written before its bytes: the same for every key.
+    fn write_usize(&mut self, _: usize) {}
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// The keys whose entry file in bucket `dir` is a file (through a symbolic link too, as
-/// `contains` asks), sorted; `None` when the directory cannot be read to the end.
-fn listing(dir: &Path) -> Option<Vec<StepKey>> {
+/// `contains` asks); `None` when the directory cannot be read to the end.
+fn listing(dir: &Path) -> Option<KeySet> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(KeySet::default()),
         Err(_) => return None,
     };
-    let mut keys = Vec::new();
+    let mut keys = KeySet::default();
     for entry in entries {
         let entry = entry.ok()?;
         let name = entry.file_name();
         // Only the name `contains` would look up: 64 lower-case hex digits and `.json`.
-        let hex = name.to_str().and_then(|n| n.strip_suffix(".json")).filter(|h| h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-        let Some(key) = hex.and_then(|h| h.parse::<StepKey>().ok()) else { continue };
+        let Some(key) = name.as_encoded_bytes().strip_suffix(b".json").and_then(StepKey::from_lower_hex) else { continue };
         let is_file = match entry.file_type() {
             Ok(t) if t.is_file() => true,
             Ok(t) if t.is_dir() => false,
             _ => entry.path().is_file(),
         };
         if is_file {
-            keys.push(key);
+            keys.insert(key);
         }
     }
-    keys.sort_unstable();
     Some(keys)
 }
 

@@ -71,13 +71,25 @@ pub fn plan(pipeline: &Pipeline, filter: Option<&CellFilter>) -> Plan {
             let keys = CellKeys::new(pipeline, &model_value, ti);
             cells.par_extend(seeds.par_iter().map(|&seed| {
                 let (episode_key, score_key) = keys.of(seed);
-                Cell { id: format!("{}/{qualified}/{seed}", model.id), model: mi, task: ti, seed, episode_key, score_key }
+                Cell { id: cell_id(&model.id, qualified, seed), model: mi, task: ti, seed, episode_key, score_key }
             }));
         }
     }
     let metrics_key = StepKey::compute(&metrics_components(pipeline, &cells, &cells));
     let report_key = StepKey::compute(&report_components(pipeline, metrics_key));
     Plan { cells, filtered: filter.is_some(), metrics_key, report_key }
+}
+
+/// `model/benchmark/task/seed`, sized once (a million-cell plan makes a million).
+fn cell_id(model: &str, qualified: &str, seed: u64) -> String {
+    use std::fmt::Write as _;
+    let mut id = String::with_capacity(model.len() + qualified.len() + 22);
+    id.push_str(model);
+    id.push('/');
+    id.push_str(qualified);
+    id.push('/');
+    let _ = write!(id, "{seed}");
+    id
 }
 
 /// How the cells of one model × task get their keys: from templates, or whole where the
@@ -104,7 +116,7 @@ impl<'a> CellKeys<'a> {
             None => StepKey::compute(&episode_components_with(self.model, self.pipeline, self.task, Value::from(seed))),
         };
         let score_key = match &self.score {
-            Some(template) => template.key(&json!(episode_key)),
+            Some(template) => template.key_of_step(episode_key),
             None => StepKey::compute(&score_components(self.pipeline, self.task, episode_key)),
         };
         (episode_key, score_key)
@@ -145,28 +157,51 @@ fn score_components_with(pipeline: &Pipeline, task: usize, episode: Value) -> Va
 /// key) pair, so any cell change or relabel re-aggregates.
 #[must_use]
 pub fn metrics_components(pipeline: &Pipeline, planned: &[Cell], cells: &[Cell]) -> Value {
-    let mut plan_digest = blake3::Hasher::new();
+    let mut plan_digest = Digest::default();
     for c in planned {
-        plan_digest.update(c.id.as_bytes());
-        plan_digest.update(b"\n");
+        plan_digest.update(&[c.id.as_bytes(), b"\n"]);
     }
-    let mut digest = blake3::Hasher::new();
+    let mut digest = Digest::default();
     for c in cells {
-        digest.update(c.id.as_bytes());
-        digest.update(b"\0");
-        digest.update(c.score_key.to_hex().as_bytes());
-        digest.update(b"\n");
+        digest.update(&[c.id.as_bytes(), b"\0", blake3::Hash::from_bytes(*c.score_key.as_bytes()).to_hex().as_bytes(), b"\n"]);
     }
+    let (plan_digest, digest) = (plan_digest.finalize(), digest.finalize());
     let mut fields = Map::new();
     fields.insert("config".into(), json!(pipeline.metrics));
     fields.insert("cells".into(), json!(cells.len()));
-    fields.insert("planned".into(), json!(plan_digest.finalize().to_hex().to_string()));
-    fields.insert("digest".into(), json!(digest.finalize().to_hex().to_string()));
+    fields.insert("planned".into(), json!(plan_digest.to_hex().to_string()));
+    fields.insert("digest".into(), json!(digest.to_hex().to_string()));
     if let Some(horizons) = &pipeline.report.weirdml {
         // WeirdML's horizon tables are computed with the metrics: its input files, by hash.
         fields.insert("report_inputs".into(), json!(horizons));
     }
     key_components(StepKind::Metrics, "metrics", METRICS_VERSION, fields)
+}
+
+/// A blake3 hash of many small pieces, fed to the hasher 64 KiB at a time: blake3 hashes
+/// a long input several chunks at once, a few bytes at a time one block at once (the same
+/// hash either way; a million-cell plan digests 140 MB).
+#[derive(Default)]
+struct Digest {
+    hasher: blake3::Hasher,
+    pending: Vec<u8>,
+}
+
+impl Digest {
+    fn update(&mut self, pieces: &[&[u8]]) {
+        for piece in pieces {
+            self.pending.extend_from_slice(piece);
+        }
+        if self.pending.len() >= 1 << 16 {
+            self.hasher.update(&self.pending);
+            self.pending.clear();
+        }
+    }
+
+    fn finalize(mut self) -> blake3::Hash {
+        self.hasher.update(&self.pending);
+        self.hasher.finalize()
+    }
 }
 
 /// Key components of the report step: presentation config and metrics key.
