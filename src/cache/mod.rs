@@ -8,6 +8,7 @@ mod durable;
 pub mod entry;
 pub mod explain;
 pub mod journal;
+mod listing;
 pub mod lock;
 pub mod maintenance;
 pub mod memo;

@@ -1,17 +1,15 @@
 //! Which of many keys have a local entry: one directory read per bucket instead of one
-//! `stat` per key, which is what a no-op `status` on a large grid asks (issue 35).
+//! `stat` per key, which is what a no-op `status` on a large grid asks (issue 35); a
+//! bucket that has not changed since it was last read is answered from its remembered
+//! listing ([`super::listing`]).
 //!
-//! A listing is what `stat`s at that moment would have said, so nothing is remembered
-//! between runs: an entry removed behind a run's back (`cache gc`, `rm`) is missing, and
-//! one another process added is there.
-
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::path::Path;
+//! Every answer is what `stat`s at that moment would have said: an entry removed behind a
+//! run's back (`cache gc`, `rm`) is missing, and one another process added is there.
 
 use rayon::prelude::*;
 
 use super::Store;
+use super::listing::bucket_keys;
 use crate::plan::StepKey;
 
 /// Directory bytes per key to find up to which a bucket is read whole, else each key is
@@ -60,62 +58,11 @@ impl Store {
         if indices.is_empty() {
             return Vec::new();
         }
-        let dir = self.root().join("steps").join(format!("{bucket:02x}"));
-        let worth = |d: &Path| std::fs::metadata(d).map_or(true, |m| m.len() <= indices.len() as u64 * READ_BYTES_PER_KEY);
-        match worth(&dir).then(|| listing(&dir)).flatten() {
+        match bucket_keys(self.root(), bucket, indices.len(), READ_BYTES_PER_KEY) {
             Some(present) => indices.iter().map(|&i| present.contains(&key(i as usize))).collect(),
             None => indices.iter().map(|&i| self.contains(key(i as usize))).collect(),
         }
     }
-}
-
-/// A set of one bucket's keys, hashed by their bytes after the first (which the bucket
-/// shares): keys are blake3 hashes, so eight of their bytes are already a good hash.
-type KeySet = HashSet<StepKey, BuildHasherDefault<KeyBytesHasher>>;
-
-/// Takes a key's bytes 1..9 as its hash (see [`KeySet`]).
-#[derive(Default)]
-struct KeyBytesHasher(u64);
-
-impl Hasher for KeyBytesHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        if let Some(word) = bytes.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
-            self.0 ^= u64::from_le_bytes(word);
-        }
-    }
-
-    // The array's length, written before its bytes: the same for every key.
-    fn write_usize(&mut self, _: usize) {}
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// The keys whose entry file in bucket `dir` is a file (through a symbolic link too, as
-/// `contains` asks); `None` when the directory cannot be read to the end.
-fn listing(dir: &Path) -> Option<KeySet> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(KeySet::default()),
-        Err(_) => return None,
-    };
-    let mut keys = KeySet::default();
-    for entry in entries {
-        let entry = entry.ok()?;
-        let name = entry.file_name();
-        // Only the name `contains` would look up: 64 lower-case hex digits and `.json`.
-        let Some(key) = name.as_encoded_bytes().strip_suffix(b".json").and_then(StepKey::from_lower_hex) else { continue };
-        let is_file = match entry.file_type() {
-            Ok(t) if t.is_file() => true,
-            Ok(t) if t.is_dir() => false,
-            _ => entry.path().is_file(),
-        };
-        if is_file {
-            keys.insert(key);
-        }
-    }
-    Some(keys)
 }
 
 #[cfg(test)]

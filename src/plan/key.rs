@@ -97,6 +97,12 @@ impl StepKey {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
 
+    /// The key with these 32 bytes (as [`StepKey::as_bytes`] gave them, e.g. from a file).
+    #[must_use]
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
     /// The key spelled by 64 lower-case hex digits (a cache file's name), `None` for anything
     /// else; a table lookup per digit, since a large cache's listing decodes millions.
     #[must_use]
