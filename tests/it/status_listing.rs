@@ -91,3 +91,66 @@ fn status_sees_a_whole_cache_bucket_removed_and_restored() {
     std::fs::rename(&aside, &bucket).unwrap();
     assert_eq!(status(&ws, p)["cells_cached"], CELLS);
 }
+
+/// Every bucket's modification time put an hour back, as a cache left alone looks.
+fn settle_buckets(ws: &Workspace) {
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for bucket in std::fs::read_dir(ws.path("cache/v1/steps")).unwrap() {
+        std::fs::File::open(bucket.unwrap().path()).unwrap().set_modified(hour_ago).unwrap();
+    }
+}
+
+#[test]
+fn status_remembers_settled_buckets_and_still_sees_what_changed_behind_its_back() {
+    let ws = Workspace::new();
+    let p = ws.write("grid.yaml", GRID);
+    let p = p.to_str().unwrap();
+    assert_eq!(ws.run_json(&["run", p, "--json"]).0, 0);
+    settle_buckets(&ws);
+    assert_eq!(status(&ws, p)["cells_cached"], CELLS);
+    let remembered = std::fs::read_dir(ws.path("cache/v1/listings")).map(Iterator::count).unwrap_or(0);
+    assert_eq!(remembered, 256, "every settled bucket's listing is remembered");
+    assert_eq!(status(&ws, p)["cells_cached"], CELLS, "answered from the listings");
+
+    let (_, episode, _) = explain(&ws, p, CELL);
+    let path = entry(&ws, &episode);
+    let aside = ws.path("episode.json");
+    std::fs::rename(&path, &aside).unwrap();
+    let v = status(&ws, p);
+    assert_eq!(not_cached(&v), [(CELL.to_owned(), "episode result missing from cache (removed or corrupted)".to_owned())]);
+    settle_buckets(&ws);
+    assert_eq!(status(&ws, p)["cells_cached"], CELLS - 1, "the bucket is read again and remembered without the entry");
+    std::fs::copy(&aside, &path).unwrap();
+    assert_eq!(status(&ws, p)["cells_cached"], CELLS, "an entry another process put back is there at once");
+
+    // A listing that no longer says what the directory holds is never believed: a bucket
+    // read while settled, then an entry removed and the bucket's time put back by hand,
+    // still changes the directory's change time.
+    settle_buckets(&ws);
+    assert_eq!(status(&ws, p)["cells_cached"], CELLS);
+    std::fs::remove_file(&path).unwrap();
+    settle_buckets(&ws);
+    assert_eq!(status(&ws, p)["cells_cached"], CELLS - 1);
+}
+
+#[test]
+fn status_into_a_closed_pipe_neither_panics_nor_fails() {
+    let ws = Workspace::new();
+    let p = ws.write("grid.yaml", GRID);
+    let p = p.to_str().unwrap();
+    assert_eq!(ws.run_json(&["run", p, "--json"]).0, 0);
+    for args in [vec!["status", p], vec!["status", p, "--json"]] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
+            .args(&args)
+            .current_dir(ws.path(""))
+            .env_remove("EVALGRID_CACHE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !stderr.contains("panicked"), "{args:?}: {:?}\n{stderr}", out.status);
+    }
+}
