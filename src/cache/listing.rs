@@ -191,24 +191,24 @@ mod tests {
         }
         let dir = root.join("steps").join("07");
         let memo = root.join("listings").join("07");
-        assert_eq!(bucket_keys(root, 7, 5, 640).unwrap().len(), 5);
+        assert_eq!(bucket_keys(root, 7, 5, 1 << 20).unwrap().len(), 5);
         assert!(!memo.exists(), "a directory changed in the last seconds is not remembered");
         age(&dir, 10);
-        assert_eq!(bucket_keys(root, 7, 5, 640).unwrap().len(), 5);
+        assert_eq!(bucket_keys(root, 7, 5, 1 << 20).unwrap().len(), 5);
         assert!(memo.exists());
         // Answered from the memo: a memo with a key that is not there would say so.
         assert_eq!(bucket_keys(root, 7, 0, 0).unwrap().len(), 5, "no read of the directory needed");
         std::fs::remove_file(dir.join(format!("{}.json", keys[0].to_hex()))).unwrap();
-        let now = bucket_keys(root, 7, 5, 640).unwrap();
+        let now = bucket_keys(root, 7, 5, 1 << 20).unwrap();
         assert!(!now.contains(&keys[0]) && now.len() == 4, "a removed entry is missing at once");
         put(root, keys[5]);
-        assert!(bucket_keys(root, 7, 5, 640).unwrap().contains(&keys[5]), "an added entry is there at once");
+        assert!(bucket_keys(root, 7, 5, 1 << 20).unwrap().contains(&keys[5]), "an added entry is there at once");
         age(&dir, 10);
-        bucket_keys(root, 7, 5, 640).unwrap();
+        bucket_keys(root, 7, 5, 1 << 20).unwrap();
         let mut torn = std::fs::read(&memo).unwrap();
         torn.truncate(torn.len() - 40);
         std::fs::write(&memo, torn).unwrap();
-        assert_eq!(bucket_keys(root, 7, 5, 640).unwrap().len(), 5, "a torn memo is read past");
+        assert_eq!(bucket_keys(root, 7, 5, 1 << 20).unwrap().len(), 5, "a torn memo is read past");
     }
 
     /// A bucket holding a symbolic link is never remembered: its target can change alone.
@@ -223,9 +223,9 @@ mod tests {
         std::fs::write(&target, "{}").unwrap();
         std::os::unix::fs::symlink(&target, dir.join(format!("{}.json", keys[1].to_hex()))).unwrap();
         age(&dir, 10);
-        assert_eq!(bucket_keys(root, 9, 2, 640).unwrap().len(), 2);
+        assert_eq!(bucket_keys(root, 9, 2, 1 << 20).unwrap().len(), 2);
         assert!(!root.join("listings").join("09").exists());
         std::fs::remove_file(&target).unwrap();
-        assert_eq!(bucket_keys(root, 9, 2, 640).unwrap().len(), 1, "a dangling link is no entry");
+        assert_eq!(bucket_keys(root, 9, 2, 1 << 20).unwrap().len(), 1, "a dangling link is no entry");
     }
 }
