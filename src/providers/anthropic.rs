@@ -285,6 +285,10 @@ impl Protocol for Messages {
         body.insert("stream".into(), serde_json::json!(true));
     }
 
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::Anthropic)
+    }
+
     fn stream_fold(&self) -> Box<dyn Fold> {
         super::stream::fold_anthropic()
     }

@@ -282,6 +282,10 @@ impl Protocol for GenerateContent {
         super::stream::gemini_streamed_url(url)
     }
 
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::Gemini)
+    }
+
     fn stream_fold(&self) -> Box<dyn Fold> {
         super::stream::fold_gemini()
     }

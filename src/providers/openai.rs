@@ -169,8 +169,8 @@ impl Protocol for ChatCompletions {
         join_url(base_url, "/v1", "/chat/completions")
     }
 
-    fn batch_path(&self) -> Option<&'static str> {
-        Some("/chat/completions")
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::OpenAi("/chat/completions"))
     }
 
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {

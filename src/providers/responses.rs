@@ -266,8 +266,8 @@ impl Protocol for Responses {
         true
     }
 
-    fn batch_path(&self) -> Option<&'static str> {
-        Some("/responses")
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::OpenAi("/responses"))
     }
 
     fn stream_fold(&self) -> Box<dyn Fold> {
