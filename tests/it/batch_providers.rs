@@ -10,7 +10,11 @@
 //! The kill loops run `EVALGRID_BATCH_KILLS` kills (default 4); the must-hold is 20:
 //! `EVALGRID_BATCH_KILLS=20 cargo test --test it batch_providers::kill_9`.
 
-use crate::batch::{Names, PyMock, check_ctrl_c, check_expiry, check_kill_9, check_kill_before_record, check_reports_like_live, check_status_and_cancel};
+use crate::batch::{
+    Names, PyMock, check_ctrl_c, check_expiry, check_kill_9, check_kill_before_record, check_reports_like_live, check_status_and_cancel, counts, ledger,
+    report, run,
+};
+use crate::support::Workspace;
 
 fn anthropic(mock: &PyMock, batch: &str) -> String {
     format!(
@@ -84,4 +88,46 @@ fn anthropic_status_and_batch_cancel() {
 #[test]
 fn gemini_status_and_batch_cancel() {
     check_status_and_cancel(gemini, &Names { id: "batches/", endpoint: "batchGenerateContent", running: &["BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"] });
+}
+
+const ROWS: &str = concat!(
+    "{\"id\": \"fr\", \"input\": \"Capital of France?\", \"target\": \"Paris\"}\n",
+    "{\"id\": \"jp\", \"input\": \"Capital of Japan?\", \"target\": \"Tokyo\"}\n",
+    "{\"id\": \"it\", \"input\": \"Capital of Italy?\", \"target\": \"Rome\"}\n",
+);
+
+/// A `qa` grid whose contestant calls live (OpenAI) and whose judge (Anthropic) has `judge_batch`.
+fn qa_grid(ws: &Workspace, mock: &PyMock, judge_batch: &str) {
+    ws.write("d.jsonl", ROWS);
+    let origin = mock.origin();
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: p\nmodels:\n  - {{id: s, provider: openai, model: player, api: chat, base_url: \"{origin}/v1\"}}\ntasks:\n  - benchmark: qa\n    params:\n      dataset: d.jsonl\n      scorers: [match, {{judge: {{model: {{provider: anthropic, model: claude-3-5-haiku-20241022, base_url: \"{origin}\" {judge_batch}}}}}}}]\nseeds: [0]\n"
+        ),
+    );
+}
+
+#[test]
+fn a_qa_judge_with_batch_grades_through_message_batches_like_a_live_judge() {
+    let mock = PyMock::start();
+    let ws = Workspace::new();
+    qa_grid(&ws, &mock, ", batch: {max_requests: 50, poll_ms: 20, window_ms: 100}");
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    let stats = mock.stats();
+    let judged = counts(&stats, "batched");
+    assert_eq!((stats["creates"].as_u64(), judged.len()), (Some(1), 3), "the three gradings in one batch: {stats}");
+    assert!(judged.values().all(|n| *n == 1), "{stats}");
+    assert_eq!(counts(&stats, "live").len(), 3, "the contestant's three calls are live: {stats}");
+    let batched_report = report(&ws);
+    let live = Workspace::new();
+    qa_grid(&live, &mock, "");
+    let (code, v) = run(&live);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(batched_report, report(&live), "a batched judge grades like a live one");
+    let stats = mock.stats();
+    assert_eq!(counts(&stats, "live").len(), 6, "the live judge sent the bodies the batch held: {stats}");
+    assert!(judged.keys().all(|body| counts(&stats, "live").contains_key(body)), "{stats}");
+    assert!(ledger(&ws).is_empty());
 }
