@@ -219,6 +219,7 @@ fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Resul
         refusal: None,
         usage_reported: true,
         items,
+        paid: None,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if stop_reason == "refusal" {

@@ -183,6 +183,7 @@ fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Resul
         refusal: None,
         usage_reported: true,
         items: Vec::new(),
+        paid: None,
     };
     let usage_present = json.get("usageMetadata").is_some_and(Value::is_object);
     let Some(candidate) = json.pointer("/candidates/0") else {

@@ -87,6 +87,7 @@ fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &
         refusal: None,
         usage_reported: true,
         items: Vec::new(),
+        paid: None,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if let Some(message) = message.get("refusal").and_then(Value::as_str).filter(|text| !text.is_empty()) {

@@ -209,6 +209,7 @@ fn parse_answer(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<
         refusal: None,
         usage_reported: true,
         items: output.clone(),
+        paid: None,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     match refusal {

@@ -150,13 +150,11 @@ pub(super) fn report(ws: &Workspace) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The same grid run live (batch off) against the mock.
-fn live_report(mock: &PyMock, entry: Entry) -> Vec<(String, String)> {
-    let ws = Workspace::new();
-    pipeline(&ws, mock, entry, "");
-    let (code, v) = run(&ws);
-    assert_eq!(code, 0, "{v}");
-    report(&ws)
+/// Model `m`'s cost in the report's `summary.md` (its tokens and cost table).
+fn report_cost(ws: &Workspace) -> f64 {
+    let text = std::fs::read_to_string(ws.path("reports/p/summary.md")).unwrap();
+    let row = text.lines().find(|l| l.starts_with("| m |")).unwrap_or_else(|| panic!("no cost row: {text}"));
+    row.trim_end_matches(" |").rsplit(" | ").next().unwrap().parse().unwrap_or_else(|_| panic!("{row}"))
 }
 
 pub(super) const SMALL: &str = "batch: {max_requests: 8, poll_ms: 20, window_ms: 100},";
@@ -176,8 +174,16 @@ pub(super) fn check_reports_like_live(entry: Entry) {
     assert_eq!(v["calls"]["batched"], 20, "{v}");
     assert!(v["calls"]["batch_saved_usd"].as_f64().unwrap() > 0.0, "{v}");
     assert!(ledger(&ws).is_empty(), "every batch collected is forgotten");
+    assert_eq!(v["calls"]["live"], 0, "batched calls are counted apart from live ones: {v}");
     let batched_report = report(&ws);
-    assert_eq!(batched_report, live_report(&mock, entry), "the batched run's report is the live run's");
+    let live = Workspace::new();
+    pipeline(&live, &mock, entry, "");
+    let (code, v) = run(&live);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(batched_report, report(&live), "the batched run's report is the live run's");
+    // The report's cost table prices the batched answers at the batch price (half).
+    let (paid, list) = (report_cost(&ws), report_cost(&live));
+    assert!(list > 0.0 && (paid - list / 2.0).abs() < 2e-4, "batched {paid} vs live {list}");
     // The live run sent exactly the bodies the batches held.
     assert_eq!(counts(&mock.stats(), "live").keys().collect::<Vec<_>>(), batched.keys().collect::<Vec<_>>());
     // Batch mode is in no key: the rerun is all cached, nothing sent.
