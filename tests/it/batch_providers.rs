@@ -131,3 +131,28 @@ fn a_qa_judge_with_batch_grades_through_message_batches_like_a_live_judge() {
     assert!(judged.keys().all(|body| counts(&stats, "live").contains_key(body)), "{stats}");
     assert!(ledger(&ws).is_empty());
 }
+
+/// Two Anthropic batches of the same size created, then a kill before either id is recorded:
+/// each intent matches both batches (no tag tells them apart), each is polled until its
+/// results show whose keys it holds, and nothing is created again.
+#[test]
+fn anthropic_two_interrupted_intents_of_one_size_each_adopt_their_own_batch_and_pay_once() {
+    let mock = PyMock::start();
+    mock.set(&serde_json::json!({"create_delay_s": 30}));
+    let ws = Workspace::new();
+    crate::batch::write_grid(&ws, &anthropic(&mock, "batch: {max_requests: 10, poll_ms: 20, window_ms: 100},"), "boardgame_qa");
+    let mut child = crate::batch::spawn(&ws);
+    crate::batch::wait_for(&mock, "both batches to exist", |s| s["creates"] == 2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let intents = ledger(&ws);
+    assert_eq!(intents.iter().filter(|r| r.batch_id.is_none() && r.keys.len() == 10).count(), 2, "{intents:?}");
+    mock.set(&serde_json::json!({"create_delay_s": 0}));
+    let (code, v) = run(&ws);
+    assert_eq!(code, 0, "{v}");
+    let stats = mock.stats();
+    assert_eq!(stats["creates"], 2, "both found again, none created: {stats}");
+    let paid = counts(&stats, "batched_ids");
+    assert!(paid.len() == 20 && paid.values().all(|n| *n == 1), "{stats}");
+    assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
+}
