@@ -6,8 +6,8 @@
 //! directory) before the request that follows it is sent: the INTENT (tag, input file,
 //! call keys) before the create request, then the batch id once the create returned. A
 //! rerun polls each recorded batch; an intent without an id (killed between the create and
-//! its record) is looked up by its tag in the account's batch list before anything is
-//! created again. A batch that ended without answering some calls keeps their keys in
+//! its record) is looked up in the account's batch list (by its tag, or for Anthropic by its
+//! time and request count) before anything is created again. A batch that ended without answering some calls keeps their keys in
 //! `unanswered` until they went back to the queue once (`retried` lists them in the batch
 //! holding that second chance). Layout: `v1/batches/<tag>.json`; like `v1/pending/`, records stay
 //! local (a batch belongs to the provider key that created it).
@@ -23,13 +23,14 @@ use super::store::{CacheError, Store};
 /// What is remembered about one submitted batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchRecord {
-    /// evalgrid's tag, also in the batch's `metadata.evalgrid`, to find it again by listing.
+    /// evalgrid's tag, also the batch's `metadata.evalgrid` (OpenAI) or display name (Gemini),
+    /// to find it again by listing.
     pub tag: String,
     /// `provider model base_url`: which lane's collector owns it.
     pub lane: String,
-    /// The batch's endpoint, e.g. `/v1/chat/completions`.
+    /// The batch's endpoint, e.g. `/v1/chat/completions`, `/v1/messages/batches`.
     pub endpoint: String,
-    /// The uploaded input file.
+    /// The uploaded input file (OpenAI; empty for the APIs whose create carries the requests).
     pub input_file_id: String,
     /// The provider's batch id, once the create request returned it.
     #[serde(default)]

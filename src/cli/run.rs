@@ -426,7 +426,7 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, calls: &C
             "error": error,
             "failures": summary.failures.iter().map(|(c, e)| json!({"cell": c, "error": e})).collect::<Vec<_>>(),
             "calls": {
-                "live": get(&usage.live_calls), "cached": get(&usage.cached_calls), "failed": get(&usage.failed_calls),
+                "live": get(&usage.live_calls).saturating_sub(get(&usage.batched_calls)), "cached": get(&usage.cached_calls), "failed": get(&usage.failed_calls),
                 "shared": get(&usage.shared_calls), "rate_limited": get(&usage.rate_limited), "stream_stalls": get(&usage.stream_stalls),
                 "http_attempts": get(&usage.attempts), "input_tokens": get(&usage.input_tokens),
                 "output_tokens": get(&usage.output_tokens), "cost_usd": get(&usage.cost_micro_usd) as f64 / 1e6,

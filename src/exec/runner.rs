@@ -69,6 +69,13 @@ impl OutcomeTally {
         add(counts, "input_tokens", response.usage.input);
         add(counts, "cached_tokens", response.usage.cached);
         add(counts, "output_tokens", response.usage.output);
+        if response.paid.as_deref() == Some(crate::providers::PAID_BATCH) {
+            // The part of the tokens paid at the batch price (the report prices it so).
+            add(counts, "batched", 1);
+            add(counts, "batch_input_tokens", response.usage.input);
+            add(counts, "batch_cached_tokens", response.usage.cached);
+            add(counts, "batch_output_tokens", response.usage.output);
+        }
         let mut class = response.finish_reason.class();
         if class == "stop" && response.usage_reported && cap.is_some_and(|cap| cap > 0 && response.usage.output == cap) {
             class = "length";

@@ -219,6 +219,7 @@ fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Resul
         refusal: None,
         usage_reported: true,
         items,
+        paid: None,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if stop_reason == "refusal" {
@@ -283,6 +284,10 @@ impl Protocol for Messages {
 
     fn switch_on_stream(&self, body: &mut Map<String, Value>) {
         body.insert("stream".into(), serde_json::json!(true));
+    }
+
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::Anthropic)
     }
 
     fn stream_fold(&self) -> Box<dyn Fold> {

@@ -183,6 +183,7 @@ fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Resul
         refusal: None,
         usage_reported: true,
         items: Vec::new(),
+        paid: None,
     };
     let usage_present = json.get("usageMetadata").is_some_and(Value::is_object);
     let Some(candidate) = json.pointer("/candidates/0") else {
@@ -280,6 +281,10 @@ impl Protocol for GenerateContent {
     }
     fn streamed_url(&self, url: &str) -> String {
         super::stream::gemini_streamed_url(url)
+    }
+
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::Gemini)
     }
 
     fn stream_fold(&self) -> Box<dyn Fold> {

@@ -67,8 +67,8 @@ pub use stream::StreamMode;
 pub use switch::Switch;
 pub use transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, PollConfig, install_crypto_provider};
 pub use types::{
-    Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, ProviderKind, Role, Secret, ToolCall,
-    ToolSpec, Usage, answered_as, answered_at, canonical_json,
+    Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, PAID_BATCH, ProviderKind, Role, Secret,
+    ToolCall, ToolSpec, Usage, answered_as, answered_at, canonical_json,
 };
 #[cfg(test)]
 mod tests;

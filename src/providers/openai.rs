@@ -87,6 +87,7 @@ fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &
         refusal: None,
         usage_reported: true,
         items: Vec::new(),
+        paid: None,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if let Some(message) = message.get("refusal").and_then(Value::as_str).filter(|text| !text.is_empty()) {
@@ -169,8 +170,8 @@ impl Protocol for ChatCompletions {
         join_url(base_url, "/v1", "/chat/completions")
     }
 
-    fn batch_path(&self) -> Option<&'static str> {
-        Some("/chat/completions")
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::OpenAi("/chat/completions"))
     }
 
     fn headers(&self, api_key: Option<&Secret>) -> Result<HeaderMap, CallError> {

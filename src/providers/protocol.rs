@@ -69,9 +69,8 @@ pub trait Protocol: Sync {
     fn polls_in_background(&self) -> bool {
         false
     }
-    /// The path after the API root (`/chat/completions`) of a protocol whose calls can go
-    /// through the OpenAI Batch API; `None`: no batch API evalgrid speaks.
-    fn batch_path(&self) -> Option<&'static str> {
+    /// The batch API this protocol's calls can go through; `None`: none evalgrid speaks.
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
         None
     }
 }

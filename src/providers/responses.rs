@@ -209,6 +209,7 @@ fn parse_answer(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<
         refusal: None,
         usage_reported: true,
         items: output.clone(),
+        paid: None,
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     match refusal {
@@ -266,8 +267,8 @@ impl Protocol for Responses {
         true
     }
 
-    fn batch_path(&self) -> Option<&'static str> {
-        Some("/responses")
+    fn batch_kind(&self) -> Option<super::batch::BatchKind> {
+        Some(super::batch::BatchKind::OpenAi("/responses"))
     }
 
     fn stream_fold(&self) -> Box<dyn Fold> {

@@ -79,6 +79,7 @@ impl Script {
             refusal: None,
             usage_reported: true,
             items: Vec::new(),
+            paid: None,
         })
     }
 }

@@ -436,7 +436,14 @@ pub struct ChatResponse {
     /// or a `functionCall`. Empty otherwise, so a plain answer replays as plain text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Value>,
+    /// How the answer was paid when not at the live price: `batch` (a batch API). Stored
+    /// with the answer (in no key) so the report prices it at the batch price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paid: Option<String>,
 }
+
+/// [`ChatResponse::paid`] of an answer read from a batch API's results.
+pub const PAID_BATCH: &str = "batch";
 
 fn yes() -> bool {
     true
@@ -463,6 +470,7 @@ impl ChatResponse {
             refusal: Some(message),
             usage_reported: true,
             items: Vec::new(),
+            paid: None,
         }
     }
 

@@ -78,6 +78,10 @@ struct MetricsOutput {
     /// compiler): input, cached input and output tokens of every answer the cells used.
     #[serde(default)]
     call_tokens: Vec<(String, u64, u64, u64)>,
+    /// Per model id: the part of `call_tokens` paid at the batch price (input, cached,
+    /// output of the answers read from a batch API).
+    #[serde(default)]
+    batch_tokens: Vec<(String, u64, u64, u64)>,
     /// Blob hashes of `items.csv` and `items.parquet` (one row per scored unit).
     #[serde(default)]
     items_csv: String,
@@ -232,16 +236,25 @@ fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
             None => (*input, 0, *output),
         };
         if input + output > 0 {
-            rows.push(ModelUsage { model: model.clone(), input_tokens: input, output_tokens: output, cost_usd: price.map(|p| p.cost(input, cached, output)) });
+            let cost_usd = price.map(|p| priced(&p, model, (input, cached, output), &metrics.batch_tokens));
+            rows.push(ModelUsage { model: model.clone(), input_tokens: input, output_tokens: output, cost_usd });
         }
     }
     for (model, input, cached, output) in &metrics.call_tokens {
         if input + output > 0 && !pipeline.models.iter().any(|m| &m.id == model) {
-            let cost_usd = pipeline.report.prices.get(model).map(|p| p.cost(*input, *cached, *output));
+            let cost_usd = pipeline.report.prices.get(model).map(|p| priced(p, model, (*input, *cached, *output), &metrics.batch_tokens));
             rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd });
         }
     }
     rows
+}
+
+/// What `model`'s answers cost: the part read from a batch API (`batch`) at the batch
+/// price, the rest at `price`.
+fn priced(price: &crate::spec::Price, model: &str, (input, cached, output): (u64, u64, u64), batch: &[(String, u64, u64, u64)]) -> f64 {
+    let (b_in, b_cached, b_out) = batch.iter().find(|(m, ..)| m == model).map_or((0, 0, 0), |(_, i, c, o)| (*i, *c, *o));
+    let (b_in, b_cached, b_out) = (b_in.min(input), b_cached.min(cached), b_out.min(output));
+    price.cost(input - b_in, cached - b_cached, output - b_out) + price.batched().cost(b_in, b_cached, b_out)
 }
 
 /// A derived step's failure as the report's: its output named when malformed.
@@ -355,7 +368,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    let (outcomes, answered_by, call_tokens) = outcomes?;
+    let (outcomes, answered_by, call_tokens, batch_tokens) = outcomes?;
     let mut section_owners = vec![String::new(); outcomes.len()];
     let mut sections = outcomes;
     for (owner, section) in benchmark_sections(pipeline, plan, scored, store)? {
@@ -371,6 +384,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
         section_owners,
         answered_by,
         call_tokens,
+        batch_tokens,
         items_csv: store.put_blob(&items_csv)?,
         items_parquet: store.put_blob(&items_parquet)?,
         comparisons,
@@ -380,7 +394,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
 /// What the models did in the scored cells' calls (issue 12): the share of answers cut at
 /// the token limit, filtered, refused or malformed, and the answers with no usage reported
 /// (their tokens and cost read 0). Each benchmark has already scored these by its rules.
-type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, u64, u64)>);
+type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, u64, u64)>, Vec<(String, u64, u64, u64)>);
 
 fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
     use crate::exec::runner::{LENGTH_INFERRED, OUTCOME_FIELDS};
@@ -397,7 +411,16 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
     // The outcome classes counted, `context_exceeded` (a prompt longer than the model's
     // context) included whether or not the tally lists it yet.
     let mut fields: Vec<&str> = OUTCOME_FIELDS.to_vec();
-    for extra in [CONTEXT_EXCEEDED, LENGTH_INFERRED, "input_tokens", "cached_tokens", "output_tokens"] {
+    for extra in [
+        CONTEXT_EXCEEDED,
+        LENGTH_INFERRED,
+        "input_tokens",
+        "cached_tokens",
+        "output_tokens",
+        "batch_input_tokens",
+        "batch_cached_tokens",
+        "batch_output_tokens",
+    ] {
         if !fields.contains(&extra) {
             fields.push(extra);
         }
@@ -426,9 +449,14 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
         }
     }
     if totals.is_empty() {
-        return Ok((Vec::new(), answered_by, Vec::new()));
+        return Ok((Vec::new(), answered_by, Vec::new(), Vec::new()));
     }
     let call_tokens = totals.iter().map(|(m, c, _)| (m.clone(), c["input_tokens"], c["cached_tokens"], c["output_tokens"])).collect();
+    let batch_tokens = totals
+        .iter()
+        .filter(|(_, c, _)| c["batch_input_tokens"] + c["batch_output_tokens"] > 0)
+        .map(|(m, c, _)| (m.clone(), c["batch_input_tokens"], c["batch_cached_tokens"], c["batch_output_tokens"]))
+        .collect();
     let columns =
         ["answers", "truncated %", "filtered %", "refused %", "context_exceeded %", "malformed %", "no_usage", "median latency (s)", "output tokens/s"]
             .map(str::to_owned)
@@ -465,7 +493,7 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
             (model, values)
         })
         .collect();
-    Ok((vec![Section { title: outcomes_title(exceeded, &inferred), columns, rows }], answered_by, call_tokens))
+    Ok((vec![Section { title: outcomes_title(exceeded, &inferred), columns, rows }], answered_by, call_tokens, batch_tokens))
 }
 
 /// The outcomes table's title; with answers whose prompt did not fit, it says how to ask

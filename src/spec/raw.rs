@@ -115,7 +115,7 @@ pub struct RawModel {
     /// Responses API background mode: `auto`, `true` or `false` (`provider: openai` only).
     #[serde(default)]
     pub background: Option<Spanned<serde_json::Value>>,
-    /// Batch API: `true`, `false` or `{max_requests, poll_ms, window_ms}` (OpenAI for now).
+    /// Batch API: `true`, `false` or `{max_requests, poll_ms, window_ms}` (OpenAI, Anthropic, Gemini).
     #[serde(default)]
     pub batch: Option<Spanned<serde_json::Value>>,
     /// Streaming: `auto`, `true` or `false` (models called over HTTP only).

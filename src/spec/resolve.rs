@@ -530,16 +530,17 @@ impl Resolver<'_> {
     }
 
     /// `batch:` of a model entry: a switch or `{max_requests, poll_ms, window_ms}`, for the
-    /// providers whose batch API evalgrid speaks (OpenAI Chat Completions and Responses).
+    /// providers whose batch API evalgrid speaks (OpenAI Chat Completions and Responses,
+    /// Anthropic Message Batches, Gemini batch mode).
     fn batch(&mut self, m: &RawModel, provider: Provider) -> Option<crate::spec::BatchMode> {
         let raw = m.batch.as_ref()?;
         let at = position_of(raw);
         match crate::spec::BatchMode::parse(&raw.value) {
-            Ok(Some(_)) if provider != Provider::OpenAi => {
+            Ok(Some(_)) if !matches!(provider, Provider::OpenAi | Provider::Anthropic | Provider::Gemini) => {
                 self.push(
                     at,
-                    format!("`batch` is not supported for `provider: {provider}` yet"),
-                    Some("batch mode speaks the OpenAI Batch API (`provider: openai`); drop `batch` for this model".into()),
+                    format!("`batch` is not supported for `provider: {provider}`"),
+                    Some("batch mode speaks the OpenAI, Anthropic and Gemini batch APIs; drop `batch` for this model".into()),
                 );
                 None
             }

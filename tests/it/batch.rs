@@ -19,13 +19,13 @@ use crate::providers::data_dir;
 use crate::support::{Workspace, repo};
 
 /// The Python mock, killed when dropped.
-struct PyMock {
+pub(super) struct PyMock {
     child: Child,
     port: u16,
 }
 
 impl PyMock {
-    fn start() -> Self {
+    pub(super) fn start() -> Self {
         let mut child = Command::new("python3").arg(repo().join("tests/it/batch_mock.py")).stdout(Stdio::piped()).spawn().expect("python3 runs");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
@@ -46,12 +46,17 @@ impl PyMock {
         serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap()
     }
 
-    fn stats(&self) -> Value {
+    pub(super) fn stats(&self) -> Value {
         self.http("GET", "/_control/stats", "")
     }
 
-    fn set(&self, config: &Value) {
+    pub(super) fn set(&self, config: &Value) {
         self.http("POST", "/_control/config", &config.to_string());
+    }
+
+    /// The mock's origin, the base URL of an Anthropic or Gemini model entry.
+    pub(super) fn origin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     fn url(&self) -> String {
@@ -67,12 +72,12 @@ impl Drop for PyMock {
 }
 
 /// Bodies counted in `stats[field]` (batched, live or expired).
-fn counts(stats: &Value, field: &str) -> BTreeMap<String, u64> {
+pub(super) fn counts(stats: &Value, field: &str) -> BTreeMap<String, u64> {
     stats[field].as_object().unwrap().iter().map(|(body, n)| (body.clone(), n.as_u64().unwrap())).collect()
 }
 
-fn pipeline(ws: &Workspace, mock: &PyMock, batch: &str) {
-    pipeline_tasks(ws, mock, batch, "boardgame_qa");
+fn pipeline(ws: &Workspace, mock: &PyMock, entry: Entry, batch: &str) {
+    write_grid(ws, &entry(mock, batch), "boardgame_qa");
 }
 
 /// BBEH tasks of the mini subset (20 items each) the kill test adds one by one.
@@ -89,22 +94,29 @@ const TASKS: [&str; 10] = [
     "movie_recommendation",
 ];
 
-fn pipeline_tasks(ws: &Workspace, mock: &PyMock, batch: &str, tasks: &str) {
-    let model = format!(
+/// A model entry for the mock, given its `batch: …,` snippet (empty: live).
+pub(super) type Entry = fn(&PyMock, &str) -> String;
+
+fn openai(mock: &PyMock, batch: &str) -> String {
+    format!(
         "{{id: m, provider: openai, model: gpt-4o-mini-2024-07-18, api: chat, {batch} base_url: \"{}\", price: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}}}",
         mock.url()
-    );
+    )
+}
+
+/// `p.yaml`: one model, the BBEH mini tasks `tasks`, seed 0.
+pub(super) fn write_grid(ws: &Workspace, model: &str, tasks: &str) {
     ws.write(
         "p.yaml",
         &format!("name: p\nmodels:\n  - {model}\ntasks:\n  - benchmark: bbeh\n    select: [{tasks}]\n    params: {{subset: mini}}\nseeds: [0]\n"),
     );
 }
 
-fn run(ws: &Workspace) -> (i32, Value) {
+pub(super) fn run(ws: &Workspace) -> (i32, Value) {
     ws.run_json(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json"])
 }
 
-fn spawn(ws: &Workspace) -> Child {
+pub(super) fn spawn(ws: &Workspace) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
         .current_dir(ws.dir.path())
         .env("EVALGRID_NO_PROGRESS", "1")
@@ -117,12 +129,12 @@ fn spawn(ws: &Workspace) -> Child {
         .unwrap()
 }
 
-fn ledger(ws: &Workspace) -> Vec<evalgrid::cache::BatchRecord> {
+pub(super) fn ledger(ws: &Workspace) -> Vec<evalgrid::cache::BatchRecord> {
     evalgrid::cache::BatchLedger::of(&evalgrid::cache::Store::open(&ws.path("cache")).unwrap()).list()
 }
 
 /// Waits (bounded) until `done` holds of the mock's stats.
-fn wait_for(mock: &PyMock, what: &str, done: impl Fn(&Value) -> bool) {
+pub(super) fn wait_for(mock: &PyMock, what: &str, done: impl Fn(&Value) -> bool) {
     let start = Instant::now();
     while !done(&mock.stats()) {
         assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}: {}", mock.stats());
@@ -131,29 +143,26 @@ fn wait_for(mock: &PyMock, what: &str, done: impl Fn(&Value) -> bool) {
 }
 
 /// The report files that hold answers and scores (timings differ between any two runs).
-fn report(ws: &Workspace) -> Vec<(String, String)> {
+pub(super) fn report(ws: &Workspace) -> Vec<(String, String)> {
     ["items.csv", "cells.csv", "summary.csv", "keys.csv"]
         .iter()
         .map(|f| ((*f).to_owned(), std::fs::read_to_string(ws.path(&format!("reports/p/{f}"))).unwrap()))
         .collect()
 }
 
-/// The same grid run live (batch off) against the mock.
-fn live_report(mock: &PyMock) -> Vec<(String, String)> {
-    let ws = Workspace::new();
-    pipeline(&ws, mock, "");
-    let (code, v) = run(&ws);
-    assert_eq!(code, 0, "{v}");
-    report(&ws)
+/// Model `m`'s cost in the report's `summary.md` (its tokens and cost table).
+fn report_cost(ws: &Workspace) -> f64 {
+    let text = std::fs::read_to_string(ws.path("reports/p/summary.md")).unwrap();
+    let row = text.lines().find(|l| l.starts_with("| m |")).unwrap_or_else(|| panic!("no cost row: {text}"));
+    row.trim_end_matches(" |").rsplit(" | ").next().unwrap().parse().unwrap_or_else(|_| panic!("{row}"))
 }
 
-const SMALL: &str = "batch: {max_requests: 8, poll_ms: 20, window_ms: 100},";
+pub(super) const SMALL: &str = "batch: {max_requests: 8, poll_ms: 20, window_ms: 100},";
 
-#[test]
-fn a_batched_grid_pays_each_call_once_and_reports_like_a_live_run() {
+pub(super) fn check_reports_like_live(entry: Entry) {
     let mock = PyMock::start();
     let ws = Workspace::new();
-    pipeline(&ws, &mock, SMALL);
+    pipeline(&ws, &mock, entry, SMALL);
     let dry = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--dry-run"]);
     assert!(String::from_utf8_lossy(&dry.stdout).contains("batch API"), "{}", String::from_utf8_lossy(&dry.stdout));
     let (code, v) = run(&ws);
@@ -165,8 +174,16 @@ fn a_batched_grid_pays_each_call_once_and_reports_like_a_live_run() {
     assert_eq!(v["calls"]["batched"], 20, "{v}");
     assert!(v["calls"]["batch_saved_usd"].as_f64().unwrap() > 0.0, "{v}");
     assert!(ledger(&ws).is_empty(), "every batch collected is forgotten");
+    assert_eq!(v["calls"]["live"], 0, "batched calls are counted apart from live ones: {v}");
     let batched_report = report(&ws);
-    assert_eq!(batched_report, live_report(&mock), "the batched run's report is the live run's");
+    let live = Workspace::new();
+    pipeline(&live, &mock, entry, "");
+    let (code, v) = run(&live);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(batched_report, report(&live), "the batched run's report is the live run's");
+    // The report's cost table prices the batched answers at the batch price (half).
+    let (paid, list) = (report_cost(&ws), report_cost(&live));
+    assert!(list > 0.0 && (paid - list / 2.0).abs() < 2e-4, "batched {paid} vs live {list}");
     // The live run sent exactly the bodies the batches held.
     assert_eq!(counts(&mock.stats(), "live").keys().collect::<Vec<_>>(), batched.keys().collect::<Vec<_>>());
     // Batch mode is in no key: the rerun is all cached, nothing sent.
@@ -175,12 +192,11 @@ fn a_batched_grid_pays_each_call_once_and_reports_like_a_live_run() {
     assert_eq!(mock.stats()["creates"], 3);
 }
 
-#[test]
-fn ctrl_c_while_polling_leaves_the_batches_running_and_the_rerun_collects_them() {
+pub(super) fn check_ctrl_c(entry: Entry) {
     let mock = PyMock::start();
     mock.set(&json!({"hold": true}));
     let ws = Workspace::new();
-    pipeline(&ws, &mock, SMALL);
+    pipeline(&ws, &mock, entry, SMALL);
     let child = spawn(&ws);
     wait_for(&mock, "three batches", |s| s["creates"] == 3);
     let start = Instant::now();
@@ -202,12 +218,11 @@ fn ctrl_c_while_polling_leaves_the_batches_running_and_the_rerun_collects_them()
     assert!(ledger(&ws).is_empty());
 }
 
-#[test]
-fn an_expiring_batch_returns_its_calls_once_then_they_fail_visibly() {
+pub(super) fn check_expiry(entry: Entry) {
     let mock = PyMock::start();
     mock.set(&json!({"expire_next": 1}));
     let ws = Workspace::new();
-    pipeline(&ws, &mock, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
+    pipeline(&ws, &mock, entry, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
     let (code, v) = run(&ws);
     assert_eq!(code, 0, "one expiry: the calls go back to the queue and the second batch answers: {v}");
     let stats = mock.stats();
@@ -217,7 +232,7 @@ fn an_expiring_batch_returns_its_calls_once_then_they_fail_visibly() {
     let mock = PyMock::start();
     mock.set(&json!({"expire_next": 2}));
     let ws = Workspace::new();
-    pipeline(&ws, &mock, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
+    pipeline(&ws, &mock, entry, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
     let (code, v) = run(&ws);
     assert_ne!(code, 0, "{v}");
     assert!(v.to_string().contains("went back to the queue once already"), "{v}");
@@ -228,12 +243,11 @@ fn an_expiring_batch_returns_its_calls_once_then_they_fail_visibly() {
     assert!(counts(&mock.stats(), "batched").values().all(|n| *n == 1));
 }
 
-#[test]
-fn a_kill_between_create_and_its_record_finds_the_batch_by_tag_and_pays_once() {
+pub(super) fn check_kill_before_record(entry: Entry) {
     let mock = PyMock::start();
     mock.set(&json!({"create_delay_s": 30}));
     let ws = Workspace::new();
-    pipeline(&ws, &mock, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
+    pipeline(&ws, &mock, entry, "batch: {max_requests: 20, poll_ms: 20, window_ms: 100},");
     let mut child = spawn(&ws);
     wait_for(&mock, "the batch to exist", |s| s["creates"] == 1);
     child.kill().unwrap();
@@ -249,8 +263,7 @@ fn a_kill_between_create_and_its_record_finds_the_batch_by_tag_and_pays_once() {
     assert!(ledger(&ws).is_empty());
 }
 
-#[test]
-fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
+pub(super) fn check_kill_9(entry: Entry) {
     let kills: u32 = std::env::var("EVALGRID_BATCH_KILLS").ok().and_then(|n| n.parse().ok()).unwrap_or(4);
     let mock = PyMock::start();
     mock.set(&json!({"complete_after_polls": 6}));
@@ -261,7 +274,7 @@ fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
     let tasks = |kill: u32| TASKS[..=(kill as usize / 2).min(TASKS.len() - 1)].join(", ");
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     for kill in 0..kills {
-        pipeline_tasks(&ws, &mock, batch, &tasks(kill));
+        write_grid(&ws, &entry(&mock, batch), &tasks(kill));
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -271,7 +284,7 @@ fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
         child.wait().unwrap();
     }
     let all = tasks(kills.saturating_sub(1));
-    pipeline_tasks(&ws, &mock, batch, &all);
+    write_grid(&ws, &entry(&mock, batch), &all);
     let (code, v) = run(&ws);
     assert_eq!(code, 0, "{v}");
     let stats = mock.stats();
@@ -283,7 +296,7 @@ fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
     assert!(counts(&stats, "live").is_empty());
     assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
     let live = Workspace::new();
-    pipeline_tasks(&live, &mock, "", &all);
+    write_grid(&live, &entry(&mock, ""), &all);
     let (code, v) = run(&live);
     assert_eq!(code, 0, "{v}");
     assert_eq!(report(&ws), report(&live), "the report is the live run's");
@@ -292,12 +305,19 @@ fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
     assert_eq!(paid.len(), batched.len());
 }
 
-#[test]
-fn status_shows_the_running_batches_and_batch_cancel_cancels_them_then_the_rerun_sends_their_calls_again() {
+/// How `status` and `batch cancel` name one protocol's batches: the id's start, the
+/// ledger's endpoint, the states of a running batch.
+pub(super) struct Names {
+    pub(super) id: &'static str,
+    pub(super) endpoint: &'static str,
+    pub(super) running: &'static [&'static str],
+}
+
+pub(super) fn check_status_and_cancel(entry: Entry, names: &Names) {
     let mock = PyMock::start();
     mock.set(&json!({"hold": true}));
     let ws = Workspace::new();
-    pipeline(&ws, &mock, SMALL);
+    pipeline(&ws, &mock, entry, SMALL);
     let child = spawn(&ws);
     let start = Instant::now();
     while ledger(&ws).iter().filter(|r| r.batch_id.is_some()).count() < 3 {
@@ -308,15 +328,46 @@ fn status_shows_the_running_batches_and_batch_cancel_cancels_them_then_the_rerun
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
     let status = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "status", "p.yaml"]);
     let text = String::from_utf8_lossy(&status.stdout);
-    assert_eq!(text.lines().filter(|l| l.starts_with("batch batch_") && l.contains("/v1/chat/completions") && l.contains("in_progress")).count(), 3, "{text}");
+    let running = |l: &str| l.starts_with(&format!("batch {}", names.id)) && l.contains(names.endpoint) && names.running.iter().any(|s| l.contains(s));
+    assert_eq!(text.lines().filter(|l| running(l)).count(), 3, "{text}");
     let cancel = ws.run(&["--data-dir", data_dir().to_str().unwrap(), "batch", "cancel", "p.yaml"]);
     let text = String::from_utf8_lossy(&cancel.stdout);
     assert!(cancel.status.success(), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with("cancelled batch_")).count(), 3, "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with(&format!("cancelled {}", names.id))).count(), 3, "{text}");
     assert_eq!(mock.stats()["cancels"], 3);
     mock.set(&json!({"hold": false}));
     let (code, v) = run(&ws);
     assert_eq!(code, 0, "the cancelled calls went back to the queue once and were answered: {v}");
     assert_eq!(mock.stats()["creates"], 6, "{}", mock.stats());
     assert!(ledger(&ws).is_empty(), "{:?}", ledger(&ws));
+}
+
+#[test]
+fn a_batched_grid_pays_each_call_once_and_reports_like_a_live_run() {
+    check_reports_like_live(openai);
+}
+
+#[test]
+fn ctrl_c_while_polling_leaves_the_batches_running_and_the_rerun_collects_them() {
+    check_ctrl_c(openai);
+}
+
+#[test]
+fn an_expiring_batch_returns_its_calls_once_then_they_fail_visibly() {
+    check_expiry(openai);
+}
+
+#[test]
+fn a_kill_between_create_and_its_record_finds_the_batch_by_tag_and_pays_once() {
+    check_kill_before_record(openai);
+}
+
+#[test]
+fn kill_9_at_random_moments_then_rerun_pays_each_call_once() {
+    check_kill_9(openai);
+}
+
+#[test]
+fn status_shows_the_running_batches_and_batch_cancel_cancels_them_then_the_rerun_sends_their_calls_again() {
+    check_status_and_cancel(openai, &Names { id: "batch_", endpoint: "/v1/chat/completions", running: &["in_progress"] });
 }

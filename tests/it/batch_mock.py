@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An independent mock of the OpenAI Batch API (and the live endpoints beside it).
+"""An independent mock of the OpenAI Batch API, Anthropic Message Batches and Gemini batch
+mode (and the live endpoints beside them).
 
 Written from OpenAI's documented shapes only (no evalgrid code or structs): `POST /v1/files`
 (multipart, purpose=batch), `POST /v1/batches`, `GET /v1/batches/{id}`, `GET /v1/batches`
@@ -13,6 +14,16 @@ body and by `custom_id`, and every live request by body. Control (JSON): `GET /_
 with any of `hold` (batches stay in_progress), `expire_next` (the next N batches created
 expire without answering), `create_delay_s` (the create answer is delayed after the batch
 exists), `complete_after_polls`.
+
+Anthropic (from docs.anthropic.com's Message Batches reference): `POST /v1/messages/batches`
+(`requests: [{custom_id, params}]`), `GET /v1/messages/batches/{id}` (`processing_status`,
+`request_counts`, `results_url`), `GET …/{id}/results` (JSONL), `POST …/{id}/cancel`,
+`GET /v1/messages/batches` (`limit`, `after_id`; newest first), live `POST /v1/messages`.
+Gemini (from ai.google.dev's batch mode reference): `POST /v1beta/models/{m}:batchGenerateContent`
+(inline `requests.requests[{request, metadata}]`), `GET /v1beta/batches/{id}` (an operation:
+`metadata.state`, `done`, `response.inlinedResponses.inlinedResponses`), `POST
+/v1beta/batches/{id}:cancel`, `GET /v1beta/batches` (`pageSize`, `pageToken`), live `POST
+/v1beta/models/{m}:generateContent`.
 
 Usage: batch_mock.py  -> prints `PORT <n>` on its first line, then serves until killed.
 """
@@ -42,11 +53,16 @@ def next_id(prefix):
 
 
 def digest(body):
+    """A request's identity: its body, less the stream switch (a streamed call asks the same)."""
+    if isinstance(body, dict) and "stream" in body:
+        body = {k: v for k, v in body.items() if k != "stream"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def prompt_text(body):
     parts = []
+    for content in body.get("contents") or []:
+        parts.extend(p.get("text", "") for p in content.get("parts") or [] if isinstance(p, dict))
     for message in body.get("messages") or []:
         content = message.get("content")
         if isinstance(content, str):
@@ -99,6 +115,166 @@ def responses_answer(body):
 
 
 ANSWER = {"/v1/chat/completions": chat_answer, "/v1/responses": responses_answer}
+
+
+def anthropic_answer(body):
+    text, out = reply_text(body)
+    tokens = max(1, len(prompt_text(body)) // 4)
+    return {
+        "id": "msg_" + digest(body)[:16],
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": tokens, "output_tokens": out},
+    }
+
+
+def anthropic_events(message):
+    """A Messages answer as the documented stream of server-sent events."""
+    start = dict(message, content=[], stop_reason=None, usage=dict(message["usage"], output_tokens=1))
+    text = message["content"][0]["text"]
+    return [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None}, "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+
+
+def gemini_answer(body, model):
+    text, out = reply_text(body)
+    tokens = max(1, len(prompt_text(body)) // 4)
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": out, "totalTokenCount": tokens + out},
+        "modelVersion": model,
+        "responseId": digest(body)[:12],
+    }
+
+
+def iso(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + ".000000Z"
+
+
+CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+ANT = {}  # Anthropic batch id -> batch object
+ANT_ORDER = []
+ANT_RESULTS = {}  # id -> JSONL bytes
+GEM = {}  # Gemini batch name -> operation
+GEM_ORDER = []
+
+
+def count_created(bid, pairs):
+    """Counts the requests of a created batch (custom_id, body); returns whether it expires."""
+    expiring = CONFIG["expire_next"] > 0
+    if expiring:
+        CONFIG["expire_next"] -= 1
+        EXPIRING.add(bid)
+    counts = STATS["expired"] if expiring else STATS["batched"]
+    for custom_id, body in pairs:
+        counts[digest(body)] = counts.get(digest(body), 0) + 1
+        if not expiring:
+            STATS["batched_ids"][custom_id] = STATS["batched_ids"].get(custom_id, 0) + 1
+    STATS["creates"] += 1
+    return expiring
+
+
+def ant_create(req):
+    requests = req.get("requests")
+    if not isinstance(requests, list) or not requests:
+        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": "requests: a non-empty list is required"}}
+    ids = [r.get("custom_id") for r in requests]
+    if any(not isinstance(i, str) or not CUSTOM_ID.match(i) for i in ids) or len(set(ids)) != len(ids):
+        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": "custom_id must match ^[a-zA-Z0-9_-]{1,64}$ and be unique"}}
+    if any(not isinstance(r.get("params"), dict) or "model" not in r["params"] or "max_tokens" not in r["params"] for r in requests):
+        return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": "params: model and max_tokens are required"}}
+    bid = next_id("msgbatch_")
+    BODIES[bid] = [(r["custom_id"], "/v1/messages", r["params"]) for r in requests]
+    count_created(bid, [(r["custom_id"], r["params"]) for r in requests])
+    now = time.time()
+    batch = {"id": bid, "type": "message_batch", "processing_status": "in_progress",
+             "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
+             "ended_at": None, "created_at": iso(now), "expires_at": iso(now + 86400), "archived_at": None,
+             "cancel_initiated_at": None, "results_url": None}
+    ANT[bid] = batch
+    ANT_ORDER.append(bid)
+    return 200, batch
+
+
+def ant_advance(batch, port):
+    bid = batch["id"]
+    if batch["processing_status"] == "ended":
+        return
+    POLLS[bid] = POLLS.get(bid, 0) + 1
+    canceling = batch["processing_status"] == "canceling"
+    if not canceling and (CONFIG["hold"] or POLLS[bid] < CONFIG["complete_after_polls"]):
+        return
+    kind = "canceled" if canceling else "expired" if bid in EXPIRING else "succeeded"
+    lines = []
+    for custom_id, _, body in BODIES[bid]:
+        result = {"type": kind}
+        if kind == "succeeded":
+            result["message"] = anthropic_answer(body)
+        lines.append({"custom_id": custom_id, "result": result})
+    ANT_RESULTS[bid] = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    counts[kind] = len(lines)
+    batch.update({"processing_status": "ended", "request_counts": counts, "ended_at": iso(time.time()),
+                  "results_url": f"http://127.0.0.1:{port}/v1/messages/batches/{bid}/results"})
+
+
+GEM_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatch"
+
+
+def gem_create(model, req):
+    batch = req.get("batch") or {}
+    name = batch.get("display_name", batch.get("displayName"))
+    config = batch.get("input_config", batch.get("inputConfig")) or {}
+    requests = ((config.get("requests") or {}).get("requests")) or []
+    if not name or not requests or any(not isinstance(r.get("request"), dict) for r in requests):
+        return 400, {"error": {"code": 400, "message": "batch.display_name and inline requests are required", "status": "INVALID_ARGUMENT"}}
+    bid = "batches/" + next_id("gb")
+    keys = [((r.get("metadata") or {}).get("key"), r["request"]) for r in requests]
+    BODIES[bid] = [(key, model, body) for key, body in keys]
+    count_created(bid, keys)
+    now = time.time()
+    op = {"name": bid, "metadata": {"@type": GEM_TYPE, "name": bid, "model": f"models/{model}", "displayName": name,
+          "createTime": iso(now), "updateTime": iso(now), "state": "BATCH_STATE_PENDING",
+          "batchStats": {"requestCount": str(len(requests)), "pendingRequestCount": str(len(requests))}}}
+    GEM[bid] = op
+    GEM_ORDER.append(bid)
+    return 200, op
+
+
+def gem_advance(op):
+    bid = op["name"]
+    meta = op["metadata"]
+    if op.get("done"):
+        return
+    POLLS[bid] = POLLS.get(bid, 0) + 1
+    cancelling = meta.get("cancel") is True
+    if meta["state"] == "BATCH_STATE_PENDING" and not cancelling:
+        meta["state"] = "BATCH_STATE_RUNNING"
+    if not cancelling and (CONFIG["hold"] or POLLS[bid] < CONFIG["complete_after_polls"]):
+        return
+    meta.pop("cancel", None)
+    n = len(BODIES[bid])
+    op["done"] = True
+    meta["updateTime"] = meta["endTime"] = iso(time.time())
+    if cancelling or bid in EXPIRING:
+        meta["state"] = "BATCH_STATE_CANCELLED" if cancelling else "BATCH_STATE_EXPIRED"
+        meta["batchStats"] = {"requestCount": str(n), "failedRequestCount": str(n)}
+        return
+    meta["state"] = "BATCH_STATE_SUCCEEDED"
+    meta["batchStats"] = {"requestCount": str(n), "successfulRequestCount": str(n)}
+    responses = [{"response": gemini_answer(body, model), "metadata": {"key": key}} for key, model, body in BODIES[bid]]
+    op["response"] = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatchOutput",
+                      "inlinedResponses": {"inlinedResponses": responses}}
 
 
 def parse_multipart(content_type, data):
@@ -169,6 +345,14 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def send_sse(self, events):
+        data = "".join(f"event: {name}\ndata: {json.dumps(value)}\n\n" for name, value in events).encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def body(self):
         return self.rfile.read(int(self.headers.get("content-length", "0")))
 
@@ -176,7 +360,7 @@ class Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         with LOCK:
             if path == "/_control/stats":
-                return self.send(200, dict(STATS, batches=[BATCHES[b] for b in ORDER]))
+                return self.send(200, dict(STATS, batches=[BATCHES[b] for b in ORDER] + [ANT[b] for b in ANT_ORDER] + [GEM[b] for b in GEM_ORDER]))
             m = re.fullmatch(r"/v1/files/([^/]+)/content", path)
             if m:
                 return self.send(200, None, raw=FILES[m.group(1)]) if m.group(1) in FILES else self.send(404, {"error": {"message": "no such file"}})
@@ -187,8 +371,42 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send(404, {"error": {"message": "no such batch"}})
                 advance(batch)
                 return self.send(200, batch)
+            args = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+            m = re.fullmatch(r"/v1/messages/batches/([^/]+)(/results)?", path)
+            if m:
+                if self.headers.get("anthropic-version") is None:
+                    return self.send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic-version header is required"}})
+                batch = ANT.get(m.group(1))
+                if batch is None:
+                    return self.send(404, {"type": "error", "error": {"type": "not_found_error", "message": "no such batch"}})
+                if m.group(2):
+                    if m.group(1) not in ANT_RESULTS:
+                        return self.send(404, {"type": "error", "error": {"type": "not_found_error", "message": "the batch has not ended"}})
+                    return self.send(200, None, raw=ANT_RESULTS[m.group(1)])
+                ant_advance(batch, self.server.server_address[1])
+                return self.send(200, batch)
+            if path == "/v1/messages/batches":
+                limit = int(args.get("limit", "20"))
+                newest = list(reversed(ANT_ORDER))
+                if "after_id" in args and args["after_id"] in newest:
+                    newest = newest[newest.index(args["after_id"]) + 1:]
+                page = newest[:limit]
+                return self.send(200, {"data": [ANT[b] for b in page], "first_id": page[0] if page else None, "last_id": page[-1] if page else None, "has_more": len(newest) > limit})
+            m = re.fullmatch(r"/v1beta/(batches/[^/:]+)", path)
+            if m:
+                op = GEM.get(m.group(1))
+                if op is None:
+                    return self.send(404, {"error": {"code": 404, "message": "no such batch", "status": "NOT_FOUND"}})
+                gem_advance(op)
+                return self.send(200, op)
+            if path == "/v1beta/batches":
+                size = int(args.get("pageSize", "20"))
+                start = int(args.get("pageToken", "0") or "0")
+                newest = list(reversed(GEM_ORDER))
+                page = newest[start:start + size]
+                more = start + size < len(newest)
+                return self.send(200, dict({"operations": [GEM[b] for b in page]}, **({"nextPageToken": str(start + size)} if more else {})))
             if path == "/v1/batches":
-                args = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
                 limit = int(args.get("limit", "20"))
                 newest = list(reversed(ORDER))
                 if "after" in args and args["after"] in newest:
@@ -209,6 +427,49 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 STATS["live"][digest(body)] = STATS["live"].get(digest(body), 0) + 1
             return self.send(200, ANSWER[path](body))
+        if path == "/v1/messages":
+            body = json.loads(raw)
+            with LOCK:
+                STATS["live"][digest(body)] = STATS["live"].get(digest(body), 0) + 1
+            if body.get("stream"):
+                return self.send_sse(anthropic_events(anthropic_answer(body)))
+            return self.send(200, anthropic_answer(body))
+        m = re.fullmatch(r"/v1beta/models/([^/:]+):(generateContent|batchGenerateContent)", path)
+        if m and m.group(2) == "generateContent":
+            body = json.loads(raw)
+            with LOCK:
+                STATS["live"][digest(body)] = STATS["live"].get(digest(body), 0) + 1
+            return self.send(200, gemini_answer(body, m.group(1)))
+        if m or path == "/v1/messages/batches":
+            if path == "/v1/messages/batches" and self.headers.get("anthropic-version") is None:
+                return self.send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic-version header is required"}})
+            with LOCK:
+                code, value = gem_create(m.group(1), json.loads(raw)) if m else ant_create(json.loads(raw))
+                delay = CONFIG["create_delay_s"] if code == 200 else 0
+            if delay:
+                time.sleep(delay)
+            return self.send(code, value)
+        m = re.fullmatch(r"/v1/messages/batches/([^/]+)/cancel", path)
+        if m:
+            with LOCK:
+                batch = ANT.get(m.group(1))
+                if batch is None:
+                    return self.send(404, {"type": "error", "error": {"type": "not_found_error", "message": "no such batch"}})
+                STATS["cancels"] += 1
+                if batch["processing_status"] == "in_progress":
+                    batch["processing_status"] = "canceling"
+                    batch["cancel_initiated_at"] = iso(time.time())
+                return self.send(200, batch)
+        m = re.fullmatch(r"/v1beta/(batches/[^/:]+):cancel", path)
+        if m:
+            with LOCK:
+                op = GEM.get(m.group(1))
+                if op is None:
+                    return self.send(404, {"error": {"code": 404, "message": "no such batch", "status": "NOT_FOUND"}})
+                STATS["cancels"] += 1
+                if not op.get("done"):
+                    op["metadata"]["cancel"] = True
+                return self.send(200, {})
         if path == "/v1/files":
             fields = parse_multipart(self.headers.get("content-type", ""), raw)
             if fields.get("purpose") != b"batch" or "file" not in fields:

@@ -38,6 +38,7 @@ mod outcomes;
 mod interrupt;
 // Batch mode against a Python mock of the OpenAI Batch API: paid once, kills, expiry (issue 33).
 mod batch;
+mod batch_providers;
 // Ctrl-C during background-mode calls; the rerun polls the responses instead of POSTing again.
 mod background_resume;
 // Rate limits against nginx limit_req: pacing, 429 share, single-flight (skipped without nginx).

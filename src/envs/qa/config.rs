@@ -152,16 +152,23 @@ impl TaskConfig {
         })
     }
 
-    /// What the task's key holds besides its items: everything but paths.
+    /// What the task's key holds besides its items: everything but paths and a judge's
+    /// `batch:` (a transport knob: a batched grading is the live one).
     #[must_use]
     pub fn key_params(&self) -> Params {
+        let mut scorers = self.scorers.clone();
+        for scorer in &mut scorers {
+            if let ScorerKind::Judge(judge) = &mut scorer.kind {
+                judge.model.remove("batch");
+            }
+        }
         let mut p = Params::new();
         p.insert("fields".into(), json!(self.fields));
         p.insert("template".into(), json!(self.template));
         p.insert("system".into(), json!(self.system));
         p.insert("sample".into(), json!(self.sample));
         p.insert("limit".into(), json!(self.limit));
-        p.insert("scorers".into(), json!(self.scorers));
+        p.insert("scorers".into(), json!(scorers));
         p
     }
 }

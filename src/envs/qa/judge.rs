@@ -58,7 +58,7 @@ pub fn grade_value(grade: &str) -> f64 {
 
 /// The judge's model from its inline entry (`provider` defaults to `openai`).
 pub fn judge_model(entry: &Map<String, Value>) -> Result<ModelConfig, String> {
-    const KEYS: &[&str] = &["provider", "model", "base_url", "api_key_env", "params", "accept_other_model"];
+    const KEYS: &[&str] = &["provider", "model", "base_url", "api_key_env", "params", "accept_other_model", "batch"];
     if let Some(k) = entry.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(format!("unknown field `{k}` (a judge entry has {})", KEYS.join(", ")));
     }
@@ -74,6 +74,14 @@ pub fn judge_model(entry: &Map<String, Value>) -> Result<ModelConfig, String> {
         Some(Value::Object(p)) => p.clone(),
         Some(_) => return Err("`params` must be a mapping".into()),
     };
+    // Judge calls are single-turn: `batch:` sends them through the provider's batch API.
+    let batch = match entry.get("batch") {
+        None => None,
+        Some(raw) => crate::spec::BatchMode::parse(raw)?,
+    };
+    if batch.is_some() && !matches!(provider, Provider::OpenAi | Provider::Anthropic | Provider::Gemini) {
+        return Err(format!("`batch` is not supported for provider `{name}`"));
+    }
     Ok(ModelConfig {
         id: JUDGE_ID.into(),
         provider,
@@ -87,7 +95,7 @@ pub fn judge_model(entry: &Map<String, Value>) -> Result<ModelConfig, String> {
         api: crate::providers::OpenAiApi::Auto,
         background: crate::providers::Background::Auto,
         stream: crate::providers::StreamMode::Auto,
-        batch: None,
+        batch,
         serve: None,
     })
 }
@@ -112,5 +120,9 @@ mod tests {
         assert!(judge_model(&entry(serde_json::json!({"provider": "builtin", "model": "x"}))).is_err());
         assert!(judge_model(&entry(serde_json::json!({"provider": "openai"}))).is_err());
         assert!(judge_model(&entry(serde_json::json!({"model": "x", "temperature": 0}))).is_err());
+        let batched = judge_model(&entry(serde_json::json!({"provider": "anthropic", "model": "c", "batch": {"max_requests": 50}}))).unwrap();
+        assert_eq!(batched.batch.map(|b| b.max_requests), Some(50));
+        assert!(judge_model(&entry(serde_json::json!({"provider": "scripted", "model": "x", "batch": true}))).unwrap_err().contains("not supported"));
+        assert!(judge_model(&entry(serde_json::json!({"model": "x", "batch": "yes"}))).is_err());
     }
 }

@@ -165,7 +165,7 @@ impl CallContext {
         }
         let endpoint = endpoint(model, request)?;
         // A batched call waits for its batch, not for a slot: the batch is one request.
-        let batched = model.batch.is_some() && site.scope.is_none() && endpoint.kind.protocol().batch_path().is_some();
+        let batched = model.batch.is_some() && site.scope.is_none() && endpoint.kind.protocol().batch_kind().is_some();
         // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
         let _ticket = if batched { None } else { self.lanes.gate(&model.id, self.client.config()).acquire_owned().await.ok() };
         let body = request_body(&endpoint, request);

@@ -81,6 +81,8 @@ impl CallContext {
                 Ok(mut response) => {
                     // Its latency is the wait for its batch.
                     response.latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    // Paid at the batch price: stored with the answer, so the report prices it so.
+                    response.paid = Some(crate::providers::PAID_BATCH.to_owned());
                     Ok(protocol.settle(response, &shaping))
                 }
                 Err(CallError::ContextExceeded { message }) => Ok(ChatResponse::context_exceeded(message)),

@@ -203,6 +203,7 @@ async fn a_cached_answer_from_before_the_think_split_is_split_when_served() {
             refusal: None,
             usage_reported: true,
             items: Vec::new(),
+            paid: None,
         };
         step.store_blocking(ctx.store(), response, 0).unwrap();
     };

@@ -97,14 +97,19 @@ impl Usage {
             return String::new();
         }
         let shared = if shared > 0 { format!(" + {shared} shared") } else { String::new() };
+        // Batched calls are sent too (counted in `live_calls`), but shown apart.
         let batched = get(&self.batched_calls);
-        let batched = if batched > 0 {
-            format!(" ({batched} of them by batch API at the batch price, ${:.4} less than live)", get(&self.batch_saved_micro_usd) as f64 / 1e6)
+        let (live, by_batch, saved) = if batched > 0 {
+            (
+                live.saturating_sub(batched),
+                format!(" + {batched} by batch API"),
+                format!(" (the batch price saved ${:.4})", get(&self.batch_saved_micro_usd) as f64 / 1e6),
+            )
         } else {
-            String::new()
+            (live, String::new(), String::new())
         };
         format!(
-            "calls {live} live + {cached} cached{shared} · tokens {} in / {} out · ${:.4}{batched}",
+            "calls {live} live{by_batch} + {cached} cached{shared} · tokens {} in / {} out · ${:.4}{saved}",
             get(&self.input_tokens),
             get(&self.output_tokens),
             get(&self.cost_micro_usd) as f64 / 1e6

@@ -29,6 +29,7 @@ fn answer(text: &str) -> ChatResponse {
         refusal: None,
         usage_reported: true,
         items: Vec::new(),
+        paid: None,
     }
 }
 

@@ -22,6 +22,7 @@ fn response(text: &str, calls: Vec<ToolCall>) -> ChatResponse {
         refusal: None,
         usage_reported: true,
         items: Vec::new(),
+        paid: None,
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::lane_name;
 use crate::cache::{BatchLedger, Store};
-use crate::providers::batch::BatchApi;
+use crate::providers::batch::{BatchApi, state_ended};
 use crate::providers::{ChatRequest, ProviderClient, route};
 use crate::spec::ModelConfig;
 
@@ -33,7 +33,7 @@ pub async fn cancel_batches(client: &Arc<ProviderClient>, store: &Store, model: 
     let mut out = Vec::new();
     for record in BatchLedger::of(store).list().into_iter().filter(|record| record.lane == lane) {
         let Some(id) = record.batch_id else { continue };
-        if matches!(record.state.as_str(), "completed" | "failed" | "expired" | "cancelled") {
+        if state_ended(&record.state) {
             continue;
         }
         let outcome = api.cancel(&id).await.map(|batch| batch.status).map_err(|e| e.to_string());

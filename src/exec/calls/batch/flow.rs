@@ -11,11 +11,11 @@ use super::BatchLane;
 use super::state::LineAnswer;
 use crate::cache::BatchRecord;
 use crate::cache::batches::now_s;
-use crate::providers::batch::{BatchError, parse_output, request_line};
+use crate::providers::batch::BatchError;
 
 /// Polls in a row that may fail (the network, a 5xx) before a batch's calls give up for
 /// this run; the batch stays recorded, so the next run polls it again.
-const POLL_FAILURES: u32 = 10;
+pub(super) const POLL_FAILURES: u32 = 10;
 
 /// Calls were queued: every full batch is submitted now, and what is left once the lane
 /// stays idle for the window.
@@ -58,10 +58,9 @@ async fn submit(lane: Arc<BatchLane>, items: Vec<(String, Value)>) {
     if let Some(reason) = lane.client.halted_reason() {
         return fail_all(&lane, &keys, &format!("not sent: {reason}"));
     }
-    let jsonl: String = items.iter().map(|(key, body)| request_line(key, lane.api.path(), body)).collect();
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let tag = format!("eg-{}", &blake3::hash(format!("{jsonl}{nanos}").as_bytes()).to_hex()[..20]);
-    let input_file_id = match lane.api.upload(jsonl.as_bytes(), &tag).await {
+    let tag = format!("eg-{}", &blake3::hash(format!("{}{nanos}", keys.concat()).as_bytes()).to_hex()[..20]);
+    let input_file_id = match lane.api.prepare(&items, &tag).await {
         Ok(id) => id,
         Err(error) => return fail_all(&lane, &keys, &error.to_string()),
     };
@@ -72,7 +71,7 @@ async fn submit(lane: Arc<BatchLane>, items: Vec<(String, Value)>) {
     let mut record = BatchRecord {
         tag: tag.clone(),
         lane: lane.name.clone(),
-        endpoint: lane.api.path().to_owned(),
+        endpoint: lane.api.path(),
         input_file_id,
         keys: keys.clone(),
         retried,
@@ -84,7 +83,7 @@ async fn submit(lane: Arc<BatchLane>, items: Vec<(String, Value)>) {
         return fail_all(&lane, &keys, &format!("the batch ledger cannot be written, so no batch is created (it could not be resumed): {error}"));
     }
     drop_retried(&lane, &record);
-    let created = match lane.api.create(&record.input_file_id, &tag).await {
+    let created = match lane.api.create(&items, &record.input_file_id, &tag).await {
         Ok(created) => created,
         Err(error) => return create_failed(&lane, &record, &error),
     };
@@ -151,28 +150,24 @@ pub(super) async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
         }
         tokio::time::sleep(Duration::from_millis(lane.mode.poll_ms)).await;
     };
-    let mut answers: HashMap<String, LineAnswer> = HashMap::new();
-    for file in [&batch.error_file_id, &batch.output_file_id].into_iter().flatten() {
-        match lane.api.content(file).await {
-            Ok(text) => {
-                let (lines, problems) = parse_output(&text);
-                for problem in problems {
-                    tracing::warn!(batch = %id, file = %file, "{problem}");
-                }
-                answers.extend(lines.into_iter().map(|line| (line.custom_id, line.result)));
+    let answers: HashMap<String, LineAnswer> = match lane.api.results(&batch).await {
+        Ok((lines, problems)) => {
+            for problem in problems {
+                tracing::warn!(batch = %id, "{problem}");
             }
-            Err(error) => {
-                let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
-                return fail_all(&lane, &open, &format!("the results of batch {id} could not be read ({error}); the next run reads them again"));
-            }
+            lines.into_iter().map(|line| (line.custom_id, line.result)).collect()
         }
-    }
+        Err(error) => {
+            let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
+            return fail_all(&lane, &open, &format!("the results of batch {id} could not be read ({error}); the next run reads them again"));
+        }
+    };
     answer(&lane, record, answers, &batch.status);
 }
 
 /// Hands each call of an ended batch its line; calls without one go back to the queue once
 /// (a batch's own `batch_expired`/`batch_cancelled` error line is no answer either).
-fn answer(lane: &Arc<BatchLane>, mut record: BatchRecord, mut answers: HashMap<String, LineAnswer>, status: &str) {
+pub(super) fn answer(lane: &Arc<BatchLane>, mut record: BatchRecord, mut answers: HashMap<String, LineAnswer>, status: &str) {
     let no_answer = |answer: &LineAnswer| matches!(answer, Err(message) if message.starts_with("batch_"));
     let mut requeued = false;
     // The record is written under the lock, so a call settled meanwhile cannot have its

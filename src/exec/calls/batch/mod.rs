@@ -12,8 +12,10 @@
 //! Never paying twice rests on the batch ledger ([`crate::cache::BatchLedger`]): the intent
 //! (input file, keys, tag) is synced before the create request, the batch id once it
 //! returns. A lane's first call resumes the ledger's batches of the lane: an intent without
-//! id is looked up by tag in the account's batch list (found: polled; not found: it was never
-//! created, and its calls queue normally), every batch with an id is polled, and the keys
+//! id is looked up in the account's batch list (by tag; Anthropic, which keeps none: by time
+//! and request count, adopted once its results hold the intent's keys; found: polled; not
+//! found: it was never created, and its calls queue normally), every batch with an id is
+//! polled, and the keys
 //! they cover are never submitted again. A batch that ends (expired, failed, cancelled)
 //! without answering a call sends it back to the queue once (recorded), then fails it as an
 //! error, never cached. Ctrl-C leaves batches running: the next run collects them. A record

@@ -92,6 +92,17 @@ impl LaneState {
         done
     }
 
+    /// A key no batch covers after all (an interrupted intent that was never created) is
+    /// queued like a new call: `true` when a waiter's call went into the queue.
+    pub(super) fn release(&mut self, key: &str) -> bool {
+        self.covered.remove(key);
+        let Some((_, body)) = self.waiters.get(key) else { return false };
+        self.queue.push((key.to_owned(), body.clone()));
+        self.covered.insert(key.to_owned());
+        self.generation += 1;
+        true
+    }
+
     /// An unanswered key goes back to the queue once: `true` when it did (a waiter with its
     /// body is here) or will (struck for a later call); `false` when it had its retry.
     pub(super) fn requeue(&mut self, key: &str, had_retry: bool) -> bool {
