@@ -9,8 +9,12 @@
 unset PWD
 sh=$1 setpriv=$2 uid=$3 gid=$4 collect=$5 dd=$6 path=$7 cap=$8
 shift 8
-"$@" 2>&1
+# The collect pipe waits on fd 3: the shell's own notes ("Killed", "CPU time limit exceeded")
+# go nowhere, as with the launcher; the command's stderr joins its stdout, without fd 3.
+exec 3>&2 2>/dev/null
+(exec 2>&1 3>&-; exec "$@")
 status=$?
+exec 2>&3 3>&-
 if [ -n "$uid" ]; then
     # Only now (the command has exited) become its uid, to read its file as it could.
     exec "$setpriv" --reuid="$uid" --regid="$gid" --clear-groups -- "$sh" -c "$collect" collect "$dd" "$path" "$cap" "$status"

@@ -22,9 +22,22 @@ for name in ['CPU', 'CORE', 'AS', 'NPROC', 'FSIZE', 'NOFILE']:
     print(name, *resource.getrlimit(getattr(resource, 'RLIMIT_' + name)))
 print('ids', len(set(os.getresuid())), len(set(os.getresgid())), os.getuid() != 0, os.getgroups())
 print('flags', sys.flags.isolated, sys.flags.no_site, sys.flags.dont_write_bytecode)
+print('fds', len(os.listdir('/proc/self/fd')))
 fd = os.open('results/test_preds.txt', os.O_CREAT | os.O_WRONLY, 0o600)
 os.write(fd, b'1\n0\n')
 ";
+
+/// Descriptors above stderr that this process holds without close-on-exec (from its parent).
+fn inherited_fds() -> usize {
+    let fds = std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd");
+    let fd_numbers: Vec<u32> = fds.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|&fd| fd > 2).collect();
+    let keeps = |fd: &u32| {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap_or_default();
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|f| u32::from_str_radix(f.trim(), 8).ok());
+        flags.is_some_and(|f| f & 0o2_000_000 == 0)
+    };
+    fd_numbers.iter().filter(|fd| keeps(fd)).count()
+}
 
 fn bwrap(cfg: crate::sandbox::SandboxConfig) -> Option<Sandbox> {
     Sandbox::new(cfg).map_err(|e| eprintln!("SKIP supervisor test without bubblewrap: {e}")).ok()
@@ -77,8 +90,19 @@ fn a_supervised_submission_is_the_only_interpreter_and_keeps_its_jail() {
     }
     // A normal interpreter (site-packages importable), not the launcher's -I -S one.
     assert_eq!(line("flags"), "0 0 1");
+    // stdin, the merged stdout + stderr, listdir's own, and whatever this test process was
+    // given without close-on-exec (passed through by every launcher): not the hand-back pipe.
+    assert_eq!(line("fds"), (4 + inherited_fds()).to_string(), "{out}");
     // A 0600 file is read as its owner's uid (the supervisor holds no file capability).
     assert_eq!(r.predictions, Predictions::Present(b"1\n0\n".to_vec()));
+}
+
+#[test]
+fn a_signal_is_reported_as_before_without_the_shell_saying_so() {
+    let Some(sb) = bwrap(small_config(BackendChoice::Bwrap)) else { return };
+    let r = run(&sb, "import os\nprint('before')\nos.kill(os.getpid(), 11)\n", Duration::from_secs(20));
+    assert_eq!((r.exit.code, r.exit.signal), (Some(139), Some(11)), "{r:?}");
+    assert_eq!(r.output_view, "before\n", "the supervisor adds nothing to the log");
 }
 
 #[test]
