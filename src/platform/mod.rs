@@ -80,6 +80,32 @@ pub fn terminate_with_parent() {
     active::terminate_with_parent();
 }
 
+/// This process's hard limit of the rlimit `name` (`RLIMIT_CPU`, `RLIMIT_AS`, …): a child
+/// cannot be given more. `None` when unlimited or not a limit asked about here.
+#[must_use]
+pub fn hard_rlimit(name: &str) -> Option<u64> {
+    use rustix::process::Resource;
+    let resource = match name {
+        "RLIMIT_CPU" => Resource::Cpu,
+        "RLIMIT_CORE" => Resource::Core,
+        "RLIMIT_AS" => Resource::As,
+        "RLIMIT_NPROC" => Resource::Nproc,
+        "RLIMIT_FSIZE" => Resource::Fsize,
+        "RLIMIT_NOFILE" => Resource::Nofile,
+        _ => return None,
+    };
+    rustix::process::getrlimit(resource).maximum
+}
+
+/// Blocks until the child `pid` of this process has exited, leaving it to be reaped by its
+/// `Child` (POSIX `waitid` with `WNOWAIT`): a run's end is seen at once, not at the next poll.
+/// An error (not our child, already reaped) returns at once.
+pub fn wait_for_exit(pid: u32) -> io::Result<()> {
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT).map(drop).map_err(io::Error::from)
+}
+
 /// This process's parent id: a guard whose parent changed has lost evalgrid.
 #[must_use]
 pub fn parent_pid() -> u32 {

@@ -54,8 +54,9 @@ pub(super) struct Collect {
 pub(super) const COLLECT_HEADER: &[u8] = b"EVALGRID-COLLECT ";
 
 /// Splits the collect channel into (text that is not ours, e.g. bwrap's own errors, and the
-/// result file as the launcher found it); `Missing` when no header came (killed, timed out).
-pub(super) fn parse_collected(bytes: &[u8]) -> (Vec<u8>, Predictions) {
+/// result file `rel` as the supervisor found it); `Missing` when no header came (killed,
+/// timed out); `Invalid` when more than `cap` bytes came (the shell hands back cap + 1).
+pub(super) fn parse_collected(bytes: &[u8], rel: &str, cap: u64) -> (Vec<u8>, Predictions) {
     let at = (0..bytes.len()).find(|&i| (i == 0 || bytes[i - 1] == b'\n') && bytes[i..].starts_with(COLLECT_HEADER));
     let Some(at) = at else {
         return (bytes.to_vec(), Predictions::Missing);
@@ -68,6 +69,7 @@ pub(super) fn parse_collected(bytes: &[u8]) -> (Vec<u8>, Predictions) {
     let (kind, reason) = line.split_once(' ').unwrap_or((&line, ""));
     let body = &rest[nl + 1..];
     let found = match kind {
+        "present" if body.len() as u64 > cap => Predictions::Invalid(format!("{rel} is larger than {cap} bytes")),
         "present" => Predictions::Present(body.to_vec()),
         "missing" => Predictions::Missing,
         _ => Predictions::Invalid(reason.to_string()),
@@ -174,6 +176,9 @@ pub(super) struct BwrapLayout<'a> {
     /// Also keep CAP_KILL (a zygote that kills its children, which run as other uids).
     pub(super) kill: bool,
     pub(super) marker: (&'a str, &'a str),
+    /// The command's whole environment, set by bubblewrap (the shell supervisor passes its
+    /// own on); `None` = the marker only (the launcher sets the command's).
+    pub(super) env: Option<&'a BTreeMap<String, String>>,
 }
 
 fn push(args: &mut Vec<OsString>, items: &[&str]) {
@@ -268,6 +273,9 @@ pub(super) fn bwrap_args(l: &BwrapLayout<'_>) -> Vec<OsString> {
         push_bind(&mut a, "--ro-bind", data, &Path::new(SANDBOX_WORK).join("data"));
     }
     push(&mut a, &["--chdir", SANDBOX_WORK, "--clearenv", "--setenv", l.marker.0, l.marker.1]);
+    for (k, v) in l.env.into_iter().flatten() {
+        push(&mut a, &["--setenv", k, v]);
+    }
     if !l.unprivileged {
         // bwrap run by real root keeps every capability unless told otherwise.
         push(&mut a, &["--cap-drop", "ALL"]);
@@ -378,20 +386,27 @@ pub(super) fn infer_limit(exit: &ExitInfo, timed_out: bool, tail: &str) -> Optio
 mod tests {
     use super::*;
 
+    fn parse_collected_t(bytes: &[u8]) -> (Vec<u8>, Predictions) {
+        parse_collected(bytes, "results/p.txt", 8)
+    }
+
     #[test]
     fn collect_channel_is_split_into_stray_text_and_the_result() {
-        let (stray, p) = parse_collected(b"EVALGRID-COLLECT present \n0\n1\n");
+        let (stray, p) = parse_collected_t(b"EVALGRID-COLLECT present \n0\n1\n");
         assert!(stray.is_empty());
         assert_eq!(p, Predictions::Present(b"0\n1\n".to_vec()));
-        let (stray, p) = parse_collected(b"bwrap: warning\nEVALGRID-COLLECT invalid results/p.txt is a symlink\n");
+        let (stray, p) = parse_collected_t(b"bwrap: warning\nEVALGRID-COLLECT invalid results/p.txt is a symlink\n");
         assert_eq!(stray, b"bwrap: warning\n");
         assert_eq!(p, Predictions::Invalid("results/p.txt is a symlink".into()));
-        let (stray, p) = parse_collected(b"bwrap: Can't mount tmpfs\n");
+        let (stray, p) = parse_collected_t(b"bwrap: Can't mount tmpfs\n");
         assert_eq!(stray, b"bwrap: Can't mount tmpfs\n");
         assert_eq!(p, Predictions::Missing);
         // A header not at a line start is not ours; a header without its newline was cut.
-        assert_eq!(parse_collected(b"xEVALGRID-COLLECT present \nz").1, Predictions::Missing);
-        assert!(matches!(parse_collected(b"EVALGRID-COLLECT present").1, Predictions::Invalid(_)));
-        assert_eq!(parse_collected(b"EVALGRID-COLLECT missing \n").1, Predictions::Missing);
+        assert_eq!(parse_collected_t(b"xEVALGRID-COLLECT present \nz").1, Predictions::Missing);
+        assert!(matches!(parse_collected_t(b"EVALGRID-COLLECT present").1, Predictions::Invalid(_)));
+        assert_eq!(parse_collected_t(b"EVALGRID-COLLECT missing \n").1, Predictions::Missing);
+        // The shell hands back one byte over the cap: too large, whatever came.
+        assert_eq!(parse_collected_t(b"EVALGRID-COLLECT present \n12345678").1, Predictions::Present(b"12345678".to_vec()));
+        assert_eq!(parse_collected_t(b"EVALGRID-COLLECT present \n123456789").1, Predictions::Invalid("results/p.txt is larger than 8 bytes".into()));
     }
 }

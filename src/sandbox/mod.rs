@@ -13,6 +13,7 @@ pub mod output;
 pub mod process;
 pub mod provenance;
 pub(crate) mod scratch;
+mod supervisor;
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -327,6 +328,8 @@ pub struct Sandbox {
     killer: Killer,
     is_root: bool,
     drop: bool,
+    /// The shell supervisor's tools; `None` = the Python launcher supervises bubblewrap runs.
+    tools: Option<supervisor::Tools>,
 }
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -391,10 +394,14 @@ struct Jail<'a> {
 
 impl Sandbox {
     /// The one place a sandboxed command is assembled: bubblewrap (or, opted out, nothing)
-    /// around the launcher that applies `plan`, with an empty environment but the marker.
+    /// around the shell supervisor or the launcher that applies `plan`, with an empty
+    /// environment but the marker (and, for the supervisor, the command's own).
     fn jail_command(&self, j: &Jail<'_>, plan: &LaunchPlan) -> Command {
         let py = &self.python.executable;
-        let tail = plan.command_tail(py);
+        let bwrap = matches!(self.backend, Backend::Bwrap(_));
+        let supervised = self.tools.as_ref().filter(|_| bwrap).and_then(|t| t.command_tail(plan));
+        let env = supervised.is_some().then_some(&plan.env);
+        let tail = supervised.unwrap_or_else(|| plan.command_tail(py));
         let mut cmd = match &self.backend {
             Backend::Bwrap(path) => {
                 let layout = BwrapLayout {
@@ -410,6 +417,7 @@ impl Sandbox {
                     drop: plan.drop.is_some() || j.zygote_caps,
                     kill: j.zygote_caps,
                     marker: j.marker,
+                    env,
                 };
                 let mut c = Command::new(path);
                 c.args(isolate::bwrap_args(&layout)).args(&tail).process_group(0);
@@ -600,7 +608,7 @@ impl Sandbox {
     fn result(&self, spec: &RunSpec<'_>, mut watched: Watched, bwrap: bool, work: &Path) -> RunResult {
         let predictions = match watched.collected.take() {
             Some(bytes) => {
-                let (stray, found) = isolate::parse_collected(&bytes);
+                let (stray, found) = isolate::parse_collected(&bytes, spec.predictions_file, self.cfg.max_predictions_bytes);
                 if !stray.is_empty() {
                     // bubblewrap's or the launcher's own complaints belong in the log.
                     watched.output = watched.output.with_appended(&stray);

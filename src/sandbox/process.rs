@@ -9,6 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,21 +51,28 @@ pub struct ProcInfo {
     pub uids: [u32; 4],
 }
 
+/// One process from `/proc/<pid>/status` alone (`PPid`, `Uid`, and the first `NSpgid`, the
+/// group as our pid namespace sees it); `/proc/<pid>/stat` only on kernels without `NSpgid`.
 fn read_proc(pid: u32) -> Option<ProcInfo> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain anything.
-    let after = &stat[stat.rfind(')')? + 1..];
-    let mut f = after.split_whitespace();
-    let _state = f.next()?;
-    let ppid = f.next()?.parse().ok()?;
-    let pgid = f.next()?.parse().ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+    let ppid = field("PPid:")?.trim().parse().ok()?;
+    let pgid = match field("NSpgid:") {
+        Some(v) => v.split_whitespace().next()?.parse().ok()?,
+        None => stat_pgid(pid)?,
+    };
     let mut uids = [0u32; 4];
-    for (slot, v) in uids.iter_mut().zip(line.split_whitespace().skip(1)) {
+    for (slot, v) in uids.iter_mut().zip(field("Uid:")?.split_whitespace()) {
         *slot = v.parse().ok()?;
     }
     Some(ProcInfo { pid, ppid, pgid, uids })
+}
+
+/// The process group from `/proc/<pid>/stat` (the fifth field).
+fn stat_pgid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain anything.
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(2)?.parse().ok()
 }
 
 /// Snapshot of all processes visible in `/proc` (vanishing ones are skipped).
@@ -172,26 +180,31 @@ impl ReapTarget {
 
     /// Live (non-zombie) processes currently matching this target.
     pub fn survivors(&self) -> Vec<u32> {
-        let procs = self.matches(&list_processes(), effective_uid());
-        procs.into_iter().filter(|&p| !is_zombie(p)).collect()
+        self.live(effective_uid())
+    }
+
+    /// The matching processes that are alive: zombies awaiting their parent's wait() are dead.
+    fn live(&self, own_uid: Option<u32>) -> Vec<u32> {
+        self.matches(&list_processes(), own_uid).into_iter().filter(|&p| !is_zombie(p)).collect()
     }
 
     /// SIGKILLs the group and every matching process until none is left or `within` passes;
-    /// returns the pids still alive (empty on success).
+    /// returns the pids still alive (empty on success). When nothing matches (a run whose pid
+    /// namespace died with it), nothing is signalled: no group member is left to fork one.
     pub fn reap(&self, killer: &Killer, within: Duration) -> Vec<u32> {
         let deadline = Instant::now() + within;
         let own_uid = effective_uid();
         let groups: Vec<u32> = self.group.into_iter().collect();
-        loop {
-            let pids = self.matches(&list_processes(), own_uid);
-            killer.kill(&pids, &groups);
+        let mut left = self.live(own_uid);
+        while !left.is_empty() {
+            killer.kill(&left, &groups);
             std::thread::sleep(Duration::from_millis(5));
-            // Zombies awaiting their parent's wait() are dead already.
-            let left: Vec<u32> = self.matches(&list_processes(), own_uid).into_iter().filter(|&p| !is_zombie(p)).collect();
-            if left.is_empty() || Instant::now() >= deadline {
-                return left;
+            left = self.live(own_uid);
+            if Instant::now() >= deadline {
+                break;
             }
         }
+        left
     }
 }
 
@@ -223,7 +236,7 @@ pub struct Watched {
 
 /// Reads `r` to its end on a thread, keeping the first `cap` bytes (the rest is drained so
 /// the writer never blocks); the flag turns true at end of file.
-fn read_capped(mut r: std::io::PipeReader, cap: usize) -> (Arc<Mutex<Vec<u8>>>, Arc<AtomicBool>) {
+fn read_capped(mut r: std::io::PipeReader, cap: usize, eof: Sender<()>) -> (Arc<Mutex<Vec<u8>>>, Arc<AtomicBool>) {
     let kept = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(AtomicBool::new(false));
     let (kept2, done2) = (Arc::clone(&kept), Arc::clone(&done));
@@ -243,6 +256,7 @@ fn read_capped(mut r: std::io::PipeReader, cap: usize) -> (Arc<Mutex<Vec<u8>>>, 
             }
         }
         done2.store(true, Ordering::SeqCst);
+        let _ = eof.send(());
     });
     (kept, done)
 }
@@ -295,7 +309,15 @@ pub fn run_watched(
     drop(cmd);
     let mut child: Child = spawned?;
     let pid = child.id();
-    let collect = collect.map(|(r, cap)| read_capped(r, cap));
+    // Wakes the loop below the moment the child exits (it stays for `try_wait` to reap).
+    let (exited_tx, exited) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if crate::platform::wait_for_exit(pid).is_ok() {
+            let _ = exited_tx.send(());
+        }
+    });
+    let (eof_tx, eof) = mpsc::channel::<()>();
+    let collect = collect.map(|(r, cap)| read_capped(r, cap, eof_tx.clone()));
     let cap = Arc::new(Mutex::new(capture));
     let done = Arc::new(AtomicBool::new(false));
     let (cap2, done2) = (Arc::clone(&cap), Arc::clone(&done));
@@ -314,6 +336,7 @@ pub fn run_watched(
             }
         }
         done2.store(true, Ordering::SeqCst);
+        let _ = eof_tx.send(());
     });
     let deadline = start + timeout;
     let mut timed_out = false;
@@ -342,14 +365,21 @@ pub fn run_watched(
             let _ = child.kill();
             break child.wait()?;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        // Until the child exits, the deadline, or the next look at an interruption.
+        let slice = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+        if let Err(RecvTimeoutError::Disconnected) = exited.recv_timeout(slice) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     };
     let wall = start.elapsed();
     let survivors = cleanup(pid, false);
     let drain_deadline = Instant::now() + Duration::from_secs(1);
     let all_done = || done.load(Ordering::SeqCst) && collect.as_ref().is_none_or(|(_, d)| d.load(Ordering::SeqCst));
-    while !all_done() && Instant::now() < drain_deadline {
-        std::thread::sleep(Duration::from_millis(2));
+    while !all_done() {
+        let left = drain_deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || matches!(eof.recv_timeout(left), Err(RecvTimeoutError::Disconnected)) {
+            break;
+        }
     }
     let output_complete = all_done();
     let collected = collect.map(|(kept, _)| match kept.lock() {

@@ -51,6 +51,22 @@ fn probe(sb: &Sandbox) -> Result<u32, String> {
     }
 }
 
+/// [`probe`] under bubblewrap; when the shell supervisor fails it, again with the Python
+/// launcher (noted), so that a host whose tools differ still runs submissions.
+fn probe_supervised(sb: &mut Sandbox, notes: &mut Vec<String>) -> Result<u32, String> {
+    match probe(sb) {
+        Err(reason) if sb.tools.is_some() => {
+            sb.tools = None;
+            let second = probe(sb);
+            if second.is_ok() {
+                notes.push(format!("the shell supervisor failed its probe, the Python launcher runs submissions: {reason}"));
+            }
+            second
+        }
+        other => other,
+    }
+}
+
 pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
     let killer = Killer::new(&cfg.kill, cfg.path_var.as_deref());
     let mut notes = Vec::new();
@@ -70,7 +86,8 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
         filesystem_isolated: false,
         notes: Vec::new(),
     };
-    let mut sb = Sandbox { cfg, python, backend: Backend::RlimitsOnly, bwrap_version: None, report: placeholder, killer, is_root, drop: false };
+    let tools = super::supervisor::Tools::find(cfg.path_var.as_deref());
+    let mut sb = Sandbox { cfg, python, backend: Backend::RlimitsOnly, bwrap_version: None, report: placeholder, killer, is_root, drop: false, tools };
     let nproc_note = |drop: bool| {
         if drop {
             None
@@ -88,7 +105,7 @@ pub(super) fn build(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
             Some(path) => {
                 sb.backend = Backend::Bwrap(path.clone());
                 sb.drop = want_drop;
-                match probe(&sb) {
+                match probe_supervised(&mut sb, &mut notes) {
                     Ok(uid) if !sb.drop || uid != 0 => {
                         sb.bwrap_version = bwrap_version_of(&path, &sb.killer);
                         notes.extend(nproc_note(sb.drop));

@@ -3,3 +3,4 @@
 
 mod gpu;
 mod sandbox;
+mod supervisor;
