@@ -102,3 +102,5 @@ mod export;
 mod budget;
 // `run --dry-run` estimates each model's cost, measured on a pilot's cached answers (issue 33 item 5).
 mod estimate;
+// A server's slots (`/props`) cap its lane; a stream's first byte is not a stall (issue 35).
+mod slots;
