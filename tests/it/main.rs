@@ -104,3 +104,5 @@ mod budget;
 mod estimate;
 // A server's slots (`/props`) cap its lane; a stream's first byte is not a stall (issue 35).
 mod slots;
+// The slot cap against the real llama.cpp server (ignored: minutes; run with --ignored).
+mod real_server_slots;

@@ -19,8 +19,7 @@ struct SlotsServer {
 
 impl SlotsServer {
     fn start(args: &[&str]) -> Self {
-        let mut child =
-            Command::new("python3").arg(repo().join("tests/it/slots_server.py")).args(args).stdout(Stdio::piped()).spawn().expect("python3 runs");
+        let mut child = Command::new("python3").arg(repo().join("tests/it/slots_server.py")).args(args).stdout(Stdio::piped()).spawn().expect("python3 runs");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let port = line.trim().strip_prefix("PORT ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port: {line:?}"));
