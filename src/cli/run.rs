@@ -385,6 +385,8 @@ pub(crate) fn client_config(t: &TransportConfig, shard: Option<evalgrid::plan::S
         polling: PollConfig { first: Duration::from_millis(t.background_poll_ms), max: Duration::from_millis(t.background_poll_max_ms) },
         stream_idle_timeout: Duration::from_secs(t.stream_idle_timeout_s),
         stream_total_timeout: Duration::from_secs(t.stream_total_timeout_s),
+        stream_first_byte_timeout: Duration::from_secs(t.first_byte_timeout_s),
+        server_slots: t.server_slots,
         ..ClientConfig::default()
     }
 }

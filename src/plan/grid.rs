@@ -300,6 +300,8 @@ mod tests {
         p.report.decimals = 5;
         p.transport.max_attempts = 1;
         p.transport.max_response_bytes = 1024;
+        p.transport.first_byte_timeout_s = 5;
+        p.transport.server_slots = crate::providers::ServerSlots::Off;
         p.models[0].price = Some(crate::spec::Price { input_per_mtok: 1.0, output_per_mtok: 2.0, cached_input_per_mtok: None, batch_factor: None });
         let other = plan(&p, None);
         assert_eq!(base.cells[0].episode_key, other.cells[0].episode_key);

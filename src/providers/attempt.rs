@@ -24,6 +24,8 @@ pub enum AttemptClass {
     Timeout,
     /// A stream went silent past its idle timeout.
     StreamStalled,
+    /// A stream sent nothing within its first-byte timeout.
+    FirstByteTimeout,
     /// No connection, or it broke.
     Connect,
     /// A body that is cut, not JSON or not the expected shape.
@@ -53,6 +55,7 @@ impl AttemptClass {
             CallError::Server { .. } => Self::Server,
             CallError::Timeout => Self::Timeout,
             CallError::StreamStalled { .. } => Self::StreamStalled,
+            CallError::FirstByteTimeout { .. } => Self::FirstByteTimeout,
             CallError::Connect { .. } => Self::Connect,
             CallError::Protocol { .. } => Self::Protocol,
             CallError::ResponseTooLarge { .. } => Self::ResponseTooLarge,
@@ -74,6 +77,7 @@ impl AttemptClass {
             Self::Server => "server",
             Self::Timeout => "timeout",
             Self::StreamStalled => CallError::STREAM_STALLED,
+            Self::FirstByteTimeout => "first_byte_timeout",
             Self::Connect => "connect",
             Self::Protocol => "protocol",
             Self::ResponseTooLarge => "response_too_large",
@@ -109,6 +113,7 @@ mod tests {
             CallError::Server { status: 500, retry_after: None },
             CallError::Timeout,
             CallError::StreamStalled { idle: Duration::from_secs(1) },
+            CallError::FirstByteTimeout { waited: Duration::from_secs(1) },
             CallError::Connect { detail: text() },
             CallError::Protocol { detail: text() },
             CallError::ResponseTooLarge { limit: 1 },

@@ -28,6 +28,7 @@ use super::error::CallError;
 use super::limiter::{ConcurrencyMode, Feedback, Limiter, LimiterSnapshot, Permit};
 use super::pacer::{PaceTicket, Pacer, PacerSnapshot};
 use super::shaping::{REASONING_TAG, Shaping};
+use super::slots::{LaneSlots, ServerSlots};
 use super::stop::StopSwitch;
 use super::stream::{streamed_body, streamed_url};
 use super::transport::{self, ClientConfig, Wire, request_headers};
@@ -98,6 +99,8 @@ pub struct Lane {
     pub limiter: Limiter,
     /// Request starts per second (learned from 429s and headers).
     pub pacer: Pacer,
+    /// The server's slot count, read once where it is llama.cpp-like; it caps `limiter`.
+    pub slots: LaneSlots,
 }
 
 /// A lane's name and state, for the progress line.
@@ -249,8 +252,28 @@ impl ProviderClient {
             None => (endpoint.kind, base, endpoint.model.clone()),
         };
         let concurrency = served.map_or(self.config.concurrency, |slots| ConcurrencyMode::Static { max_concurrency: slots.max(1) });
+        // A server evalgrid started has exactly its configured slots: nothing to read.
+        let slots = if served.is_some() { ServerSlots::Off } else { self.config.server_slots };
         let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(lanes.entry(key).or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(concurrency), pacer: Pacer::new(self.config.pacing) })))
+        Arc::clone(
+            lanes
+                .entry(key)
+                .or_insert_with(|| Arc::new(Lane { limiter: Limiter::new(concurrency), pacer: Pacer::new(self.config.pacing), slots: LaneSlots::new(slots) })),
+        )
+    }
+
+    /// The slot count `endpoint`'s server reported, the first time it is asked for after
+    /// it capped the lane (so the run log says it once); `None` otherwise.
+    pub fn slot_news(&self, endpoint: &Endpoint) -> Option<usize> {
+        self.lane(endpoint).slots.news()
+    }
+
+    /// Reads the lane's server slots when they are wanted now ([`LaneSlots`]) and caps the
+    /// lane at them, before the next request is sent.
+    async fn read_slots(&self, endpoint: &Endpoint, wire: &Wire, lane: &Lane) {
+        if lane.slots.wanted() {
+            lane.slots.read(&self.http, &endpoint.base_url, &wire.headers, &lane.limiter).await;
+        }
     }
 
     /// Current limit and in-flight count for an endpoint, for progress output.
@@ -325,6 +348,7 @@ impl ProviderClient {
     ) {
         let lane = self.lane(endpoint);
         let mut budget = Budget { started, total: self.config.retry.total_timeout, streaming: Duration::ZERO, failures: 0, rate_limits: 0 };
+        self.read_slots(endpoint, wire, &lane).await;
         loop {
             let deadline = budget.deadline();
             let Some((permit, ticket)) = self.slot(&lane, deadline, record, stop).await else { return };
@@ -336,6 +360,7 @@ impl ProviderClient {
                 budget.streaming += attempt_time;
             }
             settle_lane(&lane, permit, ticket, &result);
+            self.read_slots(endpoint, wire, &lane).await;
             let error = match result {
                 Ok(response) => {
                     let (response, answered) = answered(endpoint, response, sent);
@@ -395,7 +420,7 @@ impl ProviderClient {
             };
             return background::run(&self.http, &job, &lane.pacer, ledger).await;
         }
-        let send = transport::send_once(&self.http, &self.config, endpoint.kind, wire, &lane.pacer);
+        let send = transport::send_once(&self.http, &self.config, endpoint.kind, wire, lane);
         // A stream is bounded by its own idle and total timeouts, not the call's budget.
         let result = if wire.streamed { send.await } else { timeout_at(deadline, send).await.unwrap_or(Err(CallError::Timeout)) };
         Submitted { result, resubmit: true }

@@ -54,6 +54,13 @@ pub enum CallError {
         /// The inactivity timeout that ran out.
         idle: Duration,
     },
+    /// A streamed response sent no byte within the first-byte timeout: a timeout of the
+    /// attempt, retried like one; the wait of a request queued behind busy slots, not a stall.
+    #[error("the response stream sent nothing for {waited:?} after the request (transport.first_byte_timeout_s)")]
+    FirstByteTimeout {
+        /// The first-byte timeout that ran out.
+        waited: Duration,
+    },
     /// The connection could not be made or was reset before a response arrived.
     #[error("connection failed: {detail}")]
     Connect {
@@ -131,6 +138,7 @@ impl CallError {
                 | Self::Server { .. }
                 | Self::Timeout
                 | Self::StreamStalled { .. }
+                | Self::FirstByteTimeout { .. }
                 | Self::Connect { .. }
                 | Self::Protocol { .. }
         )
@@ -146,6 +154,7 @@ impl CallError {
             Self::Server { .. } => "server",
             Self::Timeout => "timeout",
             Self::StreamStalled { .. } => Self::STREAM_STALLED,
+            Self::FirstByteTimeout { .. } => "first_byte_timeout",
             Self::Connect { .. } => "connect",
             Self::Protocol { .. } => "protocol",
             Self::ResponseTooLarge { .. } => "response_too_large",

@@ -99,6 +99,8 @@ struct State {
     growth_paused_until: Option<Instant>,
     /// Slots cut from the limit while in flight: released slots pay it off first.
     debt: usize,
+    /// The most the limit may be, whatever the mode says: the server's slot count.
+    ceiling: usize,
 }
 
 /// A shrinkable, growable counting semaphore driven by request feedback.
@@ -146,7 +148,7 @@ impl Limiter {
             ConcurrencyMode::Adaptive(config) => config.initial,
             ConcurrencyMode::Static { max_concurrency } => max_concurrency,
         };
-        let state = State { limit, in_flight: 0, generation: 0, successes: 0, growth_paused_until: None, debt: 0 };
+        let state = State { limit, in_flight: 0, generation: 0, successes: 0, growth_paused_until: None, debt: 0, ceiling: usize::MAX };
         Self { mode, state: Mutex::new(state), slots: Semaphore::new(limit) }
     }
 
@@ -160,6 +162,17 @@ impl Limiter {
         let mut state = self.lock();
         state.in_flight += 1;
         Permit { limiter: self, generation: state.generation }
+    }
+
+    /// Never more than `ceiling` in flight from now on (the server's slot count): the limit
+    /// drops to it at once (slots in flight are owed back as they return) and never grows
+    /// past it.
+    pub fn cap_at(&self, ceiling: usize) {
+        let mut state = self.lock();
+        state.ceiling = ceiling.max(1);
+        let before = state.limit;
+        state.limit = state.limit.min(state.ceiling);
+        self.resize(&mut state, before);
     }
 
     /// Current limit, in-flight count and number of cuts.
@@ -216,8 +229,9 @@ impl Limiter {
                     return;
                 }
                 state.successes += 1;
-                if state.successes >= state.limit && state.limit < config.cap {
-                    state.limit = (state.limit + config.growth_step).min(config.cap);
+                let cap = config.cap.min(state.ceiling);
+                if state.successes >= state.limit && state.limit < cap {
+                    state.limit = (state.limit + config.growth_step).min(cap);
                     state.successes = 0;
                 }
             }
@@ -232,7 +246,7 @@ impl Limiter {
                         reason = "limits are small positive integers; floor() of a positive product"
                     )]
                     let cut = (state.limit as f64 * config.decrease_factor).floor() as usize;
-                    state.limit = cut.max(config.floor);
+                    state.limit = cut.max(config.floor).min(state.ceiling);
                     state.generation += 1;
                 }
             }
@@ -440,6 +454,27 @@ mod tests {
         assert!(tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await.is_err(), "the 17th must wait");
         drop(held);
         assert_eq!(limiter.snapshot().in_flight, 0);
+    }
+
+    /// A server's slot count caps the limit at once, also with slots in flight, and growth
+    /// never passes it.
+    #[tokio::test(start_paused = true)]
+    async fn a_ceiling_caps_the_limit_and_its_growth() {
+        let limiter = adaptive();
+        let held: Vec<_> = futures::future::join_all((0..5).map(|_| limiter.acquire())).await;
+        limiter.cap_at(2);
+        assert_eq!(limiter.snapshot(), LimiterSnapshot { limit: 2, in_flight: 5, cuts: 0 });
+        drop(held);
+        let mut again = Vec::new();
+        for _ in 0..2 {
+            again.push(tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await.expect("within the ceiling"));
+        }
+        assert!(tokio::time::timeout(Duration::from_millis(5), limiter.acquire()).await.is_err(), "a third must wait");
+        drop(again);
+        for _ in 0..50 {
+            limiter.acquire().await.finish(Feedback::Success);
+        }
+        assert_eq!(limiter.snapshot().limit, 2, "no growth past the ceiling");
     }
 
     #[tokio::test]

@@ -40,6 +40,7 @@ mod retry;
 pub mod route;
 pub mod scripted;
 pub mod shaping;
+mod slots;
 mod stop;
 pub mod stream;
 mod switch;
@@ -62,10 +63,14 @@ pub use pacer::{PaceTicket, Pacer, PacerConfig, PacerPhase, PacerSnapshot};
 pub use protocol::Protocol;
 pub use retry::{RateLimitHeaders, RetryPolicy, parse_go_duration, parse_http_date, parse_rfc3339, retry_after_from_headers};
 pub use shaping::Shaping;
+pub use slots::{LaneSlots, ServerSlots};
 pub use stop::StopSwitch;
 pub use stream::StreamMode;
 pub use switch::Switch;
-pub use transport::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, PollConfig, install_crypto_provider};
+pub use transport::{
+    ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_FIRST_BYTE_TIMEOUT, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_STREAM_TOTAL_TIMEOUT, PollConfig,
+    install_crypto_provider,
+};
 pub use types::{
     Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, PAID_BATCH, ProviderKind, Role, Secret,
     ToolCall, ToolSpec, Usage, answered_as, answered_at, canonical_json,

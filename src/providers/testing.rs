@@ -38,6 +38,8 @@ pub(crate) fn quick_config() -> ClientConfig {
         polling: PollConfig { first: Duration::from_millis(5), max: Duration::from_millis(20) },
         stream_idle_timeout: Duration::from_secs(1),
         stream_total_timeout: Duration::from_secs(10),
+        stream_first_byte_timeout: Duration::from_secs(10),
+        server_slots: super::slots::ServerSlots::Auto,
         served_lanes: std::collections::BTreeMap::new(),
     }
 }

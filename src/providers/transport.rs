@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use tokio::time::timeout;
+use tokio::time::{timeout, timeout_at};
 
+use super::client::Lane;
 use super::error::CallError;
 use super::limiter::ConcurrencyMode;
-use super::pacer::{Pacer, PacerConfig};
+use super::pacer::PacerConfig;
 use super::retry::{RateLimitHeaders, RetryPolicy};
 use super::shaping::Shaping;
+use super::slots::ServerSlots;
 use super::stream::StreamReader;
 use super::types::{ChatResponse, Endpoint, HeaderValueOf, ProviderKind};
 
@@ -71,6 +73,12 @@ pub struct ClientConfig {
     /// Longest one streamed attempt may run while it keeps sending, so nothing hangs
     /// forever; the time a stream spends sending does not use up the retry budget.
     pub stream_total_timeout: Duration,
+    /// Longest a streamed attempt waits for its first byte of data (the response head
+    /// included): a request queued behind a server's busy slots sends nothing, and that is
+    /// not a stall; `stream_idle_timeout` applies only after the first chunk.
+    pub stream_first_byte_timeout: Duration,
+    /// Where a lane reads its server's slot count ([`ServerSlots`]), which then caps it.
+    pub server_slots: ServerSlots,
     /// Servers evalgrid started (`serve:`), by base URL, with their slot counts: all calls
     /// to one share one lane of exactly that many requests in flight, whatever model name
     /// they send.
@@ -82,6 +90,10 @@ pub struct ClientConfig {
 /// that a dead connection is noticed well before a non-streaming call would time out.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_mins(5);
 
+/// Default wait for a stream's first byte: as long as a whole unstreamed attempt may take
+/// (`request_timeout_s`' default), so a request queued behind busy slots is not cut.
+pub const DEFAULT_STREAM_FIRST_BYTE_TIMEOUT: Duration = Duration::from_mins(10);
+
 /// Default cap on one streamed attempt: four hours of output.
 pub const DEFAULT_STREAM_TOTAL_TIMEOUT: Duration = Duration::from_hours(4);
 
@@ -91,7 +103,8 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 impl Default for ClientConfig {
     /// 10 s connect, 10 min per attempt, adaptive concurrency, default retries, 8 MiB bodies;
     /// background responses polled after 1 s, doubling to 10 s; streams stall after 5 min of
-    /// silence and end after 4 h.
+    /// silence (once their first byte came, which may take 10 min) and end after 4 h; a
+    /// llama.cpp server's slot count caps its lane.
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -105,6 +118,8 @@ impl Default for ClientConfig {
             polling: PollConfig::default(),
             stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
             stream_total_timeout: DEFAULT_STREAM_TOTAL_TIMEOUT,
+            stream_first_byte_timeout: DEFAULT_STREAM_FIRST_BYTE_TIMEOUT,
+            server_slots: ServerSlots::Auto,
             served_lanes: std::collections::BTreeMap::new(),
         }
     }
@@ -184,47 +199,50 @@ pub(super) fn body_error(error: reqwest::Error) -> CallError {
 }
 
 /// One attempt over HTTP: posts the wire's bytes, reads the answer within the cap, parses it.
-pub(super) async fn send_once(
-    http: &reqwest::Client,
-    config: &ClientConfig,
-    kind: ProviderKind,
-    wire: &Wire,
-    pacer: &Pacer,
-) -> Result<ChatResponse, CallError> {
+pub(super) async fn send_once(http: &reqwest::Client, config: &ClientConfig, kind: ProviderKind, wire: &Wire, lane: &Lane) -> Result<ChatResponse, CallError> {
     let request = http.post(&wire.url).headers(wire.headers.clone()).header(CONTENT_TYPE, HeaderValue::from_static("application/json")).body(wire.body.clone());
     if wire.streamed {
-        return send_streamed(config, kind, wire, request, pacer).await;
+        return send_streamed(config, kind, wire, request, lane).await;
     }
     let response = request.send().await.map_err(transport_error)?;
     let status = response.status();
     let response_headers = response.headers().clone();
-    if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
-        pacer.observe_headers(&budget);
-    }
+    observe(lane, &response_headers);
     let bytes = read_capped(response, config.max_response_bytes, None).await?;
     parse(kind, status, &response_headers, &bytes, &wire.shaping)
 }
 
-/// One streamed attempt: the response head and every later chunk must come within the
-/// idle timeout; the events are folded into the protocol's non-streaming body, which
-/// the protocol's own parser reads. An error status, or a server that answered with
-/// one JSON body after all, is read and parsed as without streaming.
+/// What a response head tells the lane: its rate-limit budget, and whether it is llama.cpp.
+fn observe(lane: &Lane, headers: &HeaderMap) {
+    if let Some(budget) = RateLimitHeaders::from_headers(headers) {
+        lane.pacer.observe_headers(&budget);
+    }
+    lane.slots.observe(headers);
+}
+
+/// One streamed attempt: the response head and the first chunk must come within the
+/// first-byte timeout (a request queued behind busy slots sends nothing, and is not
+/// stalled), every later chunk within the idle timeout; the events are folded into the
+/// protocol's non-streaming body, which the protocol's own parser reads. An error status,
+/// or a server that answered with one JSON body after all, is read and parsed as without
+/// streaming.
 async fn send_streamed(
     config: &ClientConfig,
     kind: ProviderKind,
     wire: &Wire,
     request: reqwest::RequestBuilder,
-    pacer: &Pacer,
+    lane: &Lane,
 ) -> Result<ChatResponse, CallError> {
     let idle = config.stream_idle_timeout;
+    let first_byte = config.stream_first_byte_timeout;
     let stalled = || CallError::StreamStalled { idle };
+    let queued = || CallError::FirstByteTimeout { waited: first_byte };
+    let first_by = tokio::time::Instant::now() + first_byte;
     let request = request.header(ACCEPT, HeaderValue::from_static("text/event-stream")).timeout(config.stream_total_timeout);
-    let mut response = timeout(idle, request.send()).await.map_err(|_| stalled())?.map_err(transport_error)?;
+    let mut response = timeout_at(first_by, request.send()).await.map_err(|_| queued())?.map_err(transport_error)?;
     let status = response.status();
     let response_headers = response.headers().clone();
-    if let Some(budget) = RateLimitHeaders::from_headers(&response_headers) {
-        pacer.observe_headers(&budget);
-    }
+    observe(lane, &response_headers);
     let event_stream = response_headers
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -238,10 +256,12 @@ async fn send_streamed(
     // token), under a proportionally larger bound that still stops a runaway stream.
     let limit = config.max_response_bytes;
     let mut reader = StreamReader::new(kind, limit);
-    while let Some(bytes) = timeout(idle, response.chunk()).await.map_err(|_| stalled())?.map_err(body_error)? {
+    let mut next = timeout_at(first_by, response.chunk()).await.map_err(|_| queued())?;
+    while let Some(bytes) = next.map_err(body_error)? {
         if reader.feed(&bytes)? {
             break;
         }
+        next = timeout(idle, response.chunk()).await.map_err(|_| stalled())?;
     }
     let body = serde_json::to_vec(&reader.finish()?).map_err(|error| CallError::Protocol { detail: format!("cannot re-encode a streamed answer: {error}") })?;
     if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {

@@ -156,6 +156,24 @@ mod tests {
         assert!(zero[0].contains("`transport.stream_idle_timeout_s` must be at least 1"), "{zero:?}");
     }
 
+    /// Issue 35 item 0: the first-byte timeout and the slot setting are transport, read and
+    /// checked with their positions.
+    #[test]
+    fn first_byte_timeout_and_server_slots_are_checked_where_they_are_written() {
+        use crate::providers::ServerSlots;
+        let model = "{id: m, provider: openai, model: gpt-x}";
+        let d = with_model(model, "").unwrap().transport;
+        assert_eq!((d.first_byte_timeout_s, d.server_slots), (600, ServerSlots::Auto));
+        let t = with_model(model, "transport: {first_byte_timeout_s: 90, server_slots: props}\n").unwrap().transport;
+        assert_eq!((t.first_byte_timeout_s, t.server_slots), (90, ServerSlots::Props));
+        assert_eq!(with_model(model, "transport: {server_slots: off}\n").unwrap().transport.server_slots, ServerSlots::Off);
+        let zero = messages(with_model(model, "transport: {first_byte_timeout_s: 0}\n").unwrap_err());
+        assert!(zero[0].contains("`transport.first_byte_timeout_s` must be at least 1"), "{zero:?}");
+        assert!(zero[0].starts_with("7:"), "located at its line: {zero:?}");
+        let bad = messages(with_model(model, "transport: {server_slots: always}\n").unwrap_err());
+        assert!(bad[0].contains("`transport.server_slots` must be one of `auto`, `props`, `off`, not `always`"), "{bad:?}");
+    }
+
     /// Issue 22 item 1: `provider:` is an enum, yet an unknown (or uncatalogued) name is still a
     /// located error with a hint, and the key holds the same lowercase string as before.
     #[test]

@@ -92,6 +92,11 @@ pub struct TransportConfig {
     /// Longest one streamed attempt may run while it keeps sending (s); streaming time does
     /// not use up `call_timeout_s`, which bounds waits and retries.
     pub stream_total_timeout_s: u64,
+    /// Longest a streamed attempt waits for its first byte (s): time queued behind a
+    /// server's busy slots is not a stall; `stream_idle_timeout_s` applies after it.
+    pub first_byte_timeout_s: u64,
+    /// Where a lane reads its server's slot count, which then caps its concurrency.
+    pub server_slots: crate::providers::ServerSlots,
 }
 
 impl Pipeline {
@@ -126,6 +131,8 @@ impl Default for TransportConfig {
             background_poll_max_ms: 10_000,
             stream_idle_timeout_s: crate::providers::DEFAULT_STREAM_IDLE_TIMEOUT.as_secs(),
             stream_total_timeout_s: crate::providers::DEFAULT_STREAM_TOTAL_TIMEOUT.as_secs(),
+            first_byte_timeout_s: crate::providers::DEFAULT_STREAM_FIRST_BYTE_TIMEOUT.as_secs(),
+            server_slots: crate::providers::ServerSlots::Auto,
         }
     }
 }

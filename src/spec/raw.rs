@@ -75,6 +75,10 @@ pub struct RawTransport {
     pub stream_idle_timeout_s: Option<Spanned<u64>>,
     #[serde(default)]
     pub stream_total_timeout_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub first_byte_timeout_s: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub server_slots: Option<Spanned<String>>,
 }
 
 /// Per-model prices in US dollars per million tokens (for cost columns).

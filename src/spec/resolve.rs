@@ -179,7 +179,19 @@ impl Resolver<'_> {
             background_poll_max_ms: raw.background_poll_max_ms.unwrap_or(d.background_poll_max_ms).max(1),
             stream_idle_timeout_s: self.at_least_one(raw.stream_idle_timeout_s, "stream_idle_timeout_s").unwrap_or(d.stream_idle_timeout_s),
             stream_total_timeout_s: self.at_least_one(raw.stream_total_timeout_s, "stream_total_timeout_s").unwrap_or(d.stream_total_timeout_s),
+            first_byte_timeout_s: self.at_least_one(raw.first_byte_timeout_s, "first_byte_timeout_s").unwrap_or(d.first_byte_timeout_s),
+            server_slots: raw.server_slots.map_or(d.server_slots, |name| self.server_slots(&name)),
         }
+    }
+
+    /// `transport.server_slots`: one of its names, else reported at its position (and `auto`).
+    fn server_slots(&mut self, name: &Spanned<String>) -> crate::providers::ServerSlots {
+        use crate::providers::ServerSlots;
+        ServerSlots::from_name(&name.value).unwrap_or_else(|| {
+            let names = ServerSlots::NAMES.map(|n| format!("`{n}`")).join(", ");
+            self.push(position_of(name), format!("`transport.server_slots` must be one of {names}, not `{}`", name.value), None);
+            ServerSlots::Auto
+        })
     }
 
     /// A `transport.{name}` count, size or timeout that must be at least 1 (zero would

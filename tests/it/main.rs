@@ -103,3 +103,7 @@ mod export;
 mod budget;
 // `run --dry-run` estimates each model's cost, measured on a pilot's cached answers (issue 33 item 5).
 mod estimate;
+// A server's slots (`/props`) cap its lane; a stream's first byte is not a stall (issue 35).
+mod slots;
+// The slot cap against the real llama.cpp server (ignored: minutes; run with --ignored).
+mod real_server_slots;

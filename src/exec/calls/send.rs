@@ -43,6 +43,12 @@ impl CallContext {
             let options = CallOptions { body: Some(body), ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
             self.client.call_with(&endpoint, call.request, options).await
         };
+        if let Some(slots) = self.client.slot_news(&endpoint) {
+            self.note(&format!(
+                "note: model `{}`: its server has {slots} slot(s) (GET /props `total_slots`): at most {slots} of its requests are in flight at once (transport.server_slots)",
+                model.id
+            ));
+        }
         let stalls = self.usage.record(&record, price.as_ref());
         if call.batched {
             self.usage.record_batched(&record, model.price.as_ref());

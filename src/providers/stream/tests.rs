@@ -242,14 +242,32 @@ async fn endless_rate_limits_end_a_streamed_call_at_its_budget() {
     assert!(record.elapsed < Duration::from_secs(2), "{:?}", record.elapsed);
 }
 
+/// Issue 35 item 0: silence before the first byte is a request waiting for a slot, not a
+/// stall: it is bounded by the first-byte timeout, and the idle timeout starts after it.
 #[tokio::test]
-async fn a_server_silent_before_its_first_byte_stalls_too() {
-    let server = MockServer::start(MockConfig { faults: FaultPlan::sequence([Fault::Slow(Duration::from_secs(3))]), ..MockConfig::default() }).await.unwrap();
-    let config = ClientConfig { stream_idle_timeout: Duration::from_millis(300), retry: RetryPolicy::no_retries(), ..quick_config() };
+async fn silence_before_the_first_byte_is_bounded_by_the_first_byte_timeout_not_the_idle_one() {
+    let slow = || MockConfig { faults: FaultPlan::sequence([Fault::Slow(Duration::from_secs(1))]), ..MockConfig::default() };
+    let server = MockServer::start(slow()).await.unwrap();
+    let patient = ClientConfig {
+        stream_idle_timeout: Duration::from_millis(300),
+        stream_first_byte_timeout: Duration::from_secs(20),
+        retry: RetryPolicy::no_retries(),
+        ..quick_config()
+    };
+    let outcome = client(patient).call(&streamed(&server, ProviderKind::Anthropic), &ask("x")).await.unwrap();
+    assert_eq!((outcome.attempts, server.calls()), (1, 1), "answered on its first attempt, sent once");
+
+    let server = MockServer::start(slow()).await.unwrap();
+    let config = ClientConfig {
+        stream_idle_timeout: Duration::from_secs(20),
+        stream_first_byte_timeout: Duration::from_millis(300),
+        retry: RetryPolicy::no_retries(),
+        ..quick_config()
+    };
     let error = client(config).call(&streamed(&server, ProviderKind::Anthropic), &ask("x")).await.unwrap_err();
-    assert_eq!(error, CallError::StreamStalled { idle: Duration::from_millis(300) });
+    assert_eq!(error, CallError::FirstByteTimeout { waited: Duration::from_millis(300) });
     assert!(error.is_retryable());
-    assert!(error.to_string().contains("stream_idle_timeout_s"), "{error}");
+    assert!(error.to_string().contains("first_byte_timeout_s"), "{error}");
 }
 
 /// Faults after a stream began (an error event, a cut, a reset) and before it (HTTP
