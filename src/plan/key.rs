@@ -153,9 +153,7 @@ pub struct ParseKeyError(String);
 impl FromStr for StepKey {
     type Err = ParseKeyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::from_lower_hex(s.as_bytes())
-            .map_or_else(|| blake3::Hash::from_hex(s).map(|h| Self(*h.as_bytes())), Ok)
-            .map_err(|_| ParseKeyError(s.to_owned()))
+        Self::from_lower_hex(s.as_bytes()).map_or_else(|| blake3::Hash::from_hex(s).map(|h| Self(*h.as_bytes())), Ok).map_err(|_| ParseKeyError(s.to_owned()))
     }
 }
 
@@ -237,7 +235,14 @@ mod tests {
             assert_eq!(hex.parse::<StepKey>().unwrap(), key);
             assert_eq!(hex.to_uppercase().parse::<StepKey>().unwrap(), key, "FromStr still takes upper case");
             assert_eq!(StepKey::from_lower_hex(hex.to_uppercase().as_bytes()), None);
-            for bad in [&hex[..63], &format!("{hex}0"), &format!("{}g", &hex[..63]), &format!("{} ", &hex[..63]), &format!("{}/", &hex[..63]), &format!("{}:", &hex[..63])] {
+            for bad in [
+                &hex[..63],
+                &format!("{hex}0"),
+                &format!("{}g", &hex[..63]),
+                &format!("{} ", &hex[..63]),
+                &format!("{}/", &hex[..63]),
+                &format!("{}:", &hex[..63]),
+            ] {
                 assert_eq!(StepKey::from_lower_hex(bad.as_bytes()), None, "{bad}");
             }
         }
