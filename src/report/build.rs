@@ -236,25 +236,26 @@ fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
             None => (*input, 0, *output),
         };
         if input + output > 0 {
-            let cost_usd = price.map(|p| priced(&p, model, (input, cached, output), &metrics.batch_tokens));
-            rows.push(ModelUsage { model: model.clone(), input_tokens: input, output_tokens: output, cost_usd });
+            let (cost_usd, batch_saved_usd) = price.map(|p| priced(&p, model, (input, cached, output), &metrics.batch_tokens)).unzip();
+            rows.push(ModelUsage { model: model.clone(), input_tokens: input, output_tokens: output, cost_usd, batch_saved_usd });
         }
     }
     for (model, input, cached, output) in &metrics.call_tokens {
         if input + output > 0 && !pipeline.models.iter().any(|m| &m.id == model) {
-            let cost_usd = pipeline.report.prices.get(model).map(|p| priced(p, model, (*input, *cached, *output), &metrics.batch_tokens));
-            rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd });
+            let (cost_usd, batch_saved_usd) = pipeline.report.prices.get(model).map(|p| priced(p, model, (*input, *cached, *output), &metrics.batch_tokens)).unzip();
+            rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd, batch_saved_usd });
         }
     }
     rows
 }
 
 /// What `model`'s answers cost: the part read from a batch API (`batch`) at the batch
-/// price, the rest at `price`.
-fn priced(price: &crate::spec::Price, model: &str, (input, cached, output): (u64, u64, u64), batch: &[(String, u64, u64, u64)]) -> f64 {
+/// price, the rest at `price`; and what the batched part saved against `price`.
+fn priced(price: &crate::spec::Price, model: &str, (input, cached, output): (u64, u64, u64), batch: &[(String, u64, u64, u64)]) -> (f64, f64) {
     let (b_in, b_cached, b_out) = batch.iter().find(|(m, ..)| m == model).map_or((0, 0, 0), |(_, i, c, o)| (*i, *c, *o));
     let (b_in, b_cached, b_out) = (b_in.min(input), b_cached.min(cached), b_out.min(output));
-    price.cost(input - b_in, cached - b_cached, output - b_out) + price.batched().cost(b_in, b_cached, b_out)
+    let batched = price.batched().cost(b_in, b_cached, b_out);
+    (price.cost(input - b_in, cached - b_cached, output - b_out) + batched, price.cost(b_in, b_cached, b_out) - batched)
 }
 
 /// A derived step's failure as the report's: its output named when malformed.

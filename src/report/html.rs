@@ -573,6 +573,11 @@ fn provenance(out: &mut String, report: &HtmlReport) {
         let note = if unpriced > 0 && !priced.is_empty() { format!(" (+{unpriced} unpriced)") } else { String::new() };
         let _ = writeln!(out, "<tr><th>total</th><th class=\"num\">{input}</th><th class=\"num\">{output}</th><th class=\"num\">{total}{note}</th></tr>");
         out.push_str("</tbody>\n</table>\n");
+        if let Some(line) = super::render::batch_savings(&report.usage) {
+            out.push_str("<p class=\"note\">");
+            push_escaped(out, &line);
+            out.push_str("</p>\n");
+        }
     }
     out.push_str("</section>\n");
 }

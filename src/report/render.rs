@@ -37,6 +37,20 @@ pub struct ModelUsage {
     pub output_tokens: u64,
     /// Cost in US dollars when the model has a price.
     pub cost_usd: Option<f64>,
+    /// What the answers read from a batch API cost less than at the normal price (USD).
+    pub batch_saved_usd: Option<f64>,
+}
+
+/// The report's line on batching: what answers read from a batch API saved, per model.
+#[must_use]
+pub fn batch_savings(usage: &[ModelUsage]) -> Option<String> {
+    let saved: Vec<(&str, f64)> = usage.iter().filter_map(|u| u.batch_saved_usd.filter(|s| *s > 0.0).map(|s| (u.model.as_str(), s))).collect();
+    if saved.is_empty() {
+        return None;
+    }
+    let total: f64 = saved.iter().map(|(_, s)| s).sum();
+    let each: Vec<String> = saved.iter().map(|(m, s)| format!("{m} ${s:.4}")).collect();
+    Some(format!("Answers read from a batch API are priced at the batch price: ${total:.4} saved against the normal price ({}).", each.join(", ")))
 }
 
 /// Markdown summary, one section per benchmark.
@@ -55,6 +69,9 @@ pub fn markdown(config: &ReportConfig, tables: &[BenchmarkTables], sections: &[S
             let _ = writeln!(out, "| {} | {} | {} | {cost} |", escape_md(&u.model), u.input_tokens, u.output_tokens);
         }
         out.push('\n');
+        if let Some(line) = batch_savings(&facts.usage) {
+            let _ = writeln!(out, "{}\n", escape_md(&line));
+        }
     }
     for t in tables {
         let _ = writeln!(out, "## {}\n", escape_md(&t.benchmark));

@@ -184,6 +184,12 @@ pub(super) fn check_reports_like_live(entry: Entry) {
     // The report's cost table prices the batched answers at the batch price (half).
     let (paid, list) = (report_cost(&ws), report_cost(&live));
     assert!(list > 0.0 && (paid - list / 2.0).abs() < 2e-4, "batched {paid} vs live {list}");
+    // And says what batching saved: the live price less the batch price.
+    let summary = std::fs::read_to_string(ws.path("reports/p/summary.md")).unwrap();
+    let saved = summary.lines().find_map(|l| l.split("$").nth(1)).and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
+    assert!(saved.is_some_and(|s| (s - (list - paid)).abs() < 2e-4), "saved {saved:?} = {list} - {paid}?\n{summary}");
+    let live_summary = std::fs::read_to_string(live.path("reports/p/summary.md")).unwrap();
+    assert!(!live_summary.contains("batch price"), "a live run says nothing of batching: {live_summary}");
     // The live run sent exactly the bodies the batches held.
     assert_eq!(counts(&mock.stats(), "live").keys().collect::<Vec<_>>(), batched.keys().collect::<Vec<_>>());
     // Batch mode is in no key: the rerun is all cached, nothing sent.

@@ -237,7 +237,7 @@ fn report_renders_in_headless_chromium_without_errors() {
             ("pipeline file".into(), "blake3:0123abcd".into()),
             ("models as answered".into(), HOSTILE.into()),
         ],
-        usage: vec![ModelUsage { model: "m1".into(), input_tokens: 1200, output_tokens: 300, cost_usd: Some(0.0123) }],
+        usage: vec![ModelUsage { model: "m1".into(), input_tokens: 1200, output_tokens: 300, cost_usd: Some(0.0123), batch_saved_usd: None }],
         decimals: 2,
         warnings: vec!["model code ran <unsandboxed>".into()],
         sections: &sections,

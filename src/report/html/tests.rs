@@ -52,8 +52,8 @@ fn report<'a>(tables: &'a [BenchmarkTables], cells: Vec<CellLine>) -> HtmlReport
         cells,
         provenance: vec![("evalgrid version".into(), "0.1.0".into()), ("pipeline hash".into(), "blake3:abc".into())],
         usage: vec![
-            ModelUsage { model: "m&1".into(), input_tokens: 10, output_tokens: 5, cost_usd: Some(0.5) },
-            ModelUsage { model: "free".into(), input_tokens: 1, output_tokens: 2, cost_usd: None },
+            ModelUsage { model: "m&1".into(), input_tokens: 10, output_tokens: 5, cost_usd: Some(0.5), batch_saved_usd: None },
+            ModelUsage { model: "free".into(), input_tokens: 1, output_tokens: 2, cost_usd: None, batch_saved_usd: None },
         ],
         decimals: 2,
         warnings: Vec::new(),
