@@ -242,7 +242,8 @@ fn usage_rows(pipeline: &Pipeline, metrics: &MetricsOutput) -> Vec<ModelUsage> {
     }
     for (model, input, cached, output) in &metrics.call_tokens {
         if input + output > 0 && !pipeline.models.iter().any(|m| &m.id == model) {
-            let (cost_usd, batch_saved_usd) = pipeline.report.prices.get(model).map(|p| priced(p, model, (*input, *cached, *output), &metrics.batch_tokens)).unzip();
+            let (cost_usd, batch_saved_usd) =
+                pipeline.report.prices.get(model).map(|p| priced(p, model, (*input, *cached, *output), &metrics.batch_tokens)).unzip();
             rows.push(ModelUsage { model: model.clone(), input_tokens: *input, output_tokens: *output, cost_usd, batch_saved_usd });
         }
     }

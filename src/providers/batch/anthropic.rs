@@ -115,17 +115,7 @@ pub(super) async fn results(http: &Http, url: &str) -> Result<(Vec<OutputLine>, 
 
 /// Reads the results JSONL; a line that is not a result is reported by number and skipped.
 fn parse_results(text: &[u8]) -> (Vec<OutputLine>, Vec<String>) {
-    let (mut lines, mut problems) = (Vec::new(), Vec::new());
-    for (number, raw) in text.split(|b| *b == b'\n').enumerate() {
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice::<Value>(raw).ok().and_then(|value| read_line(&value)) {
-            Some(line) => lines.push(line),
-            None => problems.push(format!("line {}: not a batch result line", number + 1)),
-        }
-    }
-    (lines, problems)
+    super::lines::parse_jsonl(text, read_line)
 }
 
 /// One result: a succeeded message as a live 200 answer, an errored request as the live

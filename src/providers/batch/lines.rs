@@ -25,12 +25,18 @@ pub struct OutputLine {
 /// reported by its 1-based number and skipped, so the rest of the file still answers.
 #[must_use]
 pub fn parse_output(text: &[u8]) -> (Vec<OutputLine>, Vec<String>) {
+    parse_jsonl(text, read_line)
+}
+
+/// Reads a JSONL of results with `read` (each provider's line shape); a line `read` does
+/// not take is reported by its 1-based number and skipped.
+pub(super) fn parse_jsonl(text: &[u8], read: impl Fn(&Value) -> Option<OutputLine>) -> (Vec<OutputLine>, Vec<String>) {
     let (mut lines, mut problems) = (Vec::new(), Vec::new());
     for (number, raw) in text.split(|b| *b == b'\n').enumerate() {
         if raw.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Value>(raw).ok().and_then(|value| read_line(&value)) {
+        match serde_json::from_slice::<Value>(raw).ok().and_then(|value| read(&value)) {
             Some(line) => lines.push(line),
             None => problems.push(format!("line {}: not a batch result line", number + 1)),
         }
