@@ -1,13 +1,18 @@
 //! Claims on model calls, so two evalgrid processes on one cache pay each call once.
 //!
-//! A claim is an exclusive lock on one byte of `locks/claims.lock`, at an offset taken from
+//! A claim is an exclusive lock on one byte of `locks/claims-<s>.lock`, at an offset taken from
 //! the call's key (62 bits of it: two keys share a byte about once in 10^18 pairs, and then
 //! one of them only waits for the other). The byte-range lock (`fcntl`, through `file-guard`)
 //! costs two system calls and touches no directory, where a lock file per call cost a create,
 //! a lock, two stats and an unlink. The kernel drops a dead process's locks with its
-//! descriptors, also on `kill -9`. The file is opened once per process and never closed while
+//! descriptors, also on `kill -9`. Each file is opened once per process and never closed while
 //! claims are held: POSIX record locks belong to the process and go away when any descriptor
 //! of the file is closed, so nothing else opens it.
+//!
+//! The claims are spread over [`SHARDS`] files by another byte of the key: the kernel keeps one
+//! list of record locks per file and walks it on every lock and unlock, so 256 calls in flight
+//! on one file made each claim walk 256 entries (3 % of a busy run's CPU); 64 files keep the
+//! lists about 4 long.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -21,11 +26,14 @@ use crate::plan::StepKey;
 /// Offsets stay below 2^62, inside every platform's signed file offset.
 const OFFSET_MASK: u64 = (1 << 62) - 1;
 
-/// The claim file of one cache, opened on first use.
+/// How many claim files a cache has (a power of two).
+pub const SHARDS: usize = 64;
+
+/// The claim files of one cache, each opened on first use.
 #[derive(Debug)]
 pub struct Claims {
-    path: PathBuf,
-    file: OnceLock<Arc<File>>,
+    dir: PathBuf,
+    files: [OnceLock<Arc<File>>; SHARDS],
 }
 
 /// A held claim on one call; released on drop.
@@ -40,21 +48,21 @@ impl std::fmt::Debug for Claim {
 }
 
 impl Claims {
-    /// The claims kept in `locks_dir/claims.lock`.
+    /// The claims kept in `locks_dir/claims-<s>.lock`.
     #[must_use]
     pub fn new(locks_dir: &Path) -> Self {
-        Self { path: locks_dir.join("claims.lock"), file: OnceLock::new() }
+        Self { dir: locks_dir.to_path_buf(), files: std::array::from_fn(|_| OnceLock::new()) }
     }
 
-    /// The claim file's path (for error messages).
+    /// The path of the claim file that holds `key`'s claim (for error messages).
     #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.path
+    pub fn path(&self, key: StepKey) -> PathBuf {
+        self.dir.join(format!("claims-{:02x}.lock", shard(key)))
     }
 
     /// Claims `key` without waiting: `Ok(None)` when another process holds it.
     pub fn try_claim(&self, key: StepKey) -> std::io::Result<Option<Claim>> {
-        let file = self.file()?;
+        let file = self.file(key)?;
         match file_guard::try_lock(file, Lock::Exclusive, offset(key), 1) {
             Ok(guard) => Ok(Some(Claim { _guard: guard })),
             Err(error) if error.kind() == ErrorKind::WouldBlock => Ok(None),
@@ -62,15 +70,21 @@ impl Claims {
         }
     }
 
-    fn file(&self) -> std::io::Result<Arc<File>> {
-        if let Some(file) = self.file.get() {
+    fn file(&self, key: StepKey) -> std::io::Result<Arc<File>> {
+        let slot = &self.files[shard(key)];
+        if let Some(file) = slot.get() {
             return Ok(Arc::clone(file));
         }
-        let opened = Arc::new(OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&self.path)?);
+        let opened = Arc::new(OpenOptions::new().read(true).write(true).create(true).truncate(false).open(self.path(key))?);
         // Two threads may open it at once; one descriptor wins and the other is dropped
         // before it ever held a lock, so closing it releases nothing.
-        Ok(Arc::clone(self.file.get_or_init(|| opened)))
+        Ok(Arc::clone(slot.get_or_init(|| opened)))
     }
+}
+
+/// The claim file of `key`: a key byte the offset does not use.
+fn shard(key: StepKey) -> usize {
+    usize::from(key.as_bytes()[8]) % SHARDS
 }
 
 /// The byte claimed for `key`.
@@ -92,25 +106,32 @@ mod tests {
     /// same POSIX record locks) can take the byte of `key` right now.
     fn free_for_another_process(claims: &Claims, key: StepKey) -> bool {
         let script = "import fcntl, sys\nf = open(sys.argv[1], 'r+')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, int(sys.argv[2]))\n    print('free')\nexcept OSError:\n    print('held')\n";
-        let out = std::process::Command::new("python3").args(["-c", script]).arg(claims.path()).arg(offset(key).to_string()).output().expect("python3");
+        let out = std::process::Command::new("python3").args(["-c", script]).arg(claims.path(key)).arg(offset(key).to_string()).output().expect("python3");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim() == "free"
     }
 
     #[test]
-    fn a_claim_keeps_other_processes_out_until_dropped_and_leaves_one_file() {
+    fn a_claim_keeps_other_processes_out_until_dropped_and_leaves_a_few_files() {
         let dir = tempfile::tempdir().unwrap();
         let claims = Claims::new(dir.path());
+        // Keys 0x01.., 0x41.. and 0x81.. share a claim file; 0x02.. has another.
+        assert_eq!(claims.path(key(1)), claims.path(key(0x41)));
+        assert_ne!(claims.path(key(1)), claims.path(key(2)));
         let held = claims.try_claim(key(1)).unwrap().expect("free");
-        let other = claims.try_claim(key(2)).unwrap().expect("another key is free");
+        let other = claims.try_claim(key(0x41)).unwrap().expect("another key is free");
+        let elsewhere = claims.try_claim(key(2)).unwrap().expect("a key in another file is free");
         assert!(!free_for_another_process(&claims, key(1)), "claimed: another process is kept out");
+        assert!(!free_for_another_process(&claims, key(0x41)));
         assert!(!free_for_another_process(&claims, key(2)));
-        assert!(free_for_another_process(&claims, key(3)), "an unclaimed call is free");
+        assert!(free_for_another_process(&claims, key(0x81)), "an unclaimed call is free");
         drop(held);
         assert!(free_for_another_process(&claims, key(1)), "released on drop");
-        assert!(!free_for_another_process(&claims, key(2)), "releasing one claim keeps the others");
-        drop(other);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "one claim file for every call");
+        assert!(!free_for_another_process(&claims, key(0x41)), "releasing one claim keeps the others in its file");
+        assert!(!free_for_another_process(&claims, key(2)), "and in the other files");
+        drop((other, elsewhere));
+        assert!(free_for_another_process(&claims, key(2)));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "one claim file per shard used, none per call");
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub struct Store {
     quick_io: bool,
     /// This run's answer journal, once reserved ([`super::journal`]).
     pub(super) journal: Arc<std::sync::Mutex<Option<super::journal::Journal>>>,
-    /// Cross-process claims on model calls, one lock file for all of them.
+    /// Cross-process claims on model calls, in a few lock files shared by all of them.
     claims: Arc<Claims>,
 }
 
@@ -375,7 +375,7 @@ impl Store {
     /// Claims `key` for one computation without waiting (`None` = another process holds
     /// it), so two processes on one cache send each model call once ([`super::claims`]).
     pub fn try_claim(&self, key: StepKey) -> Result<Option<Claim>, CacheError> {
-        self.claims.try_claim(key).map_err(io(self.claims.path()))
+        self.claims.try_claim(key).map_err(io(&self.claims.path(key)))
     }
 
     /// Waits for the per-key lock (blocking; call from a blocking thread).
