@@ -388,22 +388,29 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
     // costs (reading 17 MB of data, planning, metrics and report). Identical prompts are
     // one request (single-flight), so the last arrival is the last change of the count.
     let running = std::sync::atomic::AtomicBool::new(true);
-    let (run, (first, last)) = std::thread::scope(|scope| {
+    let (run, (first, last, filled, samples)) = std::thread::scope(|scope| {
         let sampler = scope.spawn(|| {
             let (t0, mut first, mut last, mut seen) = (Instant::now(), None, None, 0);
+            // In-flight samples from the first arrival to the last: how full the run keeps
+            // its concurrency.
+            let mut gauge = Vec::new();
             while running.load(std::sync::atomic::Ordering::Relaxed) {
                 let n = server.calls();
                 if n != seen {
                     first = first.or(Some(t0.elapsed()));
                     (last, seen) = (Some(t0.elapsed()), n);
                 }
+                if first.is_some() {
+                    gauge.push((t0.elapsed(), server.in_flight()));
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
-            (first, last)
+            let inside: Vec<u64> = gauge.iter().filter(|(at, _)| last.is_some_and(|last| *at <= last)).map(|(_, n)| *n).collect();
+            (first, last, inside.iter().sum::<u64>(), inside.len() as u64)
         });
         let run = run_pipeline(env, dir.path(), &yaml, std::process::Stdio::piped());
         running.store(false, std::sync::atomic::Ordering::Relaxed);
-        (run, sampler.join().unwrap_or((None, None)))
+        (run, sampler.join().unwrap_or((None, None, 0, 0)))
     });
     let (out, wall) = run?;
     runtime.block_on(server.shutdown());
@@ -421,10 +428,11 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
     if let (Some(first), Some(last)) = (first, last) {
         let phase = (last - first).as_secs_f64() + 0.05;
         output::line(&format!(
-            "call phase (first request to last answer, seen by the mock): {phase:.2} s → {:.1}% of ideal ({:.0} calls/s); fixed costs outside it {:.2} s",
+            "call phase (first request to last answer, seen by the mock): {phase:.2} s → {:.1}% of ideal ({:.0} calls/s); fixed costs outside it {:.2} s; {:.0} of {concurrency} in flight on average until the last request",
             100.0 * ideal / phase,
             calls / phase,
-            wall - phase
+            wall - phase,
+            filled as f64 / samples.max(1) as f64
         ));
     }
     settle_removal(dir)?;

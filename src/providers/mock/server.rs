@@ -111,6 +111,8 @@ struct Shared {
     config: Mutex<MockConfig>,
     log: Mutex<Vec<LoggedRequest>>,
     calls: AtomicU64,
+    /// Requests on known routes being answered right now (benchmarks sample it).
+    in_flight: AtomicU64,
     cursors: Mutex<BTreeMap<ProviderKind, u64>>,
     jobs: Jobs,
     /// The slots of [`MockConfig::slots`].
@@ -152,6 +154,7 @@ impl MockServer {
             config: Mutex::new(config),
             log: Mutex::new(Vec::new()),
             calls: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
             cursors: Mutex::new(BTreeMap::new()),
             jobs: Jobs::default(),
         });
@@ -189,6 +192,12 @@ impl MockServer {
     #[must_use]
     pub fn calls(&self) -> u64 {
         self.shared.calls.load(Ordering::SeqCst)
+    }
+
+    /// Requests on known routes in progress now: how full a client keeps its concurrency.
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.shared.in_flight.load(Ordering::Relaxed)
     }
 
     /// Replaces the fault plan; the global call index keeps counting.
@@ -254,6 +263,22 @@ enum Plan {
     Exhausted(ProviderKind),
 }
 
+/// One request counted in [`Shared::in_flight`] until its answer is rendered.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(gauge: &'a AtomicU64) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
     let tokens = (body.len() as u64).div_ceil(4);
@@ -275,6 +300,7 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
+    let _in_flight = InFlight::enter(&shared.in_flight);
     let (latency, required_key, answered_model, record, require_signatures, interval) = {
         let config = lock(&shared.config);
         (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.require_signatures, config.stream_interval)
