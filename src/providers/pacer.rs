@@ -15,9 +15,14 @@
 //! - *slow start* after the first event: ×[`PacerConfig::slow_start_factor`] per round in which
 //!   the pacer actually held requests back, until the next 429, which drops the rate back
 //!   to the last rate that drew none;
-//! - *congestion avoidance* afterwards: a 429 at send rate `s` sets `rate = decrease · s` and
-//!   remembers `s` as a ceiling; after a cooldown the rate grows by a small fraction per
-//!   binding round, never above `ceiling_margin · ceiling` while the ceiling is fresh.
+//! - *congestion avoidance* afterwards: a 429 at send rate `s` remembers `s` as a ceiling and
+//!   paces just under it (`ceiling_margin · s`; a storm cuts to `decrease · s`); after a
+//!   cooldown the rate grows by a small fraction per binding round, never above
+//!   `ceiling_margin · ceiling` while the ceiling is fresh.
+//!
+//! A congestion event close under a fresh ceiling (misses from a cap a hair too high) lowers
+//! the ceiling by [`PacerConfig::ceiling_step`] and paces at the new cap, without the cut; a
+//! lane at its cap with no 429 in twice [`PacerConfig::miss_spacing`] sends raises it a step.
 //!
 //! In congestion avoidance, a lone 429 (none in the last [`PacerConfig::miss_spacing`] sends)
 //! is a *miss*: one request landed a little early, the rate is right. It is retried and
@@ -50,7 +55,7 @@ pub struct PacerConfig {
     pub initial_fraction: f64,
     /// Rate multiplier per binding round during slow start.
     pub slow_start_factor: f64,
-    /// A 429 in congestion avoidance sets the rate to this fraction of the send rate.
+    /// A storm of 429s in congestion avoidance sets the rate to this fraction of the send rate.
     pub decrease_factor: f64,
     /// Additive growth per binding round in congestion avoidance, as a fraction of the rate.
     pub growth_fraction: f64,
@@ -62,9 +67,12 @@ pub struct PacerConfig {
     pub ceiling_margin: f64,
     /// ... until that ceiling is this old (then the pacer may probe above it again).
     pub ceiling_ttl: Duration,
-    /// A congestion event at a send rate of at least this fraction of the ceiling keeps the
-    /// ceiling; one below it (or a storm) lowers the ceiling to that rate.
+    /// A congestion event at a send rate of at least this fraction of the ceiling lowers the
+    /// ceiling by [`PacerConfig::ceiling_step`] only; one below it (or a storm) lowers the
+    /// ceiling to that rate and paces under it (a storm cuts by [`PacerConfig::decrease_factor`]).
     pub ceiling_hold: f64,
+    /// The ceiling's factor after a congestion event close under it.
+    pub ceiling_step: f64,
     /// Lowest rate ever paced at (requests per second), so a lane never stops.
     pub min_rate: f64,
     /// Above this rate the pacer switches itself off (requests per second).
@@ -92,6 +100,7 @@ impl Default for PacerConfig {
             ceiling_margin: 0.985,
             ceiling_ttl: Duration::from_mins(1),
             ceiling_hold: 0.9,
+            ceiling_step: 0.995,
             min_rate: 1.0 / 60.0,
             max_rate: 10_000.0,
             miss_spacing: 100,
@@ -161,6 +170,10 @@ struct State {
     due: Option<Instant>,
     /// `sent` at the last 429 of a paced lane, to tell a miss from congestion.
     last_miss: Option<u64>,
+    /// `sent` when the ceiling was last raised a step after a clean stretch.
+    last_raise: u64,
+    /// The send rate that last drew a congestion event: steps back up never pass it.
+    ceiling_top: f64,
     /// When this lane's recent 429s arrived (the last second), to see a storm.
     recent_limited: VecDeque<Instant>,
     paused_until: Option<Instant>,
@@ -193,6 +206,8 @@ impl Pacer {
             state: Mutex::new(State {
                 phase: PacerPhase::Unpaced,
                 rate: f64::INFINITY,
+                last_raise: 0,
+                ceiling_top: f64::INFINITY,
                 last_start: None,
                 due: None,
                 last_miss: None,
@@ -292,6 +307,7 @@ impl Pacer {
             PacerPhase::SlowStart => state.rate * self.config.slow_start_factor,
             PacerPhase::Steady => state.rate * (1.0 + self.config.growth_fraction),
         };
+        self.raise_after_a_clean_stretch(state);
         let cap = state.ceiling.map_or(f64::INFINITY, |(ceiling, _)| ceiling * self.config.ceiling_margin);
         if state.phase == PacerPhase::SlowStart && grown >= cap {
             state.phase = PacerPhase::Steady;
@@ -300,6 +316,23 @@ impl Pacer {
         if state.rate > self.config.max_rate {
             state.phase = PacerPhase::Unpaced;
             state.rate = f64::INFINITY;
+        }
+    }
+
+    /// Steps the ceiling back up once a lane paced at its cap went twice
+    /// [`PacerConfig::miss_spacing`] sends without a 429: steps down after misses can overshoot
+    /// (a cluster of misses steps several times), and nothing else would raise the cap again
+    /// before the ceiling expires. At most one step per clean stretch, never above the send
+    /// rate that last drew a congestion event, so the cap settles where misses are rarer than
+    /// one in that many sends.
+    fn raise_after_a_clean_stretch(&self, state: &mut State) {
+        let Some((ceiling, at)) = state.ceiling else { return };
+        let at_cap = state.rate >= ceiling * self.config.ceiling_margin * (1.0 - 1e-9);
+        let clean_since = state.last_miss.unwrap_or(0).max(state.last_raise);
+        let raised = (ceiling / self.config.ceiling_step).min(state.ceiling_top);
+        if state.phase == PacerPhase::Steady && at_cap && raised > ceiling && state.sent.saturating_sub(clean_since) >= 2 * self.config.miss_spacing {
+            state.ceiling = Some((raised, at));
+            state.last_raise = state.sent;
         }
     }
 
@@ -343,17 +376,31 @@ impl Pacer {
             (PacerPhase::SlowStart, Some(sent_at_rate)) => {
                 state.phase = PacerPhase::Steady;
                 state.ceiling = Some((sent_at_rate, now));
+                state.ceiling_top = sent_at_rate;
                 sent_at_rate / config.slow_start_factor
             }
-            (PacerPhase::Steady, Some(sent_at_rate)) => {
-                // Misses just under a known ceiling are jitter, not a lower limit: the ceiling
-                // stays (else every pair of misses would ratchet it down for good). Far under
-                // it, or in a storm, the server's limit has dropped.
-                if storm || state.ceiling.is_none_or(|(ceiling, _)| sent_at_rate < config.ceiling_hold * ceiling) {
-                    state.ceiling = Some((sent_at_rate, now));
+            (PacerPhase::Steady, Some(sent_at_rate)) => match state.ceiling {
+                // Misses close under a known ceiling: the cap is a hair above what the server
+                // takes (its clock and ours jitter by a millisecond). The ceiling comes down one
+                // small step and the lane is paced at the new cap: a 5 % cut and the climb back
+                // made a sawtooth that lost 2-3 % of the rate and drew a pair of 429s every few
+                // seconds. Steps stop once the misses do (a lower rate leaves more slack), so
+                // jitter cannot ratchet the rate far down; a real drop keeps drawing misses and
+                // keeps stepping, and a storm or a miss far under the ceiling cuts at once.
+                Some((ceiling, _)) if !storm && sent_at_rate >= config.ceiling_hold * ceiling => {
+                    let lowered = ceiling * config.ceiling_step;
+                    state.ceiling = Some((lowered, now));
+                    lowered * config.ceiling_margin
                 }
-                sent_at_rate * config.decrease_factor
-            }
+                // A storm, or misses far under the ceiling (or with none known): the server's
+                // limit is at or under this send rate. Misses say it is just under (pace at
+                // the cap under it); a storm says the limit dropped: cut harder.
+                _ => {
+                    state.ceiling = Some((sent_at_rate, now));
+                    state.ceiling_top = sent_at_rate;
+                    sent_at_rate * if storm { config.decrease_factor } else { config.ceiling_margin }
+                }
+            },
         };
         state.rate = new_rate.min(state.rate).max(config.min_rate);
         state.last_miss = Some(state.sent);
@@ -562,7 +609,7 @@ mod tests {
         pacer.rate_limited(ticket, None); // slow start → steady
         let ticket = pacer.acquire().await;
         let ceiling = ticket.rate_at_send.unwrap();
-        pacer.rate_limited(ticket, None); // steady cut: decrease × ceiling
+        pacer.rate_limited(ticket, None); // steady cut, in a storm (the 40 429s of this second)
         let config = PacerConfig::default();
         assert!((pacer.snapshot().rate.unwrap() - ceiling * config.decrease_factor).abs() < 1e-9);
         tokio::time::advance(Duration::from_secs(3)).await;
@@ -582,6 +629,7 @@ mod tests {
             state.phase = PacerPhase::Steady;
             state.rate = ceiling_rate * 0.985;
             state.ceiling = Some((ceiling_rate, Instant::now()));
+            state.ceiling_top = ceiling_rate;
         }
         pacer
     }
@@ -607,6 +655,53 @@ mod tests {
         assert_eq!(snapshot.cuts, 1);
         assert!(snapshot.rate.unwrap() < rate, "{snapshot:?}");
         assert!(!snapshot.paused, "still no lane-wide pause: the cut is the answer");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn misses_close_under_the_ceiling_step_it_down_without_a_cut_and_a_real_drop_is_followed() {
+        let config = PacerConfig::default();
+        let pacer = steady(40.0).await;
+        let rate = pacer.snapshot().rate.unwrap();
+        let miss = |pacer: &Arc<Pacer>| {
+            let pacer = Arc::clone(pacer);
+            async move {
+                let ticket = pacer.acquire().await;
+                pacer.rate_limited(ticket, None);
+                pacer.snapshot().rate.unwrap()
+            }
+        };
+        // A pair of misses at the cap, as a cap a hair above the server's rate draws them.
+        miss(&pacer).await;
+        let stepped = miss(&pacer).await;
+        assert!((stepped - 40.0 * config.ceiling_step * config.ceiling_margin).abs() < 1e-9, "one step: {stepped}");
+        assert!(stepped > rate * config.decrease_factor, "no 5 % cut: {stepped} vs {rate}");
+        // Misses as sparse as `miss_spacing` at the new cap are jitter: nothing moves.
+        for _ in 0..config.miss_spacing {
+            pacer.acquire().await;
+        }
+        assert!((miss(&pacer).await - stepped).abs() < 1e-9, "a lone miss moves nothing");
+        // Another one soon after: the cap is still high, one more step.
+        let again = miss(&pacer).await;
+        assert!((again - 40.0 * config.ceiling_step.powi(2) * config.ceiling_margin).abs() < 1e-9, "{again}");
+        // A clean stretch at the cap (twice `miss_spacing` sends) raises the ceiling one step.
+        for _ in 0..2 * config.miss_spacing + 20 {
+            pacer.acquire().await;
+        }
+        let raised = pacer.snapshot().rate.unwrap();
+        assert!((raised - stepped).abs() < 1e-9, "one step back up: {raised} vs {stepped}");
+        // Clean stretches raise it up to the rate that drew the 429s, never past it.
+        for _ in 0..6 * config.miss_spacing {
+            pacer.acquire().await;
+        }
+        let top = pacer.snapshot().rate.unwrap();
+        assert!((top - 40.0 * config.ceiling_margin).abs() < 1e-9, "back at the first cap, no higher: {top}");
+        // A limit that really dropped by a tenth keeps drawing misses: the steps follow it
+        // down (a miss far under the ceiling cuts at once).
+        for _ in 0..40 {
+            let ticket = pacer.acquire().await;
+            pacer.rate_limited(ticket, None);
+        }
+        assert!(pacer.snapshot().rate.unwrap() < 36.0, "{:?}", pacer.snapshot());
     }
 
     #[tokio::test(start_paused = true)]
