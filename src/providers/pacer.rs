@@ -16,7 +16,7 @@
 //!   the pacer actually held requests back, until the next 429, which drops the rate back
 //!   to the last rate that drew none;
 //! - *congestion avoidance* afterwards: a 429 at send rate `s` remembers `s` as a ceiling and
-//!   paces just under it (`ceiling_margin · s`; a storm cuts to `decrease · s`); after a
+//!   paces just under it (`ceiling_margin · s`; a storm cuts to the accepted share of `s`); after a
 //!   cooldown the rate grows by a small fraction per binding round, never above
 //!   `ceiling_margin · ceiling` while the ceiling is fresh.
 //!
@@ -55,7 +55,8 @@ pub struct PacerConfig {
     pub initial_fraction: f64,
     /// Rate multiplier per binding round during slow start.
     pub slow_start_factor: f64,
-    /// A storm of 429s in congestion avoidance sets the rate to this fraction of the send rate.
+    /// A storm of 429s sets the rate to the share of sends the server accepted, at most this
+    /// fraction of the send rate.
     pub decrease_factor: f64,
     /// Additive growth per binding round in congestion avoidance, as a fraction of the rate.
     pub growth_fraction: f64,
@@ -174,6 +175,8 @@ struct State {
     last_raise: u64,
     /// The send rate that last drew a congestion event: steps back up never pass it.
     ceiling_top: f64,
+    /// When a storm last cut the rate to the accepted share.
+    last_share_cut: Option<Instant>,
     /// When this lane's recent 429s arrived (the last second), to see a storm.
     recent_limited: VecDeque<Instant>,
     paused_until: Option<Instant>,
@@ -208,6 +211,7 @@ impl Pacer {
                 rate: f64::INFINITY,
                 last_raise: 0,
                 ceiling_top: f64::INFINITY,
+                last_share_cut: None,
                 last_start: None,
                 due: None,
                 last_miss: None,
@@ -377,7 +381,9 @@ impl Pacer {
                 state.phase = PacerPhase::Steady;
                 state.ceiling = Some((sent_at_rate, now));
                 state.ceiling_top = sent_at_rate;
-                sent_at_rate / config.slow_start_factor
+                // A storm at the first paced rate: no rate drew none yet, so "one step back"
+                // would still be far too fast.
+                if storm { sent_at_rate * state.accepted_share(now, config) } else { sent_at_rate / config.slow_start_factor }
             }
             (PacerPhase::Steady, Some(sent_at_rate)) => match state.ceiling {
                 // Misses close under a known ceiling: the cap is a hair above what the server
@@ -398,7 +404,7 @@ impl Pacer {
                 _ => {
                     state.ceiling = Some((sent_at_rate, now));
                     state.ceiling_top = sent_at_rate;
-                    sent_at_rate * if storm { config.decrease_factor } else { config.ceiling_margin }
+                    sent_at_rate * if storm { state.accepted_share(now, config) } else { config.ceiling_margin }
                 }
             },
         };
@@ -487,6 +493,23 @@ impl State {
         }
         let sends = self.recent.iter().filter(|at| now.duration_since(**at) <= Duration::from_secs(1)).count();
         self.recent_limited.len() >= min_stream && self.recent_limited.len() * 2 >= sends
+    }
+
+    /// In a storm, the share of the last second's sends the server accepted (at most
+    /// `decrease_factor`, at least a quarter): sending at `s`, the server's rate is about
+    /// `share · s`, so a lane far above it gets there in one cut instead of 5 % a second.
+    fn accepted_share(&mut self, now: Instant, config: PacerConfig) -> f64 {
+        // Within a second of such a cut the window still holds the 429s that caused it:
+        // cutting by them again would cascade, so later storms in that second cut by the
+        // fixed factor.
+        if self.last_share_cut.is_some_and(|cut| now.duration_since(cut) < Duration::from_secs(1)) {
+            return config.decrease_factor;
+        }
+        self.last_share_cut = Some(now);
+        let sends = self.recent.iter().filter(|at| now.duration_since(**at) <= Duration::from_secs(1)).count();
+        #[expect(clippy::cast_precision_loss, reason = "at most a few thousand sends per second")]
+        let share = 1.0 - self.recent_limited.len() as f64 / sends.max(1) as f64;
+        share.clamp(0.25, config.decrease_factor)
     }
 
     fn interval(&self) -> Option<Duration> {
@@ -609,15 +632,18 @@ mod tests {
         pacer.rate_limited(ticket, None); // slow start → steady
         let ticket = pacer.acquire().await;
         let ceiling = ticket.rate_at_send.unwrap();
-        pacer.rate_limited(ticket, None); // steady cut, in a storm (the 40 429s of this second)
+        // Steady cut, still in the storm of the first 429s, which already cut to the accepted
+        // share: the fixed factor, not that share again.
+        pacer.rate_limited(ticket, None);
         let config = PacerConfig::default();
-        assert!((pacer.snapshot().rate.unwrap() - ceiling * config.decrease_factor).abs() < 1e-9);
+        let cut = pacer.snapshot().rate.unwrap();
+        assert!((cut - ceiling * config.decrease_factor).abs() < 1e-9, "{cut} from {ceiling}");
         tokio::time::advance(Duration::from_secs(3)).await;
         for _ in 0..400 {
             pacer.acquire().await;
         }
         let rate = pacer.snapshot().rate.unwrap();
-        assert!(rate > ceiling * config.decrease_factor && rate <= ceiling * config.ceiling_margin + 1e-9, "grows, capped by the ceiling: {rate} vs {ceiling}");
+        assert!(rate > cut && rate <= ceiling * config.ceiling_margin + 1e-9, "grows, capped by the ceiling: {rate} vs {ceiling}");
     }
 
     /// A pacer in congestion avoidance at `rate` under a ceiling of `ceiling` (as after the
@@ -702,6 +728,27 @@ mod tests {
             pacer.rate_limited(ticket, None);
         }
         assert!(pacer.snapshot().rate.unwrap() < 36.0, "{:?}", pacer.snapshot());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_storm_cuts_to_the_share_the_server_accepted() {
+        // Paced at 25/s against a server taking 10/s: about 6 of every 10 sends draw a 429.
+        let pacer = steady(25.0).await;
+        for _ in 0..25 {
+            pacer.acquire().await;
+        }
+        let mut last = None;
+        for n in 0..25 {
+            let ticket = pacer.acquire().await;
+            if n % 10 < 6 {
+                last = Some(ticket.rate_at_send.unwrap());
+                pacer.rate_limited(ticket, None);
+            }
+        }
+        assert!(last.is_some());
+        let rate = pacer.snapshot().rate.unwrap();
+        let before = 25.0 * 0.985;
+        assert!(rate < before * 0.5 && rate > before * 0.25 * 0.9, "one cut to about the accepted share (about 0.4), not 5 % a storm: {rate} from {before}");
     }
 
     #[tokio::test(start_paused = true)]
