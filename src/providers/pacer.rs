@@ -398,6 +398,15 @@ impl Pacer {
                     state.ceiling = Some((lowered, now));
                     lowered * config.ceiling_margin
                 }
+                // Less than a second after a cut to the accepted share, 429s are that storm's
+                // tail (its window still holds its 429s; the first sends at the new rate can
+                // land close to the last ones at the old rate): a storm cuts by the fixed
+                // factor, a miss by nothing, and the ceiling stays where the storm put it
+                // (pinning it at the already-cut rate would keep the lane under the server's
+                // rate for good).
+                _ if state.last_share_cut.is_some_and(|cut| now.duration_since(cut) < Duration::from_secs(1)) => {
+                    if storm { sent_at_rate * config.decrease_factor } else { state.rate }
+                }
                 // A storm, or misses far under the ceiling (or with none known): the server's
                 // limit is at or under this send rate. Misses say it is just under (pace at
                 // the cap under it); a storm says the limit dropped: cut harder.
@@ -460,12 +469,15 @@ impl Pacer {
 impl State {
     /// When the next request may start: one interval after the previous start while the
     /// server's rate is unknown; on the GCRA schedule, but never closer to the previous
-    /// start than the server's interval, once a ceiling is known.
+    /// start than the server's interval (nor 90 % of the paced one), once a ceiling is known.
     fn next_start(&self) -> Option<Instant> {
         let gap = self.interval()?;
         let last = self.last_start?;
         match (self.due, self.server_interval()) {
-            (Some(due), Some(floor)) => Some(due.max(last + floor.min(gap))),
+            // Making up lateness is for timer ticks, not for starting at a ceiling far above
+            // the paced rate (after a storm's cut the ceiling is the storm's rate): never
+            // closer than nine tenths of the paced interval either.
+            (Some(due), Some(floor)) => Some(due.max(last + floor.max(gap.mul_f64(0.9)).min(gap))),
             _ => Some(last + gap),
         }
     }
@@ -629,15 +641,17 @@ mod tests {
             pacer.rate_limited(ticket, None);
         }
         let ticket = pacer.acquire().await;
-        pacer.rate_limited(ticket, None); // slow start → steady
-        let ticket = pacer.acquire().await;
+        // Slow start → steady, in a storm: the ceiling is this send rate.
         let ceiling = ticket.rate_at_send.unwrap();
+        pacer.rate_limited(ticket, None);
+        let ticket = pacer.acquire().await;
+        let sent = ticket.rate_at_send.unwrap();
         // Steady cut, still in the storm of the first 429s, which already cut to the accepted
-        // share: the fixed factor, not that share again.
+        // share: the fixed factor, not that share again, and the ceiling stays.
         pacer.rate_limited(ticket, None);
         let config = PacerConfig::default();
         let cut = pacer.snapshot().rate.unwrap();
-        assert!((cut - ceiling * config.decrease_factor).abs() < 1e-9, "{cut} from {ceiling}");
+        assert!((cut - sent * config.decrease_factor).abs() < 1e-9, "{cut} from {sent}");
         tokio::time::advance(Duration::from_secs(3)).await;
         for _ in 0..400 {
             pacer.acquire().await;
