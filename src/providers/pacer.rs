@@ -405,7 +405,11 @@ impl Pacer {
                 // (pinning it at the already-cut rate would keep the lane under the server's
                 // rate for good).
                 _ if state.last_share_cut.is_some_and(|cut| now.duration_since(cut) < Duration::from_secs(1)) => {
-                    if storm { sent_at_rate * config.decrease_factor } else { state.rate }
+                    if storm {
+                        sent_at_rate * config.decrease_factor
+                    } else {
+                        state.rate
+                    }
                 }
                 // A storm, or misses far under the ceiling (or with none known): the server's
                 // limit is at or under this send rate. Misses say it is just under (pace at
