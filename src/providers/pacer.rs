@@ -515,12 +515,8 @@ impl State {
     /// `decrease_factor`, at least a quarter): sending at `s`, the server's rate is about
     /// `share · s`, so a lane far above it gets there in one cut instead of 5 % a second.
     fn accepted_share(&mut self, now: Instant, config: PacerConfig) -> f64 {
-        // Within a second of such a cut the window still holds the 429s that caused it:
-        // cutting by them again would cascade, so later storms in that second cut by the
-        // fixed factor.
-        if self.last_share_cut.is_some_and(|cut| now.duration_since(cut) < Duration::from_secs(1)) {
-            return config.decrease_factor;
-        }
+        // Records the cut: for a second the window still holds these 429s, and cutting by
+        // them again would cascade (see the `last_share_cut` arm of `rate_limited`).
         self.last_share_cut = Some(now);
         let sends = self.recent.iter().filter(|at| now.duration_since(**at) <= Duration::from_secs(1)).count();
         #[expect(clippy::cast_precision_loss, reason = "at most a few thousand sends per second")]
