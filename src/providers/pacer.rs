@@ -70,7 +70,7 @@ pub struct PacerConfig {
     pub ceiling_ttl: Duration,
     /// A congestion event at a send rate of at least this fraction of the ceiling lowers the
     /// ceiling by [`PacerConfig::ceiling_step`] only; one below it (or a storm) lowers the
-    /// ceiling to that rate and paces under it (a storm cuts by [`PacerConfig::decrease_factor`]).
+    /// ceiling to that rate and paces under it (a storm cuts to the share the server accepted).
     pub ceiling_hold: f64,
     /// The ceiling's factor after a congestion event close under it.
     pub ceiling_step: f64,
@@ -383,7 +383,7 @@ impl Pacer {
                 state.ceiling_top = sent_at_rate;
                 // A storm at the first paced rate: no rate drew none yet, so "one step back"
                 // would still be far too fast.
-                if storm { sent_at_rate * state.accepted_share(now, config) } else { sent_at_rate / config.slow_start_factor }
+                if storm { sent_at_rate * state.cut_to_accepted_share(now, config) } else { sent_at_rate / config.slow_start_factor }
             }
             (PacerPhase::Steady, Some(sent_at_rate)) => match state.ceiling {
                 // Misses close under a known ceiling: the cap is a hair above what the server
@@ -417,7 +417,7 @@ impl Pacer {
                 _ => {
                     state.ceiling = Some((sent_at_rate, now));
                     state.ceiling_top = sent_at_rate;
-                    sent_at_rate * if storm { state.accepted_share(now, config) } else { config.ceiling_margin }
+                    sent_at_rate * if storm { state.cut_to_accepted_share(now, config) } else { config.ceiling_margin }
                 }
             },
         };
@@ -511,10 +511,11 @@ impl State {
         self.recent_limited.len() >= min_stream && self.recent_limited.len() * 2 >= sends
     }
 
-    /// In a storm, the share of the last second's sends the server accepted (at most
-    /// `decrease_factor`, at least a quarter): sending at `s`, the server's rate is about
-    /// `share · s`, so a lane far above it gets there in one cut instead of 5 % a second.
-    fn accepted_share(&mut self, now: Instant, config: PacerConfig) -> f64 {
+    /// Records a storm's cut and returns its factor: the share of the last second's sends the
+    /// server accepted (at most `decrease_factor`, at least a quarter). Sending at `s`, the
+    /// server's rate is about `share · s`, so a lane far above it gets there in one cut
+    /// instead of 5 % a second.
+    fn cut_to_accepted_share(&mut self, now: Instant, config: PacerConfig) -> f64 {
         // Records the cut: for a second the window still holds these 429s, and cutting by
         // them again would cascade (see the `last_share_cut` arm of `rate_limited`).
         self.last_share_cut = Some(now);
@@ -751,15 +752,12 @@ mod tests {
         for _ in 0..25 {
             pacer.acquire().await;
         }
-        let mut last = None;
         for n in 0..25 {
             let ticket = pacer.acquire().await;
             if n % 10 < 6 {
-                last = Some(ticket.rate_at_send.unwrap());
                 pacer.rate_limited(ticket, None);
             }
         }
-        assert!(last.is_some());
         let rate = pacer.snapshot().rate.unwrap();
         let before = 25.0 * 0.985;
         assert!(rate < before * 0.5 && rate > before * 0.25 * 0.9, "one cut to about the accepted share (about 0.4), not 5 % a storm: {rate} from {before}");
