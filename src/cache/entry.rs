@@ -66,10 +66,38 @@ impl Entry {
     /// Encodes header + body.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let body = serde_json::to_vec(self).expect("entries are plain JSON values and always serialize");
-        let mut out = format!("{MAGIC} {}\n", blake3::hash(&body).to_hex()).into_bytes();
-        out.extend_from_slice(&body);
-        out
+        with_header(|body| serde_json::to_writer(body, self).expect("entries are plain JSON values and always serialize"))
+    }
+
+    /// The bytes [`Entry::encode`] gives for an entry with these fields, where the components
+    /// come already in their canonical encoding (the bytes their key was hashed from): a
+    /// call's components hold its whole prompt, which is then not encoded a second time.
+    #[must_use]
+    pub fn encode_parts(key: StepKey, kind: StepKind, components: &[u8], output: &impl Serialize, duration_ms: u64, writer: &str) -> Vec<u8> {
+        with_header(|body| {
+            /// The fields of [`Entry`] in its order, the components written as they come.
+            fn fields(
+                body: &mut Vec<u8>,
+                (key, kind, components): (StepKey, StepKind, &[u8]),
+                output: &impl Serialize,
+                duration_ms: u64,
+                writer: &str,
+            ) -> serde_json::Result<()> {
+                body.extend_from_slice(b"{\"key\":");
+                serde_json::to_writer(&mut *body, &key)?;
+                body.extend_from_slice(b",\"kind\":");
+                serde_json::to_writer(&mut *body, &kind)?;
+                body.extend_from_slice(b",\"components\":");
+                body.extend_from_slice(components);
+                body.extend_from_slice(b",\"output\":");
+                serde_json::to_writer(&mut *body, output)?;
+                body.extend_from_slice(format!(",\"duration_ms\":{duration_ms},\"writer\":").as_bytes());
+                serde_json::to_writer(&mut *body, writer)?;
+                body.push(b'}');
+                Ok(())
+            }
+            fields(body, (key, kind, components), output, duration_ms, writer).expect("entries are plain JSON values and always serialize");
+        })
     }
 
     /// Decodes and verifies bytes read from the file named after `expected`.
@@ -98,6 +126,23 @@ impl Entry {
     }
 }
 
+/// The header line, then the body `write` appends, in one buffer: the header's checksum is
+/// filled in once the body is written (no second copy of a large entry).
+fn with_header(write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    const HEX: usize = 64;
+    let mut out = Vec::with_capacity(4096);
+    out.extend_from_slice(MAGIC.as_bytes());
+    out.push(b' ');
+    let at = out.len();
+    out.extend_from_slice(&[b'0'; HEX]);
+    out.push(b'\n');
+    let body = out.len();
+    write(&mut out);
+    let hash = blake3::hash(&out[body..]);
+    out[at..at + HEX].copy_from_slice(hash.to_hex().as_bytes());
+    out
+}
+
 /// The body of an entry file whose header names its checksum and whose checksum matches.
 fn verified_body(bytes: &[u8]) -> Result<&[u8], DecodeError> {
     let newline = bytes.iter().position(|b| *b == b'\n').ok_or(DecodeError::Header)?;
@@ -124,6 +169,26 @@ mod tests {
     fn round_trip() {
         let e = sample();
         assert_eq!(Entry::decode(&e.encode(), e.key).unwrap(), e);
+    }
+
+    /// Entries written before the header was filled in place, and entries written from a
+    /// call's canonical components, are the same bytes as ever.
+    #[test]
+    fn encoding_from_parts_gives_the_bytes_of_the_whole_entry() {
+        let components = json!({"b": {"prompt": "line\n\"quoted\" é \u{1}", "n": [1, 2.5, null]}, "a": true});
+        let e = Entry {
+            components: components.clone(),
+            output: json!({"text": "a\tb", "z": 1, "a": [false]}),
+            duration_ms: 42,
+            writer: "evalgrid \"x\"".into(),
+            ..sample()
+        };
+        let body = serde_json::to_vec(&e).unwrap();
+        let mut before = format!("{MAGIC} {}\n", blake3::hash(&body).to_hex()).into_bytes();
+        before.extend_from_slice(&body);
+        assert_eq!(e.encode(), before);
+        let canonical = crate::plan::canonical::to_canonical_bytes(&components);
+        assert_eq!(Entry::encode_parts(e.key, e.kind, &canonical, &e.output, e.duration_ms, &e.writer), before);
     }
 
     #[test]

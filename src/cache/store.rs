@@ -277,17 +277,30 @@ impl Store {
             }
             return Ok(stored);
         }
-        let bytes = entry.encode();
-        let stored = if self.write_new(&path, &bytes)? {
+        self.put_local(entry.key, &entry.encode())
+    }
+
+    /// [`Store::put`] of an entry already encoded ([`Entry::encode_parts`]); `entry` builds
+    /// it whole, which only a remote needs.
+    pub fn put_encoded(&self, key: StepKey, encoded: &[u8], entry: impl FnOnce() -> Entry) -> Result<Stored, CacheError> {
+        if self.remote.is_some() {
+            return self.put(&entry());
+        }
+        self.put_local(key, encoded)
+    }
+
+    fn put_local(&self, key: StepKey, bytes: &[u8]) -> Result<Stored, CacheError> {
+        let path = self.entry_path(key);
+        let stored = if self.write_new(&path, bytes)? {
             Stored::Written
-        } else if let Some(existing) = self.get(entry.key)? {
+        } else if let Some(existing) = self.get(key)? {
             Stored::Adopted(existing)
         } else {
             // What is there does not verify (a torn or damaged file): replace it.
-            self.write_atomic(&path, &bytes)?;
+            self.write_atomic(&path, bytes)?;
             Stored::Written
         };
-        self.clear_failure(entry.key)?;
+        self.clear_failure(key)?;
         Ok(stored)
     }
 

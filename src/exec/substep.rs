@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::step_error::StepError;
 use crate::cache::{CacheError, Entry, Store, Stored};
+use crate::plan::canonical::{to_canonical_bytes, to_canonical_bytes_marking};
 use crate::plan::{StepKey, StepKind};
 
 /// One sub-step of an episode: its key components and the episode it serves.
@@ -24,6 +25,9 @@ pub struct SubStep {
     /// Shared: a call's components hold its whole prompt, and the sub-step is cloned onto
     /// a blocking thread for each cache read and write.
     components: std::sync::Arc<Value>,
+    /// The components' canonical encoding, hashed into the key and written into the entry
+    /// as it is (the prompt is encoded once).
+    encoded: std::sync::Arc<[u8]>,
     key: StepKey,
     /// Computed again and stored over the cached output (see [`SubStep::refreshed`]).
     refresh: bool,
@@ -78,8 +82,26 @@ impl SubStep {
     /// [`crate::plan::key::key_components`]).
     #[must_use]
     pub fn new(episode: StepKey, kind: StepKind, components: Value) -> Self {
-        let key = StepKey::compute(&components);
-        Self { episode, kind, components: std::sync::Arc::new(components), key, refresh: false }
+        let encoded = to_canonical_bytes(&components);
+        Self::encoded(episode, kind, components, encoded)
+    }
+
+    /// [`SubStep::new`], and the canonical encoding of the value at `part` (a JSON pointer
+    /// into `components`), cut from the components' own: a call sends its body as those
+    /// bytes. `None` when nothing is at `part`.
+    #[must_use]
+    pub fn new_with_part(episode: StepKey, kind: StepKind, components: Value, part: &str) -> (Self, Option<Vec<u8>>) {
+        let (encoded, range) = match components.pointer(part) {
+            Some(value) => to_canonical_bytes_marking(&components, value),
+            None => (to_canonical_bytes(&components), None),
+        };
+        let part = range.map(|range| encoded[range].to_vec());
+        (Self::encoded(episode, kind, components, encoded), part)
+    }
+
+    fn encoded(episode: StepKey, kind: StepKind, components: Value, encoded: Vec<u8>) -> Self {
+        let key = StepKey::of_canonical(&encoded);
+        Self { episode, kind, components: std::sync::Arc::new(components), encoded: encoded.into(), key, refresh: false }
     }
 
     /// The same sub-step, computed again and stored over its cached output when `refresh`
@@ -110,29 +132,37 @@ impl SubStep {
     /// Records the sub-step under its episode, then stores `value` (blocking); returns
     /// the value that is stored: `value`, or the one another process stored first.
     pub fn store_blocking<T: Serialize + DeserializeOwned>(&self, store: &Store, value: T, duration_ms: u64) -> Result<T, CacheError> {
+        const WRITER: &str = concat!("evalgrid ", env!("CARGO_PKG_VERSION"));
         let output = serde_json::to_value(&value).map_err(|e| CacheError::Io {
             path: store.entry_path(self.key),
             source: std::io::Error::other(format!("sub-step output does not serialize: {e}")),
         })?;
-        let entry = Entry {
+        // Built whole only where needed (a remote, a refresh, the journal): a call's
+        // components are its whole prompt.
+        let entry = || Entry {
             key: self.key,
             kind: self.kind,
             components: Value::clone(&self.components),
-            output,
+            output: output.clone(),
             duration_ms,
-            writer: concat!("evalgrid ", env!("CARGO_PKG_VERSION")).to_owned(),
+            writer: WRITER.to_owned(),
         };
         // Index first: a crash between the two leaves a dangling line, never
         // an entry that gc cannot reach.
-        let stored = store
-            .record_substep(self.episode, self.key, true)
-            .and_then(|()| if self.refresh { store.replace(&entry).map(|()| Stored::Written) } else { store.put(&entry) });
+        let stored = store.record_substep(self.episode, self.key, true).and_then(|()| {
+            if self.refresh {
+                store.replace(&entry()).map(|()| Stored::Written)
+            } else {
+                let encoded = Entry::encode_parts(self.key, self.kind, &self.encoded, &output, duration_ms, WRITER);
+                store.put_encoded(self.key, &encoded, entry)
+            }
+        });
         let stored = match stored {
             // A paid answer the full disk cannot hold: kept in the run's journal (reserved
             // when it started), which the next run moves into the cache; this run still
             // stops at the error.
             Err(error) if error.is_storage_full() => {
-                store.keep_in_journal(self.episode, &entry);
+                store.keep_in_journal(self.episode, &entry());
                 return Err(error);
             }
             other => other?,

@@ -15,8 +15,36 @@ pub fn to_canonical_bytes(value: &Value) -> Vec<u8> {
     out
 }
 
+/// [`to_canonical_bytes`], and where the encoding of `part` (a value inside `value`, found
+/// by identity) lies in it: a call sends its body as those bytes instead of encoding its
+/// prompt again.
+#[must_use]
+pub fn to_canonical_bytes_marking(value: &Value, part: &Value) -> (Vec<u8>, Option<std::ops::Range<usize>>) {
+    let mut out = Vec::with_capacity(256);
+    let mut mark = None;
+    write_marking(&mut out, value, &mut |out, v| {
+        if std::ptr::eq(v, part) {
+            let start = out.len();
+            write_value(out, v);
+            mark = Some(start..out.len());
+            true
+        } else {
+            false
+        }
+    });
+    (out, mark)
+}
+
 /// Appends the canonical encoding of `value` to `out` (a key template fills its hole with it).
 pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
+    write_marking(out, value, &mut |_, _| false);
+}
+
+/// [`write_value`], where `each` may write a value itself first (returning `true`).
+fn write_marking(out: &mut Vec<u8>, value: &Value, each: &mut dyn FnMut(&mut Vec<u8>, &Value) -> bool) {
+    if each(out, value) {
+        return;
+    }
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -28,7 +56,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
                 }
                 write_json(out, k);
                 out.push(b':');
-                write_value(out, v);
+                write_marking(out, v, each);
             }
             out.push(b'}');
         }
@@ -38,7 +66,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, v);
+                write_marking(out, v, each);
             }
             out.push(b']');
         }
@@ -64,6 +92,18 @@ mod tests {
         let a = json!({"b": 1, "a": {"z": [1, {"y": 2, "x": 3}], "c": null}});
         let bytes = to_canonical_bytes(&a);
         assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"a":{"c":null,"z":[1,{"x":3,"y":2}]},"b":1}"#);
+    }
+
+    #[test]
+    fn a_marked_part_is_its_own_canonical_encoding() {
+        let whole = json!({"inputs": {"request": {"body": {"z": "a\"b\n", "a": [1, 2.5]}}, "site": 1}});
+        let part = whole.pointer("/inputs/request/body").unwrap();
+        let (bytes, mark) = to_canonical_bytes_marking(&whole, part);
+        assert_eq!(bytes, to_canonical_bytes(&whole));
+        assert_eq!(&bytes[mark.unwrap()], to_canonical_bytes(part).as_slice());
+        // An equal value elsewhere is not the part: found by identity only.
+        let copy = part.clone();
+        assert_eq!(to_canonical_bytes_marking(&whole, &copy).1, None);
     }
 
     #[test]

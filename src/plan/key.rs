@@ -67,8 +67,15 @@ impl StepKey {
     /// contain the step kind and schema version (see [`key_components`]).
     #[must_use]
     pub fn compute(components: &Value) -> Self {
+        Self::of_canonical(&to_canonical_bytes(components))
+    }
+
+    /// The key of a components object already in its canonical encoding
+    /// ([`super::canonical::to_canonical_bytes`]), for a caller that keeps the bytes.
+    #[must_use]
+    pub fn of_canonical(encoded: &[u8]) -> Self {
         let mut hasher = Self::hasher();
-        hasher.update(&to_canonical_bytes(components));
+        hasher.update(encoded);
         Self::finish(&hasher)
     }
 
@@ -203,12 +210,18 @@ impl KeyEnvelope {
     /// The components object that is hashed and stored with the entry.
     #[must_use]
     pub fn to_value(&self) -> Value {
+        self.clone().into_value()
+    }
+
+    /// [`KeyEnvelope::to_value`], moving the fields in (a call's hold its whole prompt).
+    #[must_use]
+    pub fn into_value(self) -> Value {
         serde_json::json!({
             "schema": self.schema,
             "step": self.step.as_str(),
             "component": self.component,
             "version": self.version,
-            "inputs": Value::Object(self.inputs.clone()),
+            "inputs": Value::Object(self.inputs),
         })
     }
 }
@@ -218,7 +231,7 @@ impl KeyEnvelope {
 /// whole under `inputs` (see [`KeyEnvelope`]).
 #[must_use]
 pub fn key_components(kind: StepKind, component: &str, component_version: u32, fields: serde_json::Map<String, Value>) -> Value {
-    KeyEnvelope { schema: KEY_SCHEMA_VERSION, step: kind, component: component.to_owned(), version: component_version, inputs: fields }.to_value()
+    KeyEnvelope { schema: KEY_SCHEMA_VERSION, step: kind, component: component.to_owned(), version: component_version, inputs: fields }.into_value()
 }
 
 #[cfg(test)]

@@ -84,6 +84,9 @@ pub struct CallRecord {
 pub struct CallOptions<'a> {
     /// The body, when the caller built it already (for the call's key): built once per call.
     pub body: Option<Value>,
+    /// `body`'s canonical encoding, when the caller has it (cut from the call's key
+    /// encoding): sent as it is, so the prompt is not encoded again.
+    pub encoded: Option<Vec<u8>>,
     /// Where a background-mode call keeps its response id, so an interrupted call is polled,
     /// not sent again, by the next run.
     pub ledger: Option<&'a dyn ResponseLedger>,
@@ -314,7 +317,9 @@ impl ProviderClient {
 
     /// Like [`Self::call_resumable`], with the caller's body and stop switch ([`CallOptions`]).
     pub async fn call_with(&self, endpoint: &Endpoint, request: &ChatRequest, options: CallOptions<'_>) -> CallRecord {
-        let CallOptions { body, ledger, stop } = options;
+        let CallOptions { body, encoded, ledger, stop } = options;
+        // Bytes of a body the caller did not hand over are not that body's.
+        let encoded = encoded.filter(|_| body.is_some());
         let request_body = body.unwrap_or_else(|| request_body(endpoint, request));
         // A background call is polled, never streamed.
         let background = endpoint.background && endpoint.kind.protocol().polls_in_background();
@@ -329,7 +334,7 @@ impl ProviderClient {
             streamed,
             answered: Answered::Same,
         };
-        match wire(endpoint, request, &record.request_body, streamed, background) {
+        match wire(endpoint, request, (&record.request_body, encoded), streamed, background) {
             Ok(wire) => self.attempt_loop(endpoint, &wire, started, &mut record, (ledger, stop)).await,
             Err(error) => record.result = Err(error),
         }
@@ -476,7 +481,9 @@ impl Budget {
 
 /// What every attempt of a call sends: URL, headers, the exact bytes (the keyed body plus
 /// the transport's switches, which the recorded body never has) and how the answer is shaped.
-fn wire(endpoint: &Endpoint, request: &ChatRequest, body: &Value, streamed: bool, background: bool) -> Result<Wire, CallError> {
+/// `encoded` is `body`'s canonical encoding when the caller has it: the same bytes
+/// serde_json writes (its maps keep keys sorted), sent as they are.
+fn wire(endpoint: &Endpoint, request: &ChatRequest, (body, encoded): (&Value, Option<Vec<u8>>), streamed: bool, background: bool) -> Result<Wire, CallError> {
     let switched = if background {
         Some(background::wire_body(body))
     } else if streamed {
@@ -484,8 +491,14 @@ fn wire(endpoint: &Endpoint, request: &ChatRequest, body: &Value, streamed: bool
     } else {
         None
     };
-    let bytes = serde_json::to_vec(switched.as_ref().unwrap_or(body))
-        .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })?;
+    let bytes = match (switched, encoded) {
+        (None, Some(encoded)) => {
+            debug_assert_eq!(serde_json::to_vec(body).ok().as_deref(), Some(encoded.as_slice()), "a body's canonical encoding is what serde_json writes");
+            encoded
+        }
+        (switched, _) => serde_json::to_vec(switched.as_ref().unwrap_or(body))
+            .map_err(|error| CallError::Config { detail: format!("cannot serialize request body: {error}") })?,
+    };
     let headers = request_headers(endpoint)?;
     let shaping = Shaping::for_call(request, &endpoint.base_url);
     let url = if streamed { streamed_url(endpoint.kind, &request_url(endpoint)) } else { request_url(endpoint) };

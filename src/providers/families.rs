@@ -5,12 +5,7 @@
 //! Small, explicit tables (issue 13): a request body must fit the server that receives it,
 //! and an unknown server or model falls back to the behaviour evalgrid always had.
 
-use reqwest::Url;
-
-/// The host of a base URL, lowercased; `None` when the URL does not parse.
-fn host(base_url: &str) -> Option<String> {
-    Url::parse(base_url).ok()?.host_str().map(str::to_ascii_lowercase)
-}
+use super::base_url::host;
 
 fn host_is(base_url: &str, domain: &str) -> bool {
     host(base_url).is_some_and(|host| host == domain || host.ends_with(&format!(".{domain}")))
@@ -26,7 +21,7 @@ pub fn is_openai_platform(base_url: &str) -> bool {
 /// Whether `base_url` is OpenAI's own API, the only server `auto` settings act on.
 #[must_use]
 pub fn is_openai_api(base_url: &str) -> bool {
-    reqwest::Url::parse(base_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)).as_deref() == Some("api.openai.com")
+    host(base_url).as_deref() == Some("api.openai.com")
 }
 
 /// xAI's API, whose `completion_tokens` leaves out the reasoning tokens it bills.

@@ -21,6 +21,7 @@
 pub mod anthropic;
 mod attempt;
 mod background;
+mod base_url;
 pub mod batch;
 mod bench;
 mod client;

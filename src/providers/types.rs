@@ -652,7 +652,7 @@ fn names_a_model_file(id: &str) -> bool {
 
 /// Whether `base_url` points at this machine (`localhost`, 127.0.0.0/8, `::1`).
 fn is_loopback(base_url: &str) -> bool {
-    let Some(host) = reqwest::Url::parse(base_url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)) else { return false };
+    let Some(host) = super::base_url::host(base_url) else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }

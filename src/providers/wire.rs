@@ -14,7 +14,7 @@ use super::types::{ChatResponse, FinishReason, Secret, ToolSpec};
 /// `?api-version=`); a bare origin gets the protocol's `version` path first, as the public
 /// APIs need (`https://api.openai.com` → `…/v1/chat/completions`).
 pub(super) fn endpoint_url(base: &str, version: &str, rest: &str) -> String {
-    let Ok(mut url) = reqwest::Url::parse(base) else {
+    let Some(mut url) = super::base_url::parsed(base) else {
         return join_url(base, version, rest);
     };
     let path = url.path().trim_end_matches('/').to_owned();

@@ -38,6 +38,10 @@ pub fn call_components(endpoint: &Endpoint, request: &ChatRequest, site: &CallSi
     components_of(endpoint, request, &request_body(endpoint, request), site)
 }
 
+/// Where the body sits in a call's components (a JSON pointer): a live call sends the
+/// body's encoding cut from the components' own.
+pub(super) const BODY: &str = "/inputs/request/body";
+
 /// [`call_components`] of a body already built, so a live call builds its body once.
 pub(super) fn components_of(endpoint: &Endpoint, request: &ChatRequest, body: &Value, site: &CallSite) -> Value {
     let mut fields = Map::new();

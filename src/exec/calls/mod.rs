@@ -169,12 +169,12 @@ impl CallContext {
         // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
         let _ticket = if batched { None } else { self.lanes.gate(&model.id, self.client.config()).acquire_owned().await.ok() };
         let body = request_body(&endpoint, request);
-        let step = SubStep::new(episode, StepKind::Call, key::components_of(&endpoint, request, &body, site));
+        let (step, encoded) = SubStep::new_with_part(episode, StepKind::Call, key::components_of(&endpoint, request, &body, site), key::BODY);
         let call = Call { model, request, endpoint, key: step.key(), batched };
         let ledger = call.endpoint.background.then(|| CallLedger::new(&self.store, call.key));
         let stale = |cached: &ChatResponse| self.reask(cached);
         let once = Once { claim: !self.offline, stale: &stale, shared: &self.usage.shared_calls };
-        let answer = || self.answer(&call, body, ledger.as_ref());
+        let answer = || self.answer(&call, (body, encoded), ledger.as_ref());
         let done = step
             .run_once(&self.store, &self.flights, once, answer, |done| {
                 // An answer the cache could not take stays in its batch's record for the rerun.

@@ -17,7 +17,14 @@ use crate::spec::ModelConfig;
 impl CallContext {
     /// The answer over HTTP, held to the answered-model rule; nothing is sent offline, after
     /// the cache disk filled, or once the model's lane stopped.
-    pub(super) async fn answer(&self, call: &Call<'_>, body: serde_json::Value, ledger: Option<&CallLedger>) -> Result<Fresh<ChatResponse>, StepError> {
+    /// `encoded` is the body's canonical encoding, sent as it is when nothing is added on
+    /// the wire.
+    pub(super) async fn answer(
+        &self,
+        call: &Call<'_>,
+        (body, encoded): (serde_json::Value, Option<Vec<u8>>),
+        ledger: Option<&CallLedger>,
+    ) -> Result<Fresh<ChatResponse>, StepError> {
         let model = call.model;
         if self.offline {
             return Err(StepError::episode_msg(format!("--offline: call {} to `{}` is not in the cache", call.key.short(), model.model)));
@@ -40,7 +47,7 @@ impl CallContext {
             self.batch_record(call, &endpoint, body).await
         } else {
             let stop = self.lanes.switch(&model.id);
-            let options = CallOptions { body: Some(body), ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
+            let options = CallOptions { body: Some(body), encoded, ledger: ledger.map(|ledger| ledger as &dyn ResponseLedger), stop: Some(&stop) };
             self.client.call_with(&endpoint, call.request, options).await
         };
         if let Some(slots) = self.client.slot_news(&endpoint) {
