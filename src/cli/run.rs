@@ -11,7 +11,8 @@ use evalgrid::exec::scheduler::DEFAULT_WAITING_JOBS;
 use evalgrid::exec::{CallContext, Cancel, CellState, RunCounts, RunOptions, RunSummary, classify, has_outcome, run_cells};
 use evalgrid::plan::{Plan, plan};
 use evalgrid::providers::{AimdConfig, ClientConfig, ConcurrencyMode, PollConfig, ProviderClient, RetryPolicy, install_crypto_provider};
-use evalgrid::report::{ReportOutcome, build};
+use evalgrid::report::early::EarlyPages;
+use evalgrid::report::{ReportOutcome, build, build_after};
 use evalgrid::spec::{Pipeline, SandboxMode, TransportConfig};
 use serde_json::json;
 
@@ -66,6 +67,13 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     // wait on model calls get many more, since their lanes pace the calls.
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).max(1);
     let waiting_jobs = args.jobs.map_or(DEFAULT_WAITING_JOBS, |jobs| jobs.max(1));
+    let pipeline = Arc::new(pipeline);
+    // Transcript pages of finished cells are written while the others run, on idle CPU.
+    let early = if plan.filtered { None } else { EarlyPages::start(Arc::clone(&pipeline), &plan, store.clone(), &args.reports_dir).map(Arc::new) };
+    let on_scored = early.as_ref().map(|early| {
+        let early = Arc::clone(early);
+        Arc::new(move |cell: &evalgrid::plan::Cell| early.cell_done(cell)) as evalgrid::exec::scheduler::OnScored
+    });
     let on_cell = args.shard.map(|shard| shard_progress(&store, &pipeline, shard, args.class));
     if let Some(publish) = &on_cell {
         publish(RunCounts { total: plan.cells.len(), ..RunCounts::default() });
@@ -79,9 +87,9 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         retry_outcomes,
         progress: progress_display(args),
         on_cell: on_cell.clone(),
+        on_scored,
         grace,
     };
-    let pipeline = Arc::new(pipeline);
     let executed = execute(env, &store, &pipeline, &plan, &options, args, &servers.lanes, budget);
     let journaled = store.journaled();
     store.release_journal();
@@ -90,6 +98,10 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
             "note: {journaled} paid answer(s) the full cache could not hold are kept in its journal (v1/journal/); the next run moves them into the cache, unpaid"
         ));
     }
+    // The options hold the other handle to the early pages.
+    drop(options);
+    let early = early.and_then(Arc::into_inner).map(EarlyPages::finish).unwrap_or_default();
+    tracing::debug!("{} transcript page(s) written while the run went on", early.len());
     let (summary, calls) = executed?;
     servers.stop();
     let report = if summary.interrupted {
@@ -101,7 +113,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         output::note("note: no report for part of a grid (--filter, --shard, --class); `evalgrid report` builds it once every part is done");
         Ok(None)
     } else {
-        build(&pipeline, &plan, &store, &args.reports_dir).map(Some)
+        build_after(&pipeline, &plan, &store, &args.reports_dir, &early).map(Some)
     };
     if report.is_ok()
         && let Some(publish) = &on_cell

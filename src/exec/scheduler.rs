@@ -57,6 +57,9 @@ impl Cancel {
 /// paces its own calls (concurrency, AIMD, rate limits), so every endpoint is kept busy.
 pub const DEFAULT_WAITING_JOBS: usize = 256;
 
+/// What a run calls with each cell it computed ([`RunOptions::on_scored`]).
+pub type OnScored = Arc<dyn Fn(&Cell) + Send + Sync>;
+
 /// How to run.
 #[derive(Clone)]
 pub struct RunOptions {
@@ -74,6 +77,9 @@ pub struct RunOptions {
     /// Called after each finished cell with (run, cached, failed, total) so far, e.g. to
     /// publish a shard's progress record for `status` on another machine.
     pub on_cell: Option<Arc<dyn Fn(RunCounts) + Send + Sync>>,
+    /// Called with each cell this run computed, once its episode and score are cached (the
+    /// report's transcript pages are written from then on).
+    pub on_scored: Option<OnScored>,
     /// After a cancel, how long the calls already sent may still answer (and be stored)
     /// before the cells in flight are dropped (`run --grace`).
     pub grace: std::time::Duration,
@@ -222,12 +228,16 @@ pub async fn run_cells(
         }
         // The call counters first, so the progress line this cell may print carries them.
         progress.set_extra(&calls.progress_line());
+        let computed = result.as_ref().map(|ran| *ran).map_err(|_| ());
         if let Err(error) = settle(&store, &progress, &mut summary, id, &cell, result) {
             if fatal.is_none() {
                 calls.stop_sending(&format!("the run stopped at a cache error: {error}"));
                 fatal = Some(error);
             }
             continue;
+        }
+        if let (Some(on_scored), Ok(true)) = (&options.on_scored, &computed) {
+            on_scored(&cell);
         }
         if let Some(on_cell) = &options.on_cell {
             on_cell(RunCounts { run: summary.cells_run, cached: summary.cells_cached, failed: summary.cells_failed, total: summary.cells_total });

@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::early::Written;
 use super::page::{PageInput, files as page_files, transcript_page};
 use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
 use crate::cache::{CacheError, DerivedError, Store};
@@ -121,10 +122,16 @@ pub struct ReportOutcome {
 /// from the cache (removed, or damaged and removed on read), metrics and report are
 /// computed again once, so a damaged blob costs a re-render, not every later run.
 pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
-    let mut outcome = match build_once(pipeline, plan, store, reports_root, false) {
+    build_after(pipeline, plan, store, reports_root, &Written::new())
+}
+
+/// [`build`], where the transcript pages in `early` were written during the run
+/// ([`super::early::EarlyPages`]) and are not rendered again.
+pub fn build_after(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, early: &Written) -> Result<ReportOutcome, ReportError> {
+    let mut outcome = match build_once(pipeline, plan, store, (reports_root, early), false) {
         Err(ReportError::MissingBlob(name)) => {
             tracing::warn!("cached report file `{name}` is missing or damaged; computing metrics and report again");
-            build_once(pipeline, plan, store, reports_root, true)
+            build_once(pipeline, plan, store, (reports_root, early), true)
         }
         other => other,
     }?;
@@ -167,7 +174,7 @@ pub fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
 }
 
 /// One attempt of [`build`]; `fresh` evicts the cached metrics and report entries first.
-fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, fresh: bool) -> Result<ReportOutcome, ReportError> {
+fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, early): (&Path, &Written), fresh: bool) -> Result<ReportOutcome, ReportError> {
     // Reading and verifying entries is the bulk of the work on big grids;
     // rayon keeps the order (collect on an indexed iterator).
     let read: Vec<Option<Value>> = plan.cells.par_iter().map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
@@ -218,7 +225,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Pa
         })
         .map_err(derived("report"))?;
     let dir = reports_root.join(&pipeline.name);
-    write_files(&dir, &report, &rendered, (pipeline, plan), store)?;
+    write_files(&dir, &report, (&rendered, early), (pipeline, plan), store)?;
     let files: std::collections::BTreeSet<&String> = report.files.keys().chain(report.transcripts.keys()).collect();
     Ok(ReportOutcome { dir, files: files.into_iter().cloned().collect(), metrics_cached, report_cached })
 }
@@ -568,7 +575,7 @@ fn numeric_fields(output: &Value) -> BTreeMap<String, f64> {
 fn write_files(
     dir: &Path,
     report: &ReportOutput,
-    rendered: &BTreeMap<String, Vec<u8>>,
+    (rendered, early): (&BTreeMap<String, Vec<u8>>, &Written),
     (pipeline, plan): (&Pipeline, &Plan),
     store: &Store,
 ) -> Result<(), ReportError> {
@@ -587,7 +594,8 @@ fn write_files(
     }
     let cells: BTreeMap<&str, &Cell> = plan.cells.iter().map(|c| (c.id.as_str(), c)).collect();
     let blobs = report.files.iter().map(|(name, hash)| (name, Source::Blob(hash)));
-    let pages = report.transcripts.iter().map(|(name, cell)| (name, Source::Transcript(cell)));
+    // A page written during the run for the same cell is these bytes already.
+    let pages = report.transcripts.iter().filter(|(name, cell)| early.get(*name) != Some(*cell)).map(|(name, cell)| (name, Source::Transcript(cell)));
     let jobs: Vec<(&String, Source<'_>)> = blobs.chain(pages).collect();
     jobs.into_par_iter().try_for_each(|(name, source)| {
         let read;
@@ -603,17 +611,26 @@ fn write_files(
                 &read
             }
         };
-        let path = dir.join(name);
-        if std::fs::read(&path).is_ok_and(|old| old == *bytes) {
-            return Ok(());
-        }
-        let parent = path.parent().unwrap_or(dir);
-        std::fs::create_dir_all(parent).map_err(write_err(parent))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(write_err(parent))?;
-        std::io::Write::write_all(&mut tmp, bytes).map_err(write_err(&path))?;
-        tmp.persist(&path).map_err(|e| ReportError::Write { path: path.clone(), source: e.error })?;
-        Ok(())
+        write_if_changed(&dir.join(name), bytes).map_err(|(path, source)| ReportError::Write { path, source })
     })
+}
+
+/// Writes `bytes` to `path` atomically, unless the file holds them already; on failure, the
+/// path that could not be written.
+pub(super) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf, std::io::Error)> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let at = |path: &Path| {
+        let path = path.to_owned();
+        move |source| (path, source)
+    };
+    std::fs::create_dir_all(parent).map_err(at(parent))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(at(parent))?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(at(path))?;
+    tmp.persist(path).map_err(|e| (path.to_owned(), e.error))?;
+    Ok(())
 }
 
 /// Where a report file's bytes come from when this call did not render it.

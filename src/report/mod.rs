@@ -3,6 +3,7 @@
 pub mod build;
 pub mod diff;
 pub mod diff_page;
+pub mod early;
 pub mod escape;
 pub mod html;
 pub mod items;
@@ -11,5 +12,5 @@ pub mod page;
 pub mod render;
 pub mod svg;
 
-pub use build::{ReportError, ReportOutcome, build, comparisons};
+pub use build::{ReportError, ReportOutcome, build, build_after, comparisons};
 pub use render::{ModelUsage, RunFacts, Section, csv, latex, markdown};

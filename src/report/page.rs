@@ -19,7 +19,7 @@ use crate::spec::Pipeline;
 
 /// Grids larger than this get no per-cell transcript pages (the cells table
 /// and `evalgrid show` still cover every cell).
-const MAX_TRANSCRIPT_PAGES: usize = 5_000;
+pub(crate) const MAX_TRANSCRIPT_PAGES: usize = 5_000;
 
 /// Everything the page needs besides the pipeline and plan.
 pub struct PageInput<'a> {
@@ -50,7 +50,7 @@ pub struct PageFiles {
 }
 
 /// Where a cell's transcript page lives in the report.
-fn transcript_path(cell: &Cell) -> String {
+pub(crate) fn transcript_path(cell: &Cell) -> String {
     format!("transcripts/{}.html", cell.episode_key.short())
 }
 

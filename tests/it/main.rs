@@ -92,6 +92,7 @@ mod real_server;
 // `serve:` model entries: llama.cpp started, keyed by its weights, stopped (skipped without xllamacpp).
 mod serve;
 // Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
+mod early_pages;
 mod progress_log;
 // Item pages driven in headless Chromium (issue 34.1).
 mod items_pages;

@@ -1,0 +1,118 @@
+//! Transcript pages written while the run is still going: each cell's page as soon as its
+//! episode and score are cached, on one thread at the lowest CPU priority (it takes only CPU
+//! the model calls leave idle), so the report at the end renders only the last cells' pages.
+//! A page is the same bytes the report writes (one function renders both), so the report
+//! skips exactly the pages written here for the same cell.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+
+use super::build::write_if_changed;
+use super::page::{MAX_TRANSCRIPT_PAGES, transcript_page, transcript_path};
+use crate::cache::Store;
+use crate::plan::{Cell, Plan};
+use crate::spec::Pipeline;
+
+/// Transcript page path → the id of the cell whose page it is, for the pages written early.
+pub type Written = BTreeMap<String, String>;
+
+/// The thread writing pages early, and what it wrote.
+pub struct EarlyPages {
+    send: Mutex<Option<mpsc::Sender<Cell>>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    written: Arc<Mutex<Written>>,
+}
+
+impl EarlyPages {
+    /// Starts the writer for `plan`'s report under `reports_root`; `None` where the report has
+    /// no transcript pages (a grid above the page limit) or where one thread cannot be given
+    /// the lowest priority alone (outside Linux a nice value is the whole process's).
+    #[must_use]
+    pub fn start(pipeline: Arc<Pipeline>, plan: &Plan, store: Store, reports_root: &Path) -> Option<Self> {
+        if !cfg!(target_os = "linux") || plan.cells.len() > MAX_TRANSCRIPT_PAGES {
+            return None;
+        }
+        let dir = reports_root.join(&pipeline.name);
+        let (send, receive) = mpsc::channel::<Cell>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let written = Arc::new(Mutex::new(Written::new()));
+        let (stopped, record) = (Arc::clone(&stop), Arc::clone(&written));
+        let worker = std::thread::Builder::new()
+            .name("evalgrid-pages".into())
+            .spawn(move || {
+                if lowest_priority().is_err() {
+                    return;
+                }
+                for cell in receive {
+                    if stopped.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if let Some(path) = write_page(&pipeline, &cell, &store, &dir) {
+                        record.lock().unwrap_or_else(PoisonError::into_inner).insert(path, cell.id);
+                    }
+                }
+            })
+            .ok()?;
+        Some(Self { send: Mutex::new(Some(send)), worker: Some(worker), stop, written })
+    }
+
+    /// Queues the page of `cell`, whose episode and score were just cached.
+    pub fn cell_done(&self, cell: &Cell) {
+        if let Some(send) = self.send.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            let _ = send.send(cell.clone());
+        }
+    }
+
+    /// Stops the writer (the page in progress is finished, the queued ones are left to the
+    /// report) and returns the pages written.
+    #[must_use]
+    pub fn finish(mut self) -> Written {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(self.send.lock().unwrap_or_else(PoisonError::into_inner).take());
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+        std::mem::take(&mut *self.written.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Writes `cell`'s page where the report puts it (unless those bytes are there already);
+/// its report path, or `None` when it was not written (the report then writes it).
+fn write_page(pipeline: &Pipeline, cell: &Cell, store: &Store, dir: &Path) -> Option<String> {
+    if !store.contains(cell.episode_key) {
+        return None;
+    }
+    let name = transcript_path(cell);
+    let bytes = transcript_page(pipeline, cell, store).ok()?;
+    write_if_changed(&dir.join(&name), &bytes).ok()?;
+    Some(name)
+}
+
+/// Gives the calling thread the lowest CPU priority (nice 19): on Linux a nice value is
+/// per thread, so the rest of the process keeps its own.
+fn lowest_priority() -> std::io::Result<()> {
+    rustix::process::setpriority_process(None, 19).map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the thread that asks gets the lowest priority: the model calls keep theirs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_lowest_priority_is_the_calling_threads_alone() {
+        let before = rustix::process::getpriority_process(None).unwrap();
+        let inside = std::thread::spawn(|| {
+            lowest_priority().unwrap();
+            rustix::process::getpriority_process(None).unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(inside, 19);
+        assert_eq!(rustix::process::getpriority_process(None).unwrap(), before);
+    }
+}
