@@ -60,6 +60,16 @@ pub fn reserve(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
+/// nice 19 for the calling thread alone: on Linux `setpriority(PRIO_PROCESS, 0)` is per thread.
+pub fn lowest_thread_priority() -> io::Result<()> {
+    rustix::process::setpriority_process(None, 19).map_err(io::Error::from)
+}
+
+/// The calling thread's nice value.
+pub fn thread_priority() -> io::Result<i32> {
+    rustix::process::getpriority_process(None).map_err(io::Error::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,3 +129,13 @@ pub fn signal_process(pid: u32, kill: bool) {
 
 #[cfg(test)]
 mod tests;
+
+/// Gives the calling thread the lowest CPU priority (nice 19), so work it does (report pages
+/// during a run) takes only CPU the rest leaves idle; `false` where that cannot be done for
+/// one thread alone (outside Linux a nice value is the whole process's), and nothing changed.
+pub fn lowest_thread_priority() -> bool {
+    #[cfg(target_os = "linux")]
+    return linux::lowest_thread_priority().is_ok();
+    #[cfg(not(target_os = "linux"))]
+    false
+}

@@ -70,3 +70,18 @@ fn the_active_path_syncs_and_protects() {
     assert_eq!(DURABILITY == "fsync", TRACKS_FILES);
     assert_eq!(TRACKS_FILES, cfg!(any(not(target_os = "linux"), feature = "portable-platform")));
 }
+
+/// Only the thread that asks gets the lowest priority: the model calls keep theirs.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_lowest_priority_is_the_calling_threads_alone() {
+    let before = linux::thread_priority().unwrap();
+    let inside = std::thread::spawn(|| {
+        assert!(lowest_thread_priority());
+        linux::thread_priority().unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(inside, 19);
+    assert_eq!(linux::thread_priority().unwrap(), before);
+}

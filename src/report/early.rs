@@ -28,11 +28,11 @@ pub struct EarlyPages {
 
 impl EarlyPages {
     /// Starts the writer for `plan`'s report under `reports_root`; `None` where the report has
-    /// no transcript pages (a grid above the page limit) or where one thread cannot be given
-    /// the lowest priority alone (outside Linux a nice value is the whole process's).
+    /// no transcript pages (a grid above the page limit). Where one thread cannot be given the
+    /// lowest priority alone (outside Linux), it writes nothing and the report writes all.
     #[must_use]
     pub fn start(pipeline: Arc<Pipeline>, plan: &Plan, store: Store, reports_root: &Path) -> Option<Self> {
-        if !cfg!(target_os = "linux") || plan.cells.len() > MAX_TRANSCRIPT_PAGES {
+        if plan.cells.len() > MAX_TRANSCRIPT_PAGES {
             return None;
         }
         let dir = reports_root.join(&pipeline.name);
@@ -43,7 +43,7 @@ impl EarlyPages {
         let worker = std::thread::Builder::new()
             .name("evalgrid-pages".into())
             .spawn(move || {
-                if lowest_priority().is_err() {
+                if !crate::platform::lowest_thread_priority() {
                     return;
                 }
                 for cell in receive {
@@ -89,30 +89,4 @@ fn write_page(pipeline: &Pipeline, cell: &Cell, store: &Store, dir: &Path) -> Op
     let bytes = transcript_page(pipeline, cell, store).ok()?;
     write_if_changed(&dir.join(&name), &bytes).ok()?;
     Some(name)
-}
-
-/// Gives the calling thread the lowest CPU priority (nice 19): on Linux a nice value is
-/// per thread, so the rest of the process keeps its own.
-fn lowest_priority() -> std::io::Result<()> {
-    rustix::process::setpriority_process(None, 19).map_err(std::io::Error::from)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Only the thread that asks gets the lowest priority: the model calls keep theirs.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_lowest_priority_is_the_calling_threads_alone() {
-        let before = rustix::process::getpriority_process(None).unwrap();
-        let inside = std::thread::spawn(|| {
-            lowest_priority().unwrap();
-            rustix::process::getpriority_process(None).unwrap()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(inside, 19);
-        assert_eq!(rustix::process::getpriority_process(None).unwrap(), before);
-    }
 }
