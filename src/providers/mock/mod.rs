@@ -8,6 +8,7 @@
 //! that does not carry them back. Responses API calls in background mode are queued and
 //! answered after a few polls. It never reaches the network.
 
+mod alarm;
 mod background;
 mod dialects;
 mod render;

@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::super::types::ProviderKind;
+use super::alarm::Alarm;
 use super::background::{Jobs, stored_route};
 use super::dialects::wire;
 use super::render::{answer_response, error_response, fault_response, json_response, overflow_response, recorded_response, strings, success_body};
@@ -113,10 +114,15 @@ struct Shared {
     calls: AtomicU64,
     /// Requests on known routes being answered right now (benchmarks sample it).
     in_flight: AtomicU64,
+    /// Requests answered and the microseconds they were held in all: the latency the mock
+    /// really served, beside the one it was asked for.
+    held: (AtomicU64, AtomicU64),
     cursors: Mutex<BTreeMap<ProviderKind, u64>>,
     jobs: Jobs,
     /// The slots of [`MockConfig::slots`].
     slots: Option<tokio::sync::Semaphore>,
+    /// Wakes answers at their latency's deadline.
+    alarm: Alarm,
 }
 
 /// A running mock provider; dropping it stops the server.
@@ -150,11 +156,13 @@ impl MockServer {
         let slots = config.slots.map(|n| tokio::sync::Semaphore::new(n.max(1)));
         let shared = Arc::new(Shared {
             slots,
+            alarm: Alarm::start(),
             started: Instant::now(),
             config: Mutex::new(config),
             log: Mutex::new(Vec::new()),
             calls: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            held: (AtomicU64::new(0), AtomicU64::new(0)),
             cursors: Mutex::new(BTreeMap::new()),
             jobs: Jobs::default(),
         });
@@ -198,6 +206,15 @@ impl MockServer {
     #[must_use]
     pub fn in_flight(&self) -> u64 {
         self.shared.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// How long the mock held a request on average, from its arrival in the handler to its
+    /// answer (benchmarks: the configured latency plus what the mock itself spent); `None`
+    /// before the first answer.
+    #[must_use]
+    pub fn mean_hold(&self) -> Option<Duration> {
+        let (count, micros) = (self.shared.held.0.load(Ordering::Relaxed), self.shared.held.1.load(Ordering::Relaxed));
+        (count > 0).then(|| Duration::from_micros(micros / count))
     }
 
     /// Replaces the fault plan; the global call index keeps counting.
@@ -257,29 +274,41 @@ impl Drop for MockServer {
 /// What to send, decided under the config lock, rendered after the latency sleep.
 enum Plan {
     Fault(Fault, MockRequest),
+    /// A whole answer, rendered before the latency wait.
+    Rendered(Response),
     Reply(MockReply, MockRequest),
     Recorded(u16, String),
     RecordedStream(String),
     Exhausted(ProviderKind),
 }
 
-/// One request counted in [`Shared::in_flight`] until its answer is rendered.
-struct InFlight<'a>(&'a AtomicU64);
+/// One request counted in [`Shared::in_flight`] until its answer is rendered, and its time
+/// held added to [`Shared::held`] then.
+struct InFlight<'a> {
+    gauge: &'a AtomicU64,
+    held: &'a (AtomicU64, AtomicU64),
+    arrived: tokio::time::Instant,
+}
 
 impl<'a> InFlight<'a> {
-    fn enter(gauge: &'a AtomicU64) -> Self {
+    fn enter(gauge: &'a AtomicU64, held: &'a (AtomicU64, AtomicU64), arrived: tokio::time::Instant) -> Self {
         gauge.fetch_add(1, Ordering::Relaxed);
-        Self(gauge)
+        Self { gauge, held, arrived }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.gauge.fetch_sub(1, Ordering::Relaxed);
+        self.held.0.fetch_add(1, Ordering::Relaxed);
+        self.held.1.fetch_add(u64::try_from(self.arrived.elapsed().as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    // The latency counts from here: parsing and rendering happen inside it, as on a server
+    // whose answers take that long.
+    let arrived = tokio::time::Instant::now();
     let path = uri.path().to_owned();
     let tokens = (body.len() as u64).div_ceil(4);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -300,7 +329,7 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         return json_response(StatusCode::NOT_FOUND, &json!({"error": {"message": format!("no route {path}")}}));
     };
     let index = shared.calls.fetch_add(1, Ordering::SeqCst);
-    let _in_flight = InFlight::enter(&shared.in_flight);
+    let _in_flight = InFlight::enter(&shared.in_flight, &shared.held, arrived);
     let (latency, required_key, answered_model, record, require_signatures, interval) = {
         let config = lock(&shared.config);
         (config.latency, config.require_api_key.clone(), config.answered_model.clone(), config.record_log, config.require_signatures, config.stream_interval)
@@ -344,15 +373,24 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     let stream = gemini_stream || wire.asks_stream(&described.body);
     let request = MockRequest { api_key: given, stream, ..described };
     let plan = plan(&shared, index, request);
-    // Held until the answer is rendered; never closed, so acquiring cannot fail.
-    let _slot = match &shared.slots {
-        Some(slots) => slots.acquire().await.ok(),
-        None => None,
+    // Held until the answer is rendered; never closed, so acquiring cannot fail. A request
+    // waiting for a slot is queued: its latency starts once it has one.
+    let (_slot, begun) = match &shared.slots {
+        Some(slots) => (slots.acquire().await.ok(), tokio::time::Instant::now()),
+        None => (None, arrived),
+    };
+    // A whole (unstreamed) answer is rendered before the wait, so it leaves at the deadline.
+    let plan = match plan {
+        Plan::Reply(reply, request) if !background && !request.stream => {
+            Plan::Rendered(answer_response(wire, &request, &reply, answered_model.as_deref(), pace))
+        }
+        other => other,
     };
     if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
+        shared.alarm.sleep_until(begun + latency).await;
     }
     match plan {
+        Plan::Rendered(response) => response,
         Plan::Exhausted(protocol) => error_response(super::dialects::wire(protocol), 410, "mock script exhausted", RetryHeader::None),
         Plan::Reply(reply, request) if background => {
             json_response(StatusCode::OK, &shared.jobs.queue(index, success_body(wire, &request, &reply, answered_model.as_deref())))

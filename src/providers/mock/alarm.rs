@@ -1,0 +1,102 @@
+//! The mock's latency clock: wakes each waiting answer at its deadline to within tens of
+//! microseconds. Tokio's timer counts whole milliseconds and rounds a deadline up, so a
+//! 50 ms answer left after 51 ms on average, and a benchmark's ideal (answers of exactly the
+//! configured latency) was out of reach of any client by 2 %.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+/// One deadline and the answer waiting for it.
+type Waiting = (Instant, oneshot::Sender<()>);
+
+/// A thread that sleeps until the next deadline (a futex wait with a timeout, which the
+/// kernel keeps to its timer slack) and wakes every answer that is due.
+#[derive(Debug)]
+pub(super) struct Alarm {
+    /// `None` when the thread could not start: answers then wait on tokio's timer.
+    deadlines: Option<Mutex<Sender<Waiting>>>,
+}
+
+impl Alarm {
+    /// Starts the alarm thread; it ends when the alarm is dropped.
+    pub(super) fn start() -> Self {
+        let (sender, receiver) = channel::<Waiting>();
+        let started = std::thread::Builder::new().name("mock-alarm".into()).spawn(move || ring(&receiver));
+        Self { deadlines: started.ok().map(|_| Mutex::new(sender)) }
+    }
+
+    /// Waits until `deadline`.
+    pub(super) async fn sleep_until(&self, deadline: tokio::time::Instant) {
+        let (wake, woken) = oneshot::channel();
+        let sent = self.deadlines.as_ref().is_some_and(|deadlines| {
+            deadlines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send((deadline.into_std(), wake)).is_ok()
+        });
+        if !sent || woken.await.is_err() {
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// The alarm thread's loop: a heap of deadlines, fired in order.
+fn ring(receiver: &Receiver<Waiting>) {
+    let mut heap: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+    let mut waiting: std::collections::HashMap<u64, oneshot::Sender<()>> = std::collections::HashMap::new();
+    let mut next_id = 0_u64;
+    loop {
+        let now = Instant::now();
+        while let Some(Reverse((deadline, id))) = heap.peek().copied()
+            && deadline <= now
+        {
+            heap.pop();
+            if let Some(wake) = waiting.remove(&id) {
+                let _ = wake.send(());
+            }
+        }
+        let received = match heap.peek() {
+            Some(Reverse((deadline, _))) => receiver.recv_timeout(deadline.saturating_duration_since(now)),
+            None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok((deadline, wake)) => {
+                heap.push(Reverse((deadline, next_id)));
+                waiting.insert(next_id, wake);
+                next_id += 1;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn sleepers_wake_in_deadline_order_and_never_early() {
+        let alarm = std::sync::Arc::new(Alarm::start());
+        let start = tokio::time::Instant::now();
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let sleepers: Vec<_> = [30_u64, 10, 20]
+            .into_iter()
+            .map(|ms| {
+                let (alarm, order) = (std::sync::Arc::clone(&alarm), std::sync::Arc::clone(&order));
+                tokio::spawn(async move {
+                    alarm.sleep_until(start + Duration::from_millis(ms)).await;
+                    assert!(start.elapsed() >= Duration::from_millis(ms), "woke before its deadline");
+                    order.lock().unwrap().push(ms);
+                })
+            })
+            .collect();
+        for sleeper in sleepers {
+            sleeper.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![10, 20, 30]);
+    }
+}
