@@ -413,6 +413,7 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
         (run, sampler.join().unwrap_or((None, None, 0, 0)))
     });
     let (out, wall) = run?;
+    let held = server.mean_hold();
     runtime.block_on(server.shutdown());
     if !out.status.success() {
         return Err(anyhow::anyhow!("bbeh run failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).into());
@@ -428,12 +429,18 @@ fn bbeh_run(env: &Env, seeds: u32, concurrency: u32) -> Result<Exit, Failure> {
     if let (Some(first), Some(last)) = (first, last) {
         let phase = (last - first).as_secs_f64() + 0.05;
         output::line(&format!(
-            "call phase (first request to last answer, seen by the mock): {phase:.2} s → {:.1}% of ideal ({:.0} calls/s); fixed costs outside it {:.2} s; {:.0} of {concurrency} in flight on average until the last request",
+            "call phase (first request to last answer, seen by the mock): {phase:.2} s → {:.1}% of ideal ({:.0} calls/s); fixed costs outside it {:.2} s ({:.2} s to the first request, {:.2} s from the last answer to exit); {:.0} of {concurrency} in flight on average until the last request",
             100.0 * ideal / phase,
             calls / phase,
             wall - phase,
+            first.as_secs_f64(),
+            wall - first.as_secs_f64() - phase,
             filled as f64 / samples.max(1) as f64
         ));
+    }
+    if let Some(held) = held {
+        // The ideal assumes answers of exactly 50 ms; what the mock really took bounds any client.
+        output::line(&format!("the mock held each request {:.2} ms on average (50 ms asked)", held.as_secs_f64() * 1e3));
     }
     settle_removal(dir)?;
     Ok(Exit::Ok)
