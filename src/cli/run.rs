@@ -101,7 +101,7 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     // The options hold the other handle to the early pages.
     drop(options);
     let early = early.and_then(Arc::into_inner).map(EarlyPages::finish).unwrap_or_default();
-    tracing::debug!("{} transcript page(s) written while the run went on", early.len());
+    tracing::debug!("{} transcript page(s) written while the run went on", early.pages.len());
     let (summary, calls) = executed?;
     servers.stop();
     let report = if summary.interrupted {

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::early::Written;
+use super::early::{Early, Written};
 use super::page::{PageInput, files as page_files, transcript_page};
 use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
 use crate::cache::{CacheError, DerivedError, Store};
@@ -122,12 +122,13 @@ pub struct ReportOutcome {
 /// from the cache (removed, or damaged and removed on read), metrics and report are
 /// computed again once, so a damaged blob costs a re-render, not every later run.
 pub fn build(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path) -> Result<ReportOutcome, ReportError> {
-    build_after(pipeline, plan, store, reports_root, &Written::new())
+    build_after(pipeline, plan, store, reports_root, &Early::default())
 }
 
 /// [`build`], where the transcript pages in `early` were written during the run
-/// ([`super::early::EarlyPages`]) and are not rendered again.
-pub fn build_after(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, early: &Written) -> Result<ReportOutcome, ReportError> {
+/// ([`super::early::EarlyPages`]) and are not rendered again, nor the episodes whose call
+/// tallies it read on the way read again.
+pub fn build_after(pipeline: &Pipeline, plan: &Plan, store: &Store, reports_root: &Path, early: &Early) -> Result<ReportOutcome, ReportError> {
     let mut outcome = match build_once(pipeline, plan, store, (reports_root, early), false) {
         Err(ReportError::MissingBlob(name)) => {
             tracing::warn!("cached report file `{name}` is missing or damaged; computing metrics and report again");
@@ -174,7 +175,7 @@ pub fn suites_of(pipeline: &Pipeline) -> Vec<(&str, &str)> {
 }
 
 /// One attempt of [`build`]; `fresh` evicts the cached metrics and report entries first.
-fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, early): (&Path, &Written), fresh: bool) -> Result<ReportOutcome, ReportError> {
+fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, early): (&Path, &Early), fresh: bool) -> Result<ReportOutcome, ReportError> {
     // Reading and verifying entries is the bulk of the work on big grids;
     // rayon keeps the order (collect on an indexed iterator).
     let read: Vec<Option<Value>> = plan.cells.par_iter().map(|cell| store.get(cell.score_key).map(|e| e.map(|e| e.output))).collect::<Result<_, _>>()?;
@@ -183,7 +184,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, ea
     let metrics_comp = metrics_components(pipeline, &plan.cells, &scored_cells);
     let metrics_key = StepKey::compute(&metrics_comp);
     let (metrics, metrics_cached) = store
-        .cached_step((metrics_key, StepKind::Metrics, metrics_comp), fresh, || compute_metrics(pipeline, plan, &scored, store, seed_of(metrics_key)))
+        .cached_step((metrics_key, StepKind::Metrics, metrics_comp), fresh, || compute_metrics(pipeline, plan, (&scored, &early.tallies), store, seed_of(metrics_key)))
         .map_err(derived("metrics"))?;
     let report_comp = report_components(pipeline, metrics_key);
     let report_key = StepKey::compute(&report_comp);
@@ -225,7 +226,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, ea
         })
         .map_err(derived("report"))?;
     let dir = reports_root.join(&pipeline.name);
-    write_files(&dir, &report, (&rendered, early), (pipeline, plan), store)?;
+    write_files(&dir, &report, (&rendered, &early.pages), (pipeline, plan), store)?;
     let files: std::collections::BTreeSet<&String> = report.files.keys().chain(report.transcripts.keys()).collect();
     Ok(ReportOutcome { dir, files: files.into_iter().cloned().collect(), metrics_cached, report_cached })
 }
@@ -314,7 +315,7 @@ pub fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cel
     out
 }
 
-fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], store: &Store, seed: u64) -> Result<MetricsOutput, ReportError> {
+fn compute_metrics(pipeline: &Pipeline, plan: &Plan, (scored, tallies): (&[(&Cell, Value)], &Tallies), store: &Store, seed: u64) -> Result<MetricsOutput, ReportError> {
     let rows: Vec<CellRow> = scored
         .iter()
         .map(|(cell, output)| {
@@ -364,7 +365,7 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
     // Encoding the Parquet and CSV files is CPU work; reading the episodes' call tallies
     // is mostly waiting on the cache: side by side, neither waits for the other.
     let (files, outcomes) =
-        rayon::join(|| -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) }, || outcome_sections(scored, store));
+        rayon::join(|| -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) }, || outcome_sections(scored, tallies, store));
     let (parquet, (items_csv, items_parquet)) = files?;
     let tokens = pipeline
         .models
@@ -403,9 +404,12 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, scored: &[(&Cell, Value)], 
 /// What the models did in the scored cells' calls (issue 12): the share of answers cut at
 /// the token limit, filtered, refused or malformed, and the answers with no usage reported
 /// (their tokens and cost read 0). Each benchmark has already scored these by its rules.
+/// Episode key → the `call_outcomes` of its record, where already read ([`Early::tallies`]).
+type Tallies = std::collections::HashMap<crate::plan::StepKey, Option<Value>>;
+
 type Outcomes = (Vec<Section>, BTreeMap<String, Vec<String>>, Vec<(String, u64, u64, u64)>, Vec<(String, u64, u64, u64)>);
 
-fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes, ReportError> {
+fn outcome_sections(scored: &[(&Cell, Value)], tallies: &Tallies, store: &Store) -> Result<Outcomes, ReportError> {
     use crate::exec::runner::{LENGTH_INFERRED, OUTCOME_FIELDS};
     /// The one field of an episode record read here (the rest is skipped unparsed).
     #[derive(Deserialize)]
@@ -413,8 +417,14 @@ fn outcome_sections(scored: &[(&Cell, Value)], store: &Store) -> Result<Outcomes
         #[serde(default)]
         call_outcomes: Option<Value>,
     }
-    let read: Vec<Option<Value>> =
-        scored.par_iter().map(|(c, _)| store.get_output::<Tally>(c.episode_key).map(|t| t.and_then(|t| t.call_outcomes))).collect::<Result<_, _>>()?;
+    // Episodes whose tally the early page writer already read are not read again.
+    let read: Vec<Option<Value>> = scored
+        .par_iter()
+        .map(|(c, _)| match tallies.get(&c.episode_key) {
+            Some(tally) => Ok(tally.clone()),
+            None => store.get_output::<Tally>(c.episode_key).map(|t| t.and_then(|t| t.call_outcomes)),
+        })
+        .collect::<Result<_, _>>()?;
     let mut totals: Vec<(String, BTreeMap<String, u64>, Vec<u64>)> = Vec::new();
     let mut answered_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // The outcome classes counted, `context_exceeded` (a prompt longer than the model's

@@ -4,26 +4,38 @@
 //! A page is the same bytes the report writes (one function renders both), so the report
 //! skips exactly the pages written here for the same cell.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use super::build::write_if_changed;
-use super::page::{MAX_TRANSCRIPT_PAGES, transcript_page, transcript_path};
+use super::page::{MAX_TRANSCRIPT_PAGES, transcript_page_of, transcript_path};
+use serde_json::Value;
+
 use crate::cache::Store;
-use crate::plan::{Cell, Plan};
+use crate::plan::{Cell, Plan, StepKey};
 use crate::spec::Pipeline;
 
 /// Transcript page path → the id of the cell whose page it is, for the pages written early.
 pub type Written = BTreeMap<String, String>;
+
+/// What the early writer did: the pages it wrote, and each episode's call tally
+/// (`call_outcomes`) read on the way, so the report need not read those episodes again.
+#[derive(Debug, Default)]
+pub struct Early {
+    /// The pages written.
+    pub pages: Written,
+    /// Episode key → its record's `call_outcomes` (`None`: the record has none).
+    pub tallies: HashMap<StepKey, Option<Value>>,
+}
 
 /// The thread writing pages early, and what it wrote.
 pub struct EarlyPages {
     send: Mutex<Option<mpsc::Sender<Cell>>>,
     worker: Option<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
-    written: Arc<Mutex<Written>>,
+    written: Arc<Mutex<Early>>,
 }
 
 impl EarlyPages {
@@ -38,7 +50,7 @@ impl EarlyPages {
         let dir = reports_root.join(&pipeline.name);
         let (send, receive) = mpsc::channel::<Cell>();
         let stop = Arc::new(AtomicBool::new(false));
-        let written = Arc::new(Mutex::new(Written::new()));
+        let written = Arc::new(Mutex::new(Early::default()));
         let (stopped, record) = (Arc::clone(&stop), Arc::clone(&written));
         let worker = std::thread::Builder::new()
             .name("evalgrid-pages".into())
@@ -50,8 +62,10 @@ impl EarlyPages {
                     if stopped.load(Ordering::Relaxed) {
                         return;
                     }
-                    if let Some(path) = write_page(&pipeline, &cell, &store, &dir) {
-                        record.lock().unwrap_or_else(PoisonError::into_inner).insert(path, cell.id);
+                    if let Some((path, tally)) = write_page(&pipeline, &cell, &store, &dir) {
+                        let mut early = record.lock().unwrap_or_else(PoisonError::into_inner);
+                        early.tallies.insert(cell.episode_key, tally);
+                        early.pages.insert(path, cell.id);
                     }
                 }
             })
@@ -67,9 +81,9 @@ impl EarlyPages {
     }
 
     /// Stops the writer (the page in progress is finished, the queued ones are left to the
-    /// report) and returns the pages written.
+    /// report) and returns the pages written and the tallies read.
     #[must_use]
-    pub fn finish(mut self) -> Written {
+    pub fn finish(mut self) -> Early {
         self.stop.store(true, Ordering::Relaxed);
         drop(self.send.lock().unwrap_or_else(PoisonError::into_inner).take());
         if let Some(worker) = self.worker.take() {
@@ -80,13 +94,12 @@ impl EarlyPages {
 }
 
 /// Writes `cell`'s page where the report puts it (unless those bytes are there already);
-/// its report path, or `None` when it was not written (the report then writes it).
-fn write_page(pipeline: &Pipeline, cell: &Cell, store: &Store, dir: &Path) -> Option<String> {
-    if !store.contains(cell.episode_key) {
-        return None;
-    }
+/// its report path and its episode's call tally, or `None` when it was not written (the
+/// report then writes it).
+fn write_page(pipeline: &Pipeline, cell: &Cell, store: &Store, dir: &Path) -> Option<(String, Option<Value>)> {
+    let episode = store.get(cell.episode_key).ok()??;
     let name = transcript_path(cell);
-    let bytes = transcript_page(pipeline, cell, store).ok()?;
+    let bytes = transcript_page_of(pipeline, cell, Some(&episode.output));
     write_if_changed(&dir.join(&name), &bytes).ok()?;
-    Some(name)
+    Some((name, episode.output.get("call_outcomes").cloned()))
 }

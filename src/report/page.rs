@@ -57,12 +57,17 @@ pub(crate) fn transcript_path(cell: &Cell) -> String {
 /// A cell's transcript page, rendered from its cached episode; a page saying so when the
 /// episode is no longer in the cache (the link on the index never dangles).
 pub fn transcript_page(pipeline: &Pipeline, cell: &Cell, store: &Store) -> Result<Vec<u8>, CacheError> {
+    Ok(transcript_page_of(pipeline, cell, store.get(cell.episode_key)?.as_ref().map(|e| &e.output)))
+}
+
+/// [`transcript_page`] of an episode record already read (`None`: not in the cache).
+pub(super) fn transcript_page_of(pipeline: &Pipeline, cell: &Cell, episode: Option<&Value>) -> Vec<u8> {
     let benchmark = &pipeline.tasks[cell.task].benchmark;
-    let text = match store.get(cell.episode_key)? {
-        Some(e) => transcript(benchmark, &e.output),
+    let text = match episode {
+        Some(output) => transcript(benchmark, output),
         None => "This cell's episode is no longer in the cache (removed or damaged); `evalgrid run` computes it again.".to_owned(),
     };
-    Ok(render_transcript_html(&cell.id, &text).into_bytes())
+    render_transcript_html(&cell.id, &text).into_bytes()
 }
 
 /// Renders `index.html`, `cells.csv`, figure SVG/CSV files and transcript
