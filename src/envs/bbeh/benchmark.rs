@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use futures::future::join_all;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -97,28 +98,15 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
         return Err(issues);
     }
     let dir = data_path(data_dir);
+    // Each task file is read, parsed and hashed on its own core (17 MB for the full set).
+    let hashed: Vec<Option<String>> = names.par_iter().map(|task| load_task_shared(&dir, task).ok().map(|items| content_hash(&select_items(&items, task, mini), &suffix))).collect();
     let mut out = Vec::new();
-    for task in names {
-        let items = load_task_shared(&dir, task).map_err(|_| vec![not_installed(data_dir)])?;
-        let selected = select_items(&items, task, mini);
-        // The bytes are gathered first and hashed in one `update`, which lets blake3 hash
-        // many chunks at once (the same bytes, so the same hash, several times faster).
-        let mut bytes = Vec::with_capacity(selected.iter().map(|item| item.input.len() + item.target.len() + 24).sum::<usize>() + suffix.len() + 8);
-        bytes.extend_from_slice(&(suffix.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(suffix.as_bytes());
-        for item in &selected {
-            bytes.extend_from_slice(&(item.index as u64).to_le_bytes());
-            bytes.extend_from_slice(&(item.input.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(item.input.as_bytes());
-            bytes.extend_from_slice(&(item.target.len() as u64).to_le_bytes());
-            bytes.extend_from_slice(item.target.as_bytes());
-        }
-        let mut hasher = blake3::Hasher::new_derive_key("evalgrid bbeh task-content v1");
-        hasher.update(&bytes);
+    for (task, content_hash) in names.into_iter().zip(hashed) {
+        let content_hash = content_hash.ok_or_else(|| vec![not_installed(data_dir)])?;
         out.push(TaskInstance {
             benchmark: NAME.into(),
             task: if mini { format!("{task}{MINI_SUFFIX}") } else { task.to_owned() },
-            content_hash: hasher.finalize().to_hex().to_string(),
+            content_hash,
             params: [
                 ("subset".to_owned(), json!(if mini { "mini" } else { "full" })),
                 ("suffix".to_owned(), json!(suffix)),
@@ -131,6 +119,26 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
         });
     }
     Ok(out)
+}
+
+/// The hash of what a task asks and expects: the suffix, then each selected item's index,
+/// input and target, each length-prefixed.
+fn content_hash(selected: &[&Item], suffix: &str) -> String {
+    // The bytes are gathered first and hashed in one `update`, which lets blake3 hash
+    // many chunks at once (the same bytes, so the same hash, several times faster).
+    let mut bytes = Vec::with_capacity(selected.iter().map(|item| item.input.len() + item.target.len() + 24).sum::<usize>() + suffix.len() + 8);
+    bytes.extend_from_slice(&(suffix.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(suffix.as_bytes());
+    for item in selected {
+        bytes.extend_from_slice(&(item.index as u64).to_le_bytes());
+        bytes.extend_from_slice(&(item.input.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(item.input.as_bytes());
+        bytes.extend_from_slice(&(item.target.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(item.target.as_bytes());
+    }
+    let mut hasher = blake3::Hasher::new_derive_key("evalgrid bbeh task-content v1");
+    hasher.update(&bytes);
+    hasher.finalize().to_hex().to_string()
 }
 
 fn select_items<'a>(items: &'a [Item], task: &str, mini: bool) -> Vec<&'a Item> {
@@ -204,8 +212,9 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, data_dir: &Path, model: &Model
             .collect()
     } else {
         join_all(items.iter().map(|item| {
-            let (request, site) = item_call(model, task, item, seed);
             async move {
+                // Built when the call is reached, not for every item up front.
+                let (request, site) = item_call(model, task, item, seed);
                 let response = ctx.chat(model, &request, &site).await?;
                 let finish = response.finish_reason.class();
                 let finish_reason = (finish != "stop").then(|| finish.to_owned());
