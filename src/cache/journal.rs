@@ -118,6 +118,15 @@ impl Drop for Journal {
     }
 }
 
+/// Where a store keeps its run's journal, and the reservation still under way.
+#[derive(Debug, Default)]
+pub(super) struct JournalSlot {
+    journal: Mutex<Option<Journal>>,
+    /// A reservation made in the background ([`super::Store::reserve_journal_soon`]):
+    /// whatever needs the journal waits for it first.
+    pending: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
 impl super::Store {
     /// Reserves this run's journal for about `wanted` bytes of answers (see
     /// [`Journal::reserve`]); the bytes reserved, 0 when too little space is left.
@@ -128,8 +137,30 @@ impl super::Store {
         Ok(capacity)
     }
 
+    /// [`Self::reserve_journal`] on a thread of its own, so a run's first calls need not
+    /// wait for the room to be allocated and synced (a 64 MB `fallocate` and an `fsync`);
+    /// `failed` hears why it could not be. Keeping an answer in the journal, or releasing
+    /// it, waits for the reservation to end.
+    pub fn reserve_journal_soon(&self, wanted: u64, failed: impl FnOnce(io::Error) + Send + 'static) {
+        let (root, slot) = (self.root().to_owned(), std::sync::Arc::clone(&self.journal));
+        let reserve = move || match Journal::reserve(&root, wanted) {
+            Ok(journal) => *slot.journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = journal,
+            Err(error) => failed(error),
+        };
+        // The closure is moved into the thread only if the thread starts; a failed spawn
+        // leaves nothing reserved, as a full disk would.
+        match std::thread::Builder::new().name("evalgrid-journal".into()).spawn(reserve) {
+            Ok(handle) => *self.journal.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(handle),
+            Err(error) => tracing::warn!("cannot start the journal's reservation ({error}); a full disk would lose the answers in flight"),
+        }
+    }
+
     fn journal_slot(&self) -> std::sync::MutexGuard<'_, Option<Journal>> {
-        self.journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        let pending = self.journal.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(pending) = pending {
+            let _ = pending.join();
+        }
+        self.journal.journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Answers this run kept in its journal because the cache could not store them.

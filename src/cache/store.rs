@@ -134,7 +134,7 @@ pub struct Store {
     /// cache read or write takes microseconds ([`Store::quick_io`]).
     quick_io: bool,
     /// This run's answer journal, once reserved ([`super::journal`]).
-    pub(super) journal: Arc<std::sync::Mutex<Option<super::journal::Journal>>>,
+    pub(super) journal: Arc<super::journal::JournalSlot>,
     /// Cross-process claims on model calls, in a few lock files shared by all of them.
     claims: Arc<Claims>,
 }

@@ -26,7 +26,7 @@ pub(crate) fn prepare(store: &Store, pipeline: &Pipeline, shard: Option<evalgrid
         return;
     }
     let wanted = per_lane.saturating_mul(lanes).saturating_mul(pipeline.transport.max_response_bytes);
-    if let Err(error) = store.reserve_journal(wanted) {
+    store.reserve_journal_soon(wanted, |error| {
         output::note(&format!("warning: cannot reserve the answer journal ({error}); a full disk would lose the answers in flight"));
-    }
+    });
 }
