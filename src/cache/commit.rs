@@ -70,11 +70,17 @@ impl GroupCommit {
     /// becomes durable with the next batch.
     pub fn note(&self, path: &Path) {
         let mut c = self.shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only an idle committer (everything synced) waits for writes; one gathering or
+        // syncing a batch looks again when it is done. A notify is a futex call, and a busy
+        // run notes two writes per model call.
+        let idle = c.synced == c.written;
         c.written += 1;
         if self.tracks_files {
             c.pending.push(path.to_owned());
         }
-        self.shared.changed.notify_all();
+        if idle {
+            self.shared.changed.notify_all();
+        }
     }
 
     /// How many batches were synced so far.
