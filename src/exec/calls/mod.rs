@@ -168,6 +168,10 @@ impl CallContext {
         let batched = model.batch.is_some() && site.scope.is_none() && endpoint.kind.protocol().batch_kind().is_some();
         // Never closed, so acquiring cannot fail; the ticket is held until the call is done.
         let _ticket = if batched { None } else { self.lanes.gate(&model.id, self.client.config()).acquire_owned().await.ok() };
+        // An episode asks all its calls in one task: let the requests already handed to
+        // their connections go out before this one is prepared, so a run's first calls do
+        // not wait for a whole cell's prompts to be encoded and keyed.
+        tokio::task::yield_now().await;
         let body = request_body(&endpoint, request);
         let (step, encoded) = SubStep::new_with_part(episode, StepKind::Call, key::components_of(&endpoint, request, &body, site), key::BODY);
         let call = Call { model, request, endpoint, key: step.key(), batched };
