@@ -37,6 +37,9 @@ struct Counters {
     pending: Vec<PathBuf>,
     /// Files handed to the platform's sync so far, counted once per batch.
     files_synced: u64,
+    /// Callers waiting in [`GroupCommit::flush`]: the batch is synced without waiting out
+    /// the rest of its window (nothing more is coming that they would wait for).
+    flushing: usize,
 }
 
 #[derive(Debug)]
@@ -93,13 +96,18 @@ impl GroupCommit {
     pub fn flush(&self) -> std::io::Result<()> {
         let mut c = self.shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
         let target = c.written;
+        c.flushing += 1;
+        self.shared.changed.notify_all();
+        let mut result = Ok(());
         while c.synced < target {
             if let Some(error) = c.failed.take() {
-                return Err(std::io::Error::other(error));
+                result = Err(std::io::Error::other(error));
+                break;
             }
             c = self.shared.changed.wait(c).unwrap_or_else(PoisonError::into_inner);
         }
-        Ok(())
+        c.flushing -= 1;
+        result
     }
 }
 
@@ -129,10 +137,14 @@ fn commit_loop(shared: &Shared, handle: &File, root: &Path) {
             if c.synced == c.written {
                 return;
             }
-            if !c.stop {
-                drop(c);
-                std::thread::sleep(WINDOW);
-                c = shared.counters.lock().unwrap_or_else(PoisonError::into_inner);
+            // Let the batch gather for the window, unless a flush is waiting for it.
+            let until = std::time::Instant::now() + WINDOW;
+            while !c.stop && c.flushing == 0 {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                c = shared.changed.wait_timeout(c, left).unwrap_or_else(PoisonError::into_inner).0;
             }
             (c.written, std::mem::take(&mut c.pending))
         };

@@ -52,3 +52,17 @@ fn a_batch_names_each_file_written_once_where_the_platform_syncs_per_file() {
         assert_eq!(c.files_synced, 0, "syncfs needs no file list");
     }
 }
+
+/// Flushes one after another (each cutting the batch window short) each see their write
+/// synced, one batch each, and leave no flusher counted.
+#[test]
+fn flushes_one_after_another_each_get_their_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let commit = GroupCommit::start(dir.path()).unwrap();
+    for _ in 0..50 {
+        commit.note(&dir.path().join("f"));
+        commit.flush().unwrap();
+    }
+    let c = commit.shared.counters.lock().unwrap();
+    assert_eq!((c.written, c.synced, c.batches, c.flushing), (50, 50, 50, 0));
+}
