@@ -184,7 +184,9 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, ea
     let metrics_comp = metrics_components(pipeline, &plan.cells, &scored_cells);
     let metrics_key = StepKey::compute(&metrics_comp);
     let (metrics, metrics_cached) = store
-        .cached_step((metrics_key, StepKind::Metrics, metrics_comp), fresh, || compute_metrics(pipeline, plan, (&scored, &early.tallies), store, seed_of(metrics_key)))
+        .cached_step((metrics_key, StepKind::Metrics, metrics_comp), fresh, || {
+            compute_metrics(pipeline, plan, (&scored, &early.tallies), store, seed_of(metrics_key))
+        })
         .map_err(derived("metrics"))?;
     let report_comp = report_components(pipeline, metrics_key);
     let report_key = StepKey::compute(&report_comp);
@@ -315,7 +317,13 @@ pub fn suite_units(pipeline: &Pipeline, suites: &[(&str, &str)], scored: &[(&Cel
     out
 }
 
-fn compute_metrics(pipeline: &Pipeline, plan: &Plan, (scored, tallies): (&[(&Cell, Value)], &Tallies), store: &Store, seed: u64) -> Result<MetricsOutput, ReportError> {
+fn compute_metrics(
+    pipeline: &Pipeline,
+    plan: &Plan,
+    (scored, tallies): (&[(&Cell, Value)], &Tallies),
+    store: &Store,
+    seed: u64,
+) -> Result<MetricsOutput, ReportError> {
     let rows: Vec<CellRow> = scored
         .iter()
         .map(|(cell, output)| {
@@ -364,8 +372,10 @@ fn compute_metrics(pipeline: &Pipeline, plan: &Plan, (scored, tallies): (&[(&Cel
     let all: Vec<&CellRow> = rows.iter().collect();
     // Encoding the Parquet and CSV files is CPU work; reading the episodes' call tallies
     // is mostly waiting on the cache: side by side, neither waits for the other.
-    let (files, outcomes) =
-        rayon::join(|| -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) }, || outcome_sections(scored, tallies, store));
+    let (files, outcomes) = rayon::join(
+        || -> Result<_, ReportError> { Ok((cells_parquet(&all, &all_columns)?, items_files(&units)?)) },
+        || outcome_sections(scored, tallies, store),
+    );
     let (parquet, (items_csv, items_parquet)) = files?;
     let tokens = pipeline
         .models

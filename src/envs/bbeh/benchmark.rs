@@ -99,7 +99,8 @@ pub fn resolve_tasks(data_dir: &Path, select: &Selection, params: &Params) -> Re
     }
     let dir = data_path(data_dir);
     // Each task file is read, parsed and hashed on its own core (17 MB for the full set).
-    let hashed: Vec<Option<String>> = names.par_iter().map(|task| load_task_shared(&dir, task).ok().map(|items| content_hash(&select_items(&items, task, mini), &suffix))).collect();
+    let hashed: Vec<Option<String>> =
+        names.par_iter().map(|task| load_task_shared(&dir, task).ok().map(|items| content_hash(&select_items(&items, task, mini), &suffix))).collect();
     let mut out = Vec::new();
     for (task, content_hash) in names.into_iter().zip(hashed) {
         let content_hash = content_hash.ok_or_else(|| vec![not_installed(data_dir)])?;

@@ -33,9 +33,10 @@ impl Alarm {
     /// Waits until `deadline`.
     pub(super) async fn sleep_until(&self, deadline: tokio::time::Instant) {
         let (wake, woken) = oneshot::channel();
-        let sent = self.deadlines.as_ref().is_some_and(|deadlines| {
-            deadlines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send((deadline.into_std(), wake)).is_ok()
-        });
+        let sent = self
+            .deadlines
+            .as_ref()
+            .is_some_and(|deadlines| deadlines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).send((deadline.into_std(), wake)).is_ok());
         if !sent || woken.await.is_err() {
             tokio::time::sleep_until(deadline).await;
         }
