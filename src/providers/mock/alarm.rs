@@ -43,31 +43,45 @@ impl Alarm {
     }
 }
 
+/// A waiting answer in the heap, ordered by its deadline alone.
+struct Due(Waiting);
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.0 == other.0.0
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.0.cmp(&other.0.0)
+    }
+}
+
 /// The alarm thread's loop: a heap of deadlines, fired in order.
 fn ring(receiver: &Receiver<Waiting>) {
-    let mut heap: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
-    let mut waiting: std::collections::HashMap<u64, oneshot::Sender<()>> = std::collections::HashMap::new();
-    let mut next_id = 0_u64;
+    let mut heap: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
     loop {
         let now = Instant::now();
-        while let Some(Reverse((deadline, id))) = heap.peek().copied()
-            && deadline <= now
-        {
-            heap.pop();
-            if let Some(wake) = waiting.remove(&id) {
+        while heap.peek().is_some_and(|Reverse(Due((deadline, _)))| *deadline <= now) {
+            if let Some(Reverse(Due((_, wake)))) = heap.pop() {
                 let _ = wake.send(());
             }
         }
         let received = match heap.peek() {
-            Some(Reverse((deadline, _))) => receiver.recv_timeout(deadline.saturating_duration_since(now)),
+            Some(Reverse(Due((deadline, _)))) => receiver.recv_timeout(deadline.saturating_duration_since(now)),
             None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match received {
-            Ok((deadline, wake)) => {
-                heap.push(Reverse((deadline, next_id)));
-                waiting.insert(next_id, wake);
-                next_id += 1;
-            }
+            Ok(waiting) => heap.push(Reverse(Due(waiting))),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
