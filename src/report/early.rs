@@ -9,10 +9,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
-use super::build::write_if_changed;
-use super::page::{MAX_TRANSCRIPT_PAGES, transcript_page_of, transcript_path};
 use serde_json::Value;
 
+use super::build::write_if_changed;
+use super::page::{MAX_TRANSCRIPT_PAGES, transcript_page_of, transcript_path};
 use crate::cache::Store;
 use crate::plan::{Cell, Plan, StepKey};
 use crate::spec::Pipeline;
