@@ -129,18 +129,10 @@ pub(super) struct JournalSlot {
 
 impl super::Store {
     /// Reserves this run's journal for about `wanted` bytes of answers (see
-    /// [`Journal::reserve`]); the bytes reserved, 0 when too little space is left.
-    pub fn reserve_journal(&self, wanted: u64) -> io::Result<u64> {
-        let Some(journal) = Journal::reserve(self.root(), wanted)? else { return Ok(0) };
-        let capacity = journal.capacity();
-        *self.journal_slot() = Some(journal);
-        Ok(capacity)
-    }
-
-    /// [`Self::reserve_journal`] on a thread of its own, so a run's first calls need not
-    /// wait for the room to be allocated and synced (a 64 MB `fallocate` and an `fsync`);
-    /// `failed` hears why it could not be. Keeping an answer in the journal, or releasing
-    /// it, waits for the reservation to end.
+    /// [`Journal::reserve`]) on a thread of its own, so a run's first calls need not wait for
+    /// the room to be allocated and synced (a 64 MB `fallocate` and an `fsync`); `failed`
+    /// hears why it could not be. Keeping an answer in the journal, or releasing it, waits
+    /// for the reservation to end.
     pub fn reserve_journal_soon(&self, wanted: u64, failed: impl FnOnce(io::Error) + Send + 'static) {
         let (root, slot) = (self.root().to_owned(), std::sync::Arc::clone(&self.journal));
         let reserve = move || match Journal::reserve(&root, wanted) {
