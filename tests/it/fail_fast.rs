@@ -9,10 +9,20 @@ use serde_json::Value;
 use crate::providers::{Mock, data_dir};
 use crate::support::Workspace;
 
+/// A web_of_lies prompt (its items ask who tells the truth and who lies).
+fn web_of_lies(req: &MockRequest) -> bool {
+    req.last_user.to_lowercase().contains("truth") && req.last_user.contains("ies")
+}
+
 /// Model `missing` does not exist on the server (404), `gateway` is answered by another model,
-/// `local` by a server naming its GGUF file, and `m` answers.
+/// `local` by a server naming its GGUF file, `strict` is refused every request alike (a
+/// parameter its server does not take), `picky` is refused every web_of_lies prompt at once and
+/// answers the others slowly, and `m` answers.
 fn server(req: &MockRequest) -> MockOutcome {
     match req.model.as_str() {
+        "strict" => MockOutcome::Fault(Fault::Status { status: 400, message: "Unsupported parameter: 'max_tokens'".into() }),
+        "picky" if web_of_lies(req) => MockOutcome::Fault(Fault::Status { status: 400, message: "prompt rejected".into() }),
+        "picky" => MockOutcome::Fault(Fault::Slow(std::time::Duration::from_millis(300))),
         "missing" => MockOutcome::Fault(Fault::Status { status: 404, message: "The model `missing` does not exist".into() }),
         "gateway" => MockOutcome::Reply(MockReply::text("The answer is: (A)").with_model("someone-else")),
         "local" => MockOutcome::Reply(MockReply::text("The answer is: (A)").with_model("/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf")),
@@ -59,6 +69,31 @@ fn a_failure_every_call_would_hit_stops_that_models_calls_and_others_go_on() {
     let out = ws.cmd().args(["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--json", "--retry-errors"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(sent_for(&mock, "m"), before);
+}
+
+#[test]
+fn rejections_alike_stop_a_refused_parameter_but_not_the_other_tasks_of_a_model_refused_one_task() {
+    let mock = Mock::start(MockConfig { script: Script::function(server), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&mock.url(), &["strict", "m"]));
+    let (code, v, stderr) = run(&ws);
+    assert_eq!((code, v["cells_failed"].as_u64()), (1, Some(3)), "strict's cells fail, m's are scored: {v}\n{stderr}");
+    assert!(v["failures"].to_string().contains("Unsupported parameter"), "{v}");
+    let strict = sent_for(&mock, "strict");
+    assert!(strict <= 12, "strict stopped within the first few requests, sent {strict}");
+    assert!(stderr.contains("error: model `strict`"), "{stderr}");
+
+    // With the default (adaptive) concurrency every item of picky's three cells is out at once:
+    // its 20 web_of_lies rejections come back before its first answer, while the other cells
+    // wait for theirs. They are that task's, not the lane's.
+    let ws = Workspace::new();
+    let default_transport = pipeline(&mock.url(), &["picky"]).replace(", max_concurrency: 4", "");
+    ws.write("p.yaml", &default_transport);
+    let (code, v, stderr) = run(&ws);
+    assert_eq!((code, v["cells_failed"].as_u64()), (1, Some(1)), "only picky's web_of_lies cell fails: {v}\n{stderr}");
+    assert!(v["failures"].to_string().contains("web_of_lies"), "{v}");
+    assert_eq!(sent_for(&mock, "picky"), 60, "every item of picky was asked");
+    assert!(!stderr.contains("error: model `picky`"), "{stderr}");
 }
 
 #[test]

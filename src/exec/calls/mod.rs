@@ -71,6 +71,8 @@ struct Call<'a> {
     request: &'a ChatRequest,
     endpoint: Endpoint,
     key: StepKey,
+    /// The episode (cell) that asks it, so a rejection can be told apart from the lane's.
+    episode: StepKey,
     /// Whether it goes through the model's batch API (`batch:`, a single-turn call).
     batched: bool,
 }
@@ -174,7 +176,7 @@ impl CallContext {
         tokio::task::yield_now().await;
         let body = request_body(&endpoint, request);
         let (step, encoded) = SubStep::new_with_part(episode, StepKind::Call, key::components_of(&endpoint, request, &body, site), key::BODY);
-        let call = Call { model, request, endpoint, key: step.key(), batched };
+        let call = Call { model, request, endpoint, key: step.key(), episode, batched };
         let ledger = call.endpoint.background.then(|| CallLedger::new(&self.store, call.key));
         let stale = |cached: &ChatResponse| self.reask(cached);
         let once = Once { claim: !self.offline, stale: &stale, shared: &self.usage.shared_calls };

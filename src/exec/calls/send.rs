@@ -8,6 +8,7 @@ use super::ledger::CallLedger;
 use super::{Call, CallContext, budget, usage};
 use crate::exec::step_error::StepError;
 use crate::exec::substep::Fresh;
+use crate::plan::StepKey;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
@@ -29,7 +30,7 @@ impl CallContext {
         if self.offline {
             return Err(StepError::episode_msg(format!("--offline: call {} to `{}` is not in the cache", call.key.short(), model.model)));
         }
-        if let Some(refusal) = self.lanes.refusal(&model.id) {
+        if let Some(refusal) = self.lanes.refusal(&model.id, call.episode) {
             return Err(refusal);
         }
         let endpoint = with_key(call.endpoint.clone(), model)?;
@@ -70,7 +71,7 @@ impl CallContext {
             Ok(response) => response,
             Err(error) => {
                 let error = StepError::Call { error, attempts: record.attempts };
-                self.lane_failed(model, &error);
+                self.lane_failed(model, call.episode, &error);
                 return Err(error);
             }
         };
@@ -134,8 +135,8 @@ impl CallContext {
     }
 
     /// Stops `model`'s unsent calls when `error` is one every call of it would hit.
-    pub(super) fn lane_failed(&self, model: &ModelConfig, error: &StepError) {
-        if let Some(reason) = self.lanes.failed(&model.id, error) {
+    pub(super) fn lane_failed(&self, model: &ModelConfig, episode: StepKey, error: &StepError) {
+        if let Some(reason) = self.lanes.failed(&model.id, episode, error) {
             self.stop(model, &reason);
         }
     }
