@@ -2,8 +2,8 @@
 //! pilot run first, then the estimate for the rest against what the full run reports, with
 //! the mock billing prompt words in and a different output length for every request.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use evalgrid::providers::Usage;
 use evalgrid::providers::mock::{MockConfig, MockOutcome, MockReply, MockRequest, Script, prompt_hash};
@@ -29,14 +29,21 @@ fn pipeline(url: &str) -> String {
 }
 
 /// Billed input: the words of every message; output: 20 to 780 tokens, drawn anew for each
-/// request (so the pilot's lengths are a sample, not the answer).
+/// request (so the pilot's lengths are a sample, not the answer). The draw is a hash of the
+/// model, the prompt and how many times that model was asked that prompt, so it does not depend
+/// on the order requests arrive in: the same run costs the same every time.
 fn billing_mock() -> Mock {
-    let requests = Arc::new(AtomicU64::new(0));
+    let asked = Arc::new(Mutex::new(HashMap::<String, u64>::new()));
     let script = Script::function(move |req: &MockRequest| {
-        let n = requests.fetch_add(1, Ordering::SeqCst);
+        let n = {
+            let mut asked = asked.lock().unwrap();
+            let count = asked.entry(format!("{}\n{}", req.model, req.last_user)).or_default();
+            *count += 1;
+            *count
+        };
         let words: usize =
             req.body["messages"].as_array().into_iter().flatten().filter_map(|m| m["content"].as_str()).map(|t| t.split_whitespace().count()).sum();
-        let output = 20 + prompt_hash(&format!("{}#{n}", req.last_user)) % (MAX_TOKENS - 39);
+        let output = 20 + prompt_hash(&format!("{}#{}#{n}", req.model, req.last_user)) % (MAX_TOKENS - 39);
         MockOutcome::Reply(MockReply::text("The answer is: (A)").with_usage(Usage { input: words as u64, output, ..Usage::default() }))
     });
     Mock::start(MockConfig { script, ..MockConfig::default() })
