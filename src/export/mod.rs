@@ -79,12 +79,11 @@ pub fn export(pipeline: &Pipeline, plan: &Plan, store: &Store, data_dir: &Path, 
         move |source| ExportError::Write { path, source }
     };
     std::fs::create_dir_all(out).map_err(write_err(out))?;
+    // Each file whole or not at all: a reader never meets half a log after a killed export.
     for (name, bytes) in &files {
-        let path = out.join(name);
-        let parent = path.parent().unwrap_or(out);
-        std::fs::create_dir_all(parent).map_err(write_err(parent))?;
-        std::fs::write(&path, bytes).map_err(write_err(&path))?;
+        crate::report::partial::write_if_changed(&out.join(name), bytes).map_err(|(path, source)| ExportError::Write { path, source })?;
     }
+    crate::report::partial::sweep(out, files.iter().map(|(name, _)| name.as_str()));
     let samples = groups.iter().map(|g| g.samples.len()).sum();
     Ok(ExportOutcome { dir: out.to_owned(), files: files.into_iter().map(|(n, _)| n).collect(), samples })
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::early::{Early, Written};
 use super::page::{PageInput, files as page_files, transcript_page};
+use super::partial::write_if_changed;
 use super::render::{ModelUsage, RunFacts, Section, csv, latex, markdown};
 use crate::cache::{CacheError, DerivedError, Store};
 use crate::envs::registry::{self, Registry};
@@ -617,6 +618,7 @@ fn write_files(
     // A page written during the run for the same cell is these bytes already.
     let pages = report.transcripts.iter().filter(|(name, cell)| early.get(*name) != Some(*cell)).map(|(name, cell)| (name, Source::Transcript(cell)));
     let jobs: Vec<(&String, Source<'_>)> = blobs.chain(pages).collect();
+    let folders: Vec<&str> = report.files.keys().chain(report.transcripts.keys()).map(String::as_str).collect();
     jobs.into_par_iter().try_for_each(|(name, source)| {
         let read;
         let bytes = match (rendered.get(name), source) {
@@ -632,24 +634,9 @@ fn write_files(
             }
         };
         write_if_changed(&dir.join(name), bytes).map_err(|(path, source)| ReportError::Write { path, source })
-    })
-}
-
-/// Writes `bytes` to `path` atomically, unless the file holds them already; on failure, the
-/// path that could not be written.
-pub(super) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf, std::io::Error)> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(());
-    }
-    let parent = path.parent().unwrap_or(Path::new("."));
-    let at = |path: &Path| {
-        let path = path.to_owned();
-        move |source| (path, source)
-    };
-    std::fs::create_dir_all(parent).map_err(at(parent))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(at(parent))?;
-    std::io::Write::write_all(&mut tmp, bytes).map_err(at(path))?;
-    tmp.persist(path).map_err(|e| (path.to_owned(), e.error))?;
+    })?;
+    // What a run killed mid-write left here is no file of any report.
+    super::partial::sweep(dir, folders);
     Ok(())
 }
 

@@ -202,9 +202,9 @@ pub fn write_diff_page(pipeline: &Pipeline, plan: &Plan, store: &Store, dir: &Pa
     if !previous.join("items.csv").is_file() {
         return None;
     }
-    let written = run_diff(pipeline, plan, store, &previous, PREVIOUS_DIR)
-        .map_err(|e| e.to_string())
-        .and_then(|d| std::fs::write(dir.join(FILE), super::diff_page::diff_html(&pipeline.report.title, &d)).map_err(|e| e.to_string()));
+    let written = run_diff(pipeline, plan, store, &previous, PREVIOUS_DIR).map_err(|e| e.to_string()).and_then(|d| {
+        super::partial::write_if_changed(&dir.join(FILE), super::diff_page::diff_html(&pipeline.report.title, &d).as_bytes()).map_err(|(_, e)| e.to_string())
+    });
     match written {
         Ok(()) => Some(FILE.to_owned()),
         Err(e) => {

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use serde_json::Value;
 
-use super::build::write_if_changed;
 use super::page::{MAX_TRANSCRIPT_PAGES, transcript_page_of, transcript_path};
+use super::partial::write_if_changed;
 use crate::cache::Store;
 use crate::plan::{Cell, Plan, StepKey};
 use crate::spec::Pipeline;

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{Workspace, snapshot_dir};
+use crate::support::{Workspace, assert_same_files};
 
 /// Enough cells that a debug build takes a few seconds with one job.
 const PIPELINE: &str = "name: crashy\nmodels:\n  - {id: r1, provider: builtin, model: random, params: {salt: 1}}\n  - {id: r2, provider: builtin, model: random, params: {salt: 2}}\n  - {id: o, provider: builtin, model: oracle}\ntasks:\n  - {benchmark: eleusis}\nseeds: {from: 0, to: 9}\n";
@@ -44,7 +44,8 @@ fn kill_9_at_arbitrary_moments_then_resume_matches_uninterrupted_run() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["cells_total"], 780);
     assert_eq!(v["cells_failed"], 0);
-    assert_eq!(snapshot_dir(&ws.path("reports")), snapshot_dir(&reference.path("reports")));
+    // No half-written file a killed run left (a page it was writing) is in the report.
+    assert_same_files(&ws.path("reports"), &reference.path("reports"));
     let out = ws.run(&["cache", "verify"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
 }
@@ -93,4 +94,36 @@ fn ctrl_c_stops_at_once_and_the_rerun_resumes() {
     let (code, v) = ws.run_json(&["run", "crashy.yaml", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(v["cells_run"].as_u64().unwrap() + v["cells_cached"].as_u64().unwrap(), 780, "{v}");
+}
+
+/// What a writer killed mid-page leaves (a partial file no one holds) goes with the next
+/// report into the folder; one a live writer holds (here Python's `flock`, the lock a
+/// second evalgrid writing the same folder takes) stays, so that writer's rename succeeds.
+#[test]
+fn a_report_removes_the_partial_files_a_killed_writer_left_but_not_one_a_live_writer_holds() {
+    let ws = Workspace::new();
+    ws.write("crashy.yaml", &PIPELINE.replace("seeds: {from: 0, to: 9}", "seeds: [0]"));
+    let (code, v) = ws.run_json(&["run", "crashy.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let reference = crate::support::snapshot_dir(&ws.path("reports"));
+    let orphan = ws.write("reports/crashy/transcripts/.evalgrid-Kx81Qa.partial", "<html><body>half a pa");
+    let held = ws.path("reports/crashy/.evalgrid-Zp02Lm.partial");
+    let mut holder = std::process::Command::new("python3")
+        .args(["-c", "import fcntl, sys\nf = open(sys.argv[1], 'w')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n"])
+        .arg(&held)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+    let out = ws.run(&["report", "crashy.yaml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!orphan.exists(), "the killed writer's partial page is gone");
+    assert!(held.exists(), "the live writer's partial file is kept");
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    std::fs::remove_file(&held).unwrap();
+    assert_eq!(crate::support::snapshot_dir(&ws.path("reports")), reference);
 }

@@ -77,3 +77,20 @@ pub(crate) fn snapshot_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Asserts two folders hold the same files with the same bytes, naming the paths that differ.
+pub(crate) fn assert_same_files(got: &Path, want: &Path) {
+    let (got, want) = (snapshot_dir(got), snapshot_dir(want));
+    if got == want {
+        return;
+    }
+    let names = |files: &[(String, Vec<u8>)]| files.iter().map(|(n, _)| n.clone()).collect::<std::collections::BTreeSet<_>>();
+    let (got_names, want_names) = (names(&got), names(&want));
+    let want_bytes: std::collections::BTreeMap<_, _> = want.iter().cloned().collect();
+    let differing: Vec<&String> = got.iter().filter(|(n, b)| want_bytes.get(n).is_some_and(|w| w != b)).map(|(n, _)| n).collect();
+    panic!(
+        "the folders differ: only in the first {:?}; only in the second {:?}; different bytes {differing:?}",
+        got_names.difference(&want_names).collect::<Vec<_>>(),
+        want_names.difference(&got_names).collect::<Vec<_>>(),
+    );
+}
