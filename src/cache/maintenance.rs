@@ -99,6 +99,12 @@ pub fn gc(store: &Store, keep: Option<&HashSet<StepKey>>) -> Result<Collection, 
         remove(&path, &mut c);
     }
     for path in files_under(&store.root().join("locks")) {
+        // The claim files (a few, reused by every run) hold byte-range locks a whole-file lock
+        // does not see: removing one under a running process would let the next process
+        // claim its calls in a new file and pay them again.
+        if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(super::claims::FILE_PREFIX)) {
+            continue;
+        }
         if let Ok(Some(lock)) = super::lock::KeyLock::try_acquire(&path) {
             remove(&path, &mut c);
             drop(lock);
@@ -170,6 +176,21 @@ mod tests {
         let key = StepKey::compute(&components);
         store.put(&Entry { key, kind, components, output: json!(n), duration_ms: 0, writer: String::new() }).unwrap();
         key
+    }
+
+    #[test]
+    fn gc_leaves_the_claim_files_of_a_running_process_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let key = StepKey::compute(&json!("call"));
+        let claim = store.try_claim(key).unwrap().expect("free");
+        let inodes =
+            || files_under(&store.root().join("locks")).iter().map(|p| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap())).collect::<Vec<_>>();
+        let before = inodes();
+        assert_eq!(before.len(), 1);
+        gc(&store, None).unwrap();
+        assert_eq!(inodes(), before, "the claim file is kept: a process claiming next meets the running one's lock");
+        drop(claim);
     }
 
     #[test]
