@@ -132,6 +132,88 @@ pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
 }
 
+/// First characters that make a spreadsheet read a cell as a formula (OWASP's CSV
+/// injection list).
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+fn formula_like(s: &str) -> bool {
+    s.trim_start_matches('\'').starts_with(FORMULA_STARTS)
+}
+
+/// One CSV text cell, safe to open in a spreadsheet: a value starting with `=`, `+`, `-`,
+/// `@`, a tab or a carriage return (after any leading `'`) is quoted with a `'` in front,
+/// as OWASP recommends, so no spreadsheet runs it as a formula; [`csv_text_value`] reads
+/// the original back. Numbers are written as numbers, never through this.
+#[must_use]
+pub fn csv_text(s: &str) -> String {
+    if formula_like(s) { format!("\"'{}\"", s.replace('"', "\"\"")) } else { csv_field(s) }
+}
+
+/// The value [`csv_text`] wrote as `field` (already unquoted): its leading `'` removed
+/// where [`csv_text`] added one.
+#[must_use]
+pub fn csv_text_value(field: &str) -> &str {
+    match field.strip_prefix('\'') {
+        Some(rest) if formula_like(field) => rest,
+        _ => field,
+    }
+}
+
+/// The records of a CSV text as [`csv_field`] writes them (RFC 4180: a quoted field may
+/// hold commas, doubled quotes and line breaks), each with the line it starts on; blank
+/// lines are skipped, `\r\n` ends a record as `\n` does.
+///
+/// # Errors
+/// A quote left open at the end of the text, naming the line it opened on.
+pub fn csv_records(text: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
+    let mut records = Vec::new();
+    let (mut fields, mut cur, mut quoted, mut line, mut start, mut opened) = (Vec::new(), String::new(), false, 1usize, 1usize, 0usize);
+    let mut any = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) => {
+                quoted = true;
+                opened = line;
+                any = true;
+            }
+            (',', false) => {
+                fields.push(std::mem::take(&mut cur));
+                any = true;
+            }
+            ('\r', false) if chars.peek() == Some(&'\n') => {}
+            ('\n', false) => {
+                if any || !cur.is_empty() {
+                    fields.push(std::mem::take(&mut cur));
+                    records.push((start, std::mem::take(&mut fields)));
+                }
+                any = false;
+                line += 1;
+                start = line;
+            }
+            _ => {
+                if c == '\n' {
+                    line += 1;
+                }
+                cur.push(c);
+            }
+        }
+    }
+    if quoted {
+        return Err(format!("line {opened}: a quoted field is not closed"));
+    }
+    if any || !cur.is_empty() {
+        fields.push(cur);
+        records.push((start, fields));
+    }
+    Ok(records)
+}
+
 /// The fields of one CSV line as [`csv_field`] writes them (RFC 4180 quoting, no newline
 /// inside a field): how `items.csv` is read back (`evalgrid diff --against`).
 #[must_use]
@@ -150,4 +232,32 @@ pub fn csv_fields(line: &str) -> Vec<String> {
     }
     out.push(cur);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_cells_that_look_like_formulas_are_guarded_and_read_back() {
+        for value in ["=HYPERLINK(\"x\")", "+1", "-0.5", "@SUM(A1)", "\tx", "'=x", "''-1", "'plain", "plain", "a,b", "", "-"] {
+            let written = csv_text(value);
+            let records = csv_records(&format!("{written},x\n")).unwrap();
+            assert_eq!(records.len(), 1, "{written}");
+            assert_eq!(csv_text_value(&records[0].1[0]), value, "{written}");
+            if formula_like(value) {
+                assert!(written.starts_with("\"'"), "{value} → {written}");
+            }
+        }
+        assert_eq!(csv_text("=1+1"), "\"'=1+1\"");
+        assert_eq!(csv_text("Paris"), "Paris");
+    }
+
+    #[test]
+    fn records_follow_rfc_4180_across_lines() {
+        let text = "a,b\r\n\"x\ny\",\"q\"\"\"\n\n,\n";
+        let records = csv_records(text).unwrap();
+        assert_eq!(records, vec![(1, vec!["a".into(), "b".into()]), (2, vec!["x\ny".into(), "q\"".into()]), (5, vec![String::new(), String::new()])]);
+        assert_eq!(csv_records("a\n\"open\n").unwrap_err(), "line 2: a quoted field is not closed");
+    }
 }

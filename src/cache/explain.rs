@@ -66,30 +66,56 @@ fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<Chan
                 walk(&p, a.get(k), b.get(k), out);
             }
         }
+        // Lists of the same length element by element (`scorers[1].judge.rubric`), so a
+        // change deep in a list of settings is named, not the whole list.
+        (Some(Value::Array(a)), Some(Value::Array(b))) if a.len() == b.len() && a != b => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                walk(&format!("{path}[{i}]"), Some(x), Some(y), out);
+            }
+        }
         (a, b) if a == b => {}
-        (a, b) => out.push(Change {
-            // A step's own fields live under the key envelope's `inputs`;
-            // users know them by their own names (`model.params.salt`).
-            path: if path.is_empty() { "(root)".into() } else { path.strip_prefix("inputs.").unwrap_or(path).to_owned() },
-            old: a.map(render),
-            new: b.map(render),
-        }),
+        (a, b) => {
+            let (old, new) = (a.map(text), b.map(text));
+            // Two long values (a judge's prompt, a template) are cut at the same place around
+            // their first difference, so the change itself is what is shown.
+            let from = match (&old, &new) {
+                (Some(o), Some(n)) => o.chars().zip(n.chars()).take_while(|(x, y)| x == y).count().saturating_sub(CONTEXT),
+                _ => 0,
+            };
+            out.push(Change {
+                // A step's own fields live under the key envelope's `inputs`;
+                // users know them by their own names (`model.params.salt`).
+                path: if path.is_empty() { "(root)".into() } else { path.strip_prefix("inputs.").unwrap_or(path).to_owned() },
+                old: old.map(|t| window(&t, from)),
+                new: new.map(|t| window(&t, from)),
+            });
+        }
     }
 }
 
-fn render(v: &Value) -> String {
-    let text = match v {
+/// Characters kept before the first difference of two long values.
+const CONTEXT: usize = 20;
+/// Longest value shown whole; longer ones are cut to a window of this many characters.
+const SHOWN: usize = 60;
+
+fn text(v: &Value) -> String {
+    match v {
         Value::String(s) if s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit()) => s[..12].to_owned(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
-    };
-    // Long values (prompt templates) are shortened to keep one line per change.
-    if text.chars().count() > 60 {
-        let head: String = text.chars().take(57).collect();
-        format!("{}…", head.replace('\n', "⏎"))
-    } else {
-        text.replace('\n', "⏎")
     }
+}
+
+/// `text` on one line: whole when short, else the characters from `from` on (`…` marking
+/// what was cut on either side), so long values (prompt templates) keep one line per change.
+fn window(text: &str, from: usize) -> String {
+    let len = text.chars().count();
+    if len <= SHOWN {
+        return text.replace('\n', "⏎");
+    }
+    let body: String = text.chars().skip(from).take(SHOWN - 3).collect();
+    let (head, tail) = (if from > 0 { "…" } else { "" }, if from + SHOWN - 3 < len { "…" } else { "" });
+    format!("{head}{}{tail}", body.replace('\n', "⏎"))
 }
 
 #[cfg(test)]
@@ -110,6 +136,21 @@ mod tests {
     fn replaced_weights_say_so() {
         let d = diff(&json!({"model": {"serve": {"weights": "a".repeat(64)}}}), &json!({"model": {"serve": {"weights": "b".repeat(64)}}}));
         assert_eq!(d[0].to_string(), format!("model weights changed (model.serve.weights: {} → {})", "a".repeat(12), "b".repeat(12)));
+    }
+
+    #[test]
+    fn long_values_show_their_first_difference() {
+        let before = format!("{}Grade the answer. Reply GRADE: C or GRADE: I.", "You are a careful grader. ".repeat(4));
+        let after = before.replace("GRADE: C or", "GRADE: C, P or");
+        let d = diff(&json!({"judge": before}), &json!({"judge": after}));
+        let (old, new) = (d[0].old.clone().unwrap(), d[0].new.clone().unwrap());
+        assert!(old.starts_with('…') && new.starts_with('…'), "{old} / {new}");
+        assert!(old.contains("GRADE: C or") && new.contains("GRADE: C, P or"), "{old} / {new}");
+        // Both sides are cut at the same character, so they read side by side.
+        assert_eq!(old.chars().take(15).collect::<String>(), new.chars().take(15).collect::<String>());
+        // A short value is shown whole, a difference at the start from the start.
+        assert_eq!(window("short", 0), "short");
+        assert_eq!(diff(&json!({"t": "x".repeat(80)}), &json!({"t": "y".repeat(80)}))[0].old.clone().unwrap(), format!("{}…", "x".repeat(57)));
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod presence;
 pub mod remote;
 pub mod store;
 
-pub use batches::{BatchLedger, BatchRecord};
+pub use batches::{BatchLedger, BatchRecord, DamagedRecord, Forgotten};
 pub use derived::DerivedError;
 pub use entry::Entry;
 pub use explain::{Change, diff};

@@ -337,6 +337,18 @@ pub(crate) enum BatchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Forget batch ledger records (damaged, or of a batch the provider no longer knows):
+    /// the next run sends their calls again, and pays for them again if the batch did run.
+    #[command(after_help = "Example:\n  evalgrid batch forget eg-3f2a9c0d1e4b5a6c7d8e\n  evalgrid batch forget batch_abc123")]
+    Forget {
+        /// Records, each by its tag (`eg-…`, the file name in `cache/v1/batches/`) or batch id,
+        /// as `evalgrid status` names them.
+        #[arg(required = true)]
+        records: Vec<String>,
+        /// Print one JSON object (`forgotten`: one record per name) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -348,10 +360,15 @@ pub(crate) enum CacheCommand {
         json: bool,
     },
     /// Read every entry and blob and check its hash; exit 1 if any is bad.
+    #[command(after_help = "Example:\n  evalgrid cache verify --weights")]
     Verify {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Also read again every served model's weights and argument file the cache remembers
+        /// a hash of, and correct the memory where the bytes changed unseen (exit 1 then).
+        #[arg(long)]
+        weights: bool,
     },
     /// Remove temp files, free locks and corrupt entries; with `--keep`,
     /// also every entry those pipelines do not use.
@@ -390,6 +407,9 @@ pub(crate) enum Workload {
     /// `validate` + no-op `status` of a `qa` task over a synthetic dataset (`--rows`) × 3
     /// models × 3 seeds, every cell cached.
     QaStatus,
+    /// Per-trial cost of evalgrid's container path (start, copy, exec, read, remove) against
+    /// the bare runtime commands for the same trial (`--items` trials), and image builds.
+    Harbor,
 }
 
 #[derive(Debug, Args)]
@@ -435,5 +455,15 @@ pub(crate) enum DatasetsCommand {
         /// Where a URL's file goes.
         #[arg(long, default_value = "datasets")]
         into: PathBuf,
+        /// The most bytes one downloaded file may have (1 GiB by default); a larger one is
+        /// refused, before its body is read when the server says its size.
+        #[arg(long, default_value_t = 1 << 30)]
+        max_bytes: u64,
+        /// Seconds without a byte from the server before a download is given up.
+        #[arg(long, default_value_t = 60)]
+        read_timeout_s: u64,
+        /// Seconds one file's whole download may take.
+        #[arg(long, default_value_t = 3600)]
+        timeout_s: u64,
     },
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use evalgrid::exec::check::{EndpointCheck, check_endpoint};
+use evalgrid::exec::check::{EndpointCheck, RuntimeCheck, check_endpoint, check_runtime, runtimes_needed};
 use evalgrid::providers::{ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::spec::ModelConfig;
 use serde_json::json;
@@ -17,7 +17,7 @@ use evalgrid::spec::Weights;
 use std::collections::BTreeSet;
 
 pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
-    let (mut pipeline, engines) = load_served(env, &args.pipeline)?;
+    let (mut pipeline, engines) = load_served(env, &args.pipeline, true)?;
     // A check of a served model starts its server: what a run would do, arguments included.
     let all: BTreeSet<usize> = (0..pipeline.models.len()).collect();
     let mut note = |s: &evalgrid::serve::Starting| output::note(&format!("starting {} for model {}", s.engine, s.models.join(", ")));
@@ -29,14 +29,19 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
         }
     }
     let served: Vec<serde_json::Value> = served.into_iter().map(|(_, v)| v).collect();
+    let runtimes = runtime_checks(&pipeline, args.json);
+    let runtimes_ok = runtimes.iter().all(RuntimeCheck::ok);
     let models = endpoints(&pipeline);
+    // Entries playing a task that reads next-token log-probabilities are probed for them.
+    let reads_logprobs = pipeline.tasks.iter().any(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_logprobs()));
+    let players: BTreeSet<String> = pipeline.models.iter().map(|m| m.id.clone()).collect();
     if models.is_empty() {
         if args.json {
-            output::json(&json!({"endpoints": [], "served": served, "ok": true}));
+            output::json(&json!({"endpoints": [], "served": served, "runtimes": runtimes, "ok": runtimes_ok}));
         } else {
             output::line("no model of this pipeline calls an API (built-in agents only): nothing to check");
         }
-        return Ok(Exit::Ok);
+        return Ok(Exit::failed_if(!runtimes_ok));
     }
     let mut config = client_config(&pipeline.transport, None);
     config.served_lanes = servers.lanes.clone();
@@ -50,7 +55,8 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
             .into_iter()
             .map(|model| {
                 let client = Arc::clone(&client);
-                tokio::spawn(async move { check_endpoint(&client, &model).await })
+                let probe = reads_logprobs && players.contains(&model.id);
+                tokio::spawn(async move { check_endpoint(&client, &model, probe).await })
             })
             .collect();
         let mut out = Vec::new();
@@ -63,13 +69,34 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
     });
     runtime.shutdown_background();
     servers.stop();
-    let ok = checks.iter().all(EndpointCheck::ok);
+    let ok = checks.iter().all(EndpointCheck::ok) && runtimes_ok;
     if args.json {
-        output::json(&json!({"endpoints": checks, "served": served, "ok": ok}));
+        output::json(&json!({"endpoints": checks, "served": served, "runtimes": runtimes, "ok": ok}));
     } else {
         print_table(&checks);
     }
     Ok(Exit::failed_if(!ok))
+}
+
+/// The container runtime each group of container tasks needs: found, its version, and
+/// whether it started a container (printed unless `json`).
+fn runtime_checks(pipeline: &evalgrid::spec::Pipeline, json: bool) -> Vec<RuntimeCheck> {
+    let checks: Vec<RuntimeCheck> = runtimes_needed(pipeline).into_iter().map(|(choice, tasks)| check_runtime(choice, tasks)).collect();
+    if !json {
+        for c in &checks {
+            let found = match (&c.runtime, &c.version) {
+                (Some(rt), Some(v)) => format!("{rt} {v} ({})", c.binary.as_deref().unwrap_or("?")),
+                _ => "none found".to_owned(),
+            };
+            let n = c.tasks.len();
+            let can = if c.can_run { "yes" } else { "NO" };
+            output::line(&format!("container runtime (runtime: {}, {n} task(s)): {found}; can run a container: {can}", c.asked));
+            for problem in &c.problems {
+                output::line(&format!("problem: container runtime: {}", evalgrid::text::one_line(problem)));
+            }
+        }
+    }
+    checks
 }
 
 /// One line (and a record) per served model: engine and version, weights hash, slots,
@@ -104,16 +131,13 @@ fn served_lines(pipeline: &evalgrid::spec::Pipeline) -> Vec<(String, serde_json:
     out
 }
 
-/// The pipeline's API models and the task-level models they need (Eleusis' rule compiler),
-/// one per distinct (provider, model, base URL, key, api).
+/// The pipeline's API models and the helper models its tasks call (a `qa` judge, the
+/// Eleusis rule compiler), one per distinct (provider, model, base URL, key, api).
 fn endpoints(pipeline: &evalgrid::spec::Pipeline) -> Vec<ModelConfig> {
     let mut out: Vec<ModelConfig> = Vec::new();
-    let compilers = pipeline
-        .tasks
-        .iter()
-        .filter(|t| t.params.contains_key("compiler"))
-        .filter_map(|t| evalgrid::envs::eleusis::play::llm_episode::compiler_model(&t.params).ok());
-    for model in pipeline.models.iter().cloned().chain(compilers) {
+    let helpers =
+        pipeline.tasks.iter().flat_map(|t| evalgrid::envs::registry::get(&t.benchmark).map(|b| b.helpers(&t.params)).unwrap_or_default()).map(|h| h.model);
+    for model in pipeline.models.iter().cloned().chain(helpers) {
         if model.provider.api_kind().is_none() {
             continue;
         }
@@ -133,7 +157,7 @@ fn print_table(checks: &[EndpointCheck]) {
         Some(false) => "NO",
         None => "–",
     };
-    output::line("model | protocol | reachable | key | answered as | context | streaming | tools | url");
+    output::line("model | protocol | reachable | key | answered as | context | streaming | tools | logprobs | url");
     for c in checks {
         let answered = match (&c.answered_model, &c.answered_as) {
             (Some(id), Some(class)) => format!("{} ({class})", evalgrid::text::one_line(id)),
@@ -141,7 +165,7 @@ fn print_table(checks: &[EndpointCheck]) {
             _ => "–".to_owned(),
         };
         output::line(&format!(
-            "{} | {} | {} | {} | {answered} | {} | {} | {} | {}",
+            "{} | {} | {} | {} | {answered} | {} | {} | {} | {} | {}",
             evalgrid::text::one_line(&c.model),
             c.protocol,
             if c.reachable { "yes" } else { "NO" },
@@ -149,6 +173,7 @@ fn print_table(checks: &[EndpointCheck]) {
             c.context_window.map_or_else(|| "–".to_owned(), |n| format!("{n} tokens")),
             yes_no(c.streaming),
             c.tools.as_deref().unwrap_or("–"),
+            if c.logprobs.is_empty() { "–" } else { c.logprobs.as_str() },
             evalgrid::text::one_line(&c.url),
         ));
     }
@@ -157,6 +182,11 @@ fn print_table(checks: &[EndpointCheck]) {
             output::line(&format!("problem: model `{}`: {}", evalgrid::text::one_line(&c.model), evalgrid::text::one_line(problem)));
         }
     }
+    output::line(
+        "logprobs: `next-token` serves `choice: {method: logprobs}`, `acc` and `acc_norm` (Chat Completions servers: OpenAI, vLLM, llama.cpp's llama-server; Gemini on some models); \
+         Anthropic gives none, and evalgrid reads none from the Responses API; \
+         continuation log-likelihoods (lm-eval's `loglikelihood`) are not implemented (llama-server does not give them: ggml-org/llama.cpp#27174)",
+    );
     let bad = checks.iter().filter(|c| !c.ok()).count();
     output::line(&if bad == 0 {
         format!("{} endpoint(s) checked: all usable", checks.len())

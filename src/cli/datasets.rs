@@ -1,17 +1,25 @@
 //! `evalgrid datasets fetch <name> [--from DIR]`, and `evalgrid datasets fetch URL --sha256 HEX`
 //! for one file of a user's own (a `qa` dataset), refused unless its content matches the pin.
+//! Downloads are bounded in size and time (`--max-bytes`, `--read-timeout-s`, `--timeout-s`).
+
+use std::time::Duration;
 
 use super::exit::Exit;
 use evalgrid::envs::bbeh::install::{Source, install, manifest};
+use evalgrid::envs::fetch::{Limits, download, redact};
 use evalgrid::providers::install_crypto_provider;
 
 use super::args::DatasetsCommand;
 use super::{Env, Failure, output};
 
 pub(crate) fn datasets(env: &Env, command: &DatasetsCommand) -> Result<Exit, Failure> {
-    let DatasetsCommand::Fetch { name, from, sha256, into } = command;
+    let DatasetsCommand::Fetch { name, from, sha256, into, max_bytes, read_timeout_s, timeout_s } = command;
+    if *read_timeout_s == 0 || *timeout_s == 0 {
+        return Err(Failure::invalid(anyhow::anyhow!("`--read-timeout-s` and `--timeout-s` must be at least 1")));
+    }
+    let limits = Limits { max_bytes: *max_bytes, idle: Duration::from_secs(*read_timeout_s), total: Duration::from_secs(*timeout_s) };
     if name.starts_with("http://") || name.starts_with("https://") {
-        return fetch_url(name, sha256.as_deref(), into);
+        return fetch_url(name, sha256.as_deref(), into, limits);
     }
     if name != "bbeh" {
         return Err(Failure::invalid(anyhow::anyhow!("unknown dataset `{name}` (known: bbeh)")));
@@ -23,8 +31,8 @@ pub(crate) fn datasets(env: &Env, command: &DatasetsCommand) -> Result<Exit, Fai
         Some(dir) => runtime.block_on(install(&manifest, data_dir, Source::Local(dir)))?,
         None => {
             install_crypto_provider();
-            let client = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(20)).build()?;
-            runtime.block_on(install(&manifest, data_dir, Source::Download(&client)))?
+            let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(20)).build()?;
+            runtime.block_on(install(&manifest, data_dir, Source::Download(&client, limits)))?
         }
     };
     output::line(&format!(
@@ -38,7 +46,9 @@ pub(crate) fn datasets(env: &Env, command: &DatasetsCommand) -> Result<Exit, Fai
 
 /// Downloads `url` into `into/<file name>`, streaming it through SHA-256: a file whose hash is
 /// not `sha256` is removed and nothing is installed (exit 1); no pin is a usage error (exit 2).
-fn fetch_url(url: &str, sha256: Option<&str>, into: &std::path::Path) -> Result<Exit, Failure> {
+/// The file is written to a locked `.evalgrid-*.partial` file in `into` and renamed into
+/// place; one that a killed fetch left (no live fetch holds its lock) is removed first.
+fn fetch_url(url: &str, sha256: Option<&str>, into: &std::path::Path, limits: Limits) -> Result<Exit, Failure> {
     use sha2::{Digest, Sha256};
     use std::io::Write as _;
     let Some(pin) = sha256.map(str::to_ascii_lowercase) else {
@@ -49,27 +59,28 @@ fn fetch_url(url: &str, sha256: Option<&str>, into: &std::path::Path) -> Result<
     if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Failure::invalid(anyhow::anyhow!("`--sha256` must be 64 hex digits, got `{pin}`")));
     }
-    let name = url.split(['?', '#']).next().unwrap_or(url).rsplit('/').next().filter(|n| !n.is_empty() && *n != "." && *n != "..");
+    let shown = redact(url);
+    let name = url.split(['?', '#']).next().unwrap_or(url).rsplit('/').next().filter(|n| !n.is_empty() && *n != "." && *n != ".." && !n.contains('@'));
     let Some(name) = name else {
-        return Err(Failure::invalid(anyhow::anyhow!("`{url}` names no file")));
+        return Err(Failure::invalid(anyhow::anyhow!("`{shown}` names no file")));
     };
     fs_err::create_dir_all(into)?;
-    let mut temp = tempfile::NamedTempFile::new_in(into)?;
+    let swept = evalgrid::report::partial::sweep(into, []);
+    if swept > 0 {
+        tracing::info!("removed {swept} partial download(s) an interrupted fetch left in {}", into.display());
+    }
+    let mut temp = evalgrid::report::partial::locked_partial(into)?;
     install_crypto_provider();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let digest = runtime.block_on(async {
-        let client = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(20)).build()?;
-        let mut response = client.get(url).send().await?.error_for_status()?;
-        let mut hasher = Sha256::new();
-        while let Some(chunk) = response.chunk().await? {
-            hasher.update(&chunk);
-            temp.write_all(&chunk)?;
-        }
-        Ok::<_, anyhow::Error>(hasher.finalize())
-    })?;
-    let got: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(20)).build()?;
+    let mut hasher = Sha256::new();
+    runtime.block_on(download(&client, url, limits, |chunk| {
+        hasher.update(chunk);
+        temp.write_all(chunk)
+    }))?;
+    let got: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
     if got != pin {
-        return Err(anyhow::anyhow!("`{url}` has SHA-256 {got}, not the pinned {pin}: nothing installed").into());
+        return Err(anyhow::anyhow!("`{shown}` has SHA-256 {got}, not the pinned {pin}: nothing installed").into());
     }
     temp.as_file().sync_all()?;
     let target = into.join(name);

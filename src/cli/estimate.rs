@@ -2,10 +2,12 @@
 //! what those calls will cost ([`evalgrid::exec::estimate`]), as text or `--json`.
 
 use evalgrid::cache::Store;
+use evalgrid::envs::registry;
 use evalgrid::exec::EpisodeRunner as _;
-use evalgrid::exec::estimate::{Estimator, ModelEstimate};
-use evalgrid::exec::{CellState, call_key, classify, has_outcome};
+use evalgrid::exec::estimate::{Estimator, ModelEstimate, cached_answer};
+use evalgrid::exec::{CallSite, CellState, call_key, classify, has_outcome};
 use evalgrid::plan::Plan;
+use evalgrid::providers::ChatRequest;
 use evalgrid::spec::Pipeline;
 use serde_json::json;
 
@@ -17,7 +19,9 @@ pub(crate) fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &Plan
     let mut counts = [0usize; 4];
     let (mut calls_known, mut calls_unknown_cells, mut would_run) = (0usize, 0usize, 0usize);
     let only_retries = args.retry_errors || !outcomes.is_empty();
-    let mut estimator = Estimator::default();
+    let mut estimator = Estimator::new(pipeline.models.len());
+    // Helper calls already counted (a judge grades the same answer once, whichever cell gave it).
+    let mut graded = std::collections::HashSet::new();
     for cell in &plan.cells {
         let state = classify(store, cell);
         counts[state as usize] += 1;
@@ -35,10 +39,26 @@ pub(crate) fn dry_run(env: &Env, pipeline: &Pipeline, store: &Store, plan: &Plan
             None if runs => estimator.unknown_cell(cell.model),
             None => {}
         }
+        // Then the helpers' calls (a judge's gradings): exact where the answer they grade is
+        // known (cached, or a built-in agent's), else one per answer still to come.
+        let answered = |request: &ChatRequest, site: &CallSite| cached_answer(store, model, request, site).map(|answer| answer.text);
+        let mut helper_calls = 0;
+        for call in registry::planned_helper_calls(model, task, cell.seed, &answered) {
+            if !runs && !call.known {
+                continue;
+            }
+            let mut helper = call.model;
+            helper.price = helper.price.or_else(|| pipeline.report.prices.get(&helper.id).copied());
+            if call.known && !call_key(&helper, &call.request, &call.site).is_some_and(|key| graded.insert(key)) {
+                continue;
+            }
+            helper_calls += usize::from(estimator.helper_call(store, &helper, &call.request, &call.site, call.known));
+        }
         if !runs {
             continue;
         }
         would_run += 1;
+        calls_known += helper_calls;
         match planned {
             Some(calls) => calls_known += calls.iter().filter(|(r, s)| call_key(model, r, s).is_some_and(|k| !store.contains(k))).count(),
             None => calls_unknown_cells += 1,

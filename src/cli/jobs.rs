@@ -185,9 +185,31 @@ fn weights_notes(pipeline: &Pipeline, kubernetes: bool) {
     }
 }
 
+/// When the pipeline has container tasks (harbor), what every node must have: a runtime
+/// that can run a container. Each shard checks its own node before any trial.
+fn containers_note(pipeline: &Pipeline, kubernetes: bool) {
+    let needed = evalgrid::exec::check::runtimes_needed(pipeline);
+    if needed.is_empty() {
+        return;
+    }
+    let tasks: Vec<String> = needed.into_values().flatten().collect();
+    let node = if kubernetes {
+        "every pod needs podman (a privileged container, or rootless podman with user namespaces and /dev/fuse) or a Docker daemon"
+    } else {
+        "every node of the partition needs podman or docker that can run a container (`evalgrid check` on a node says)"
+    };
+    output::note(&format!(
+        "note: {} task(s) run in containers ({}{}): {node}; each shard checks its node before its first trial and fails fast (exit 1) where there is none (docs/agents.md)",
+        tasks.len(),
+        tasks.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+        if tasks.len() > 3 { ", …" } else { "" }
+    ));
+}
+
 pub(crate) fn slurm(env: &Env, a: &SlurmArgs) -> Result<Exit, Failure> {
     let (pipeline, ctx) = context(env, &a.job)?;
     weights_notes(&pipeline, false);
+    containers_note(&pipeline, false);
     let cpus = cpus_per_task(a.cpus_per_task, a.partition.as_deref(), node_cpus(a.partition.as_deref()))?;
     let dir = a.job.out.join(&ctx.name);
     let mut files = Vec::new();
@@ -445,6 +467,7 @@ fn file_name(p: &Path) -> String {
 pub(crate) fn k8s(env: &Env, a: &K8sArgs) -> Result<Exit, Failure> {
     let (pipeline, ctx) = context(env, &a.job)?;
     weights_notes(&pipeline, true);
+    containers_note(&pipeline, true);
     let dir = a.job.out.join(&ctx.name);
     let mut files: Vec<(String, String)> = ctx.classes.keys().map(|&c| (format!("{c}.yaml"), k8s_job(&ctx, a, c))).collect();
     files.push(("report.yaml".into(), k8s_report(&ctx, a)));

@@ -148,7 +148,7 @@ fn command(env: &Env, command: Command) -> Result<Exit, Failure> {
 /// Loads and validates a pipeline, served models keyed by their weights (see
 /// [`load_served`]); invalid input maps to exit code 2.
 pub(crate) fn load_pipeline(env: &Env, path: &Path) -> Result<Pipeline, Failure> {
-    Ok(load_served(env, path)?.0)
+    Ok(load_served(env, path, false)?.0)
 }
 
 /// Loads and validates a pipeline without looking at served models' weights or engines:
@@ -162,13 +162,18 @@ pub(crate) fn load_spec(env: &Env, path: &Path) -> Result<Pipeline, Failure> {
 
 /// Loads a pipeline and identifies its served models (engine version, weights hash, from
 /// the cache's hash memo when the files did not change), returning the engines found.
-pub(crate) fn load_served(env: &Env, path: &Path) -> Result<(Pipeline, BTreeMap<Engine, Found>), Failure> {
+/// `probe`: the command may start a server, so each engine is probed (and its version
+/// recorded); else the version recorded in the cache is used, with a note.
+pub(crate) fn load_served(env: &Env, path: &Path, probe: bool) -> Result<(Pipeline, BTreeMap<Engine, Found>), Failure> {
     let mut pipeline = load_spec(env, path)?;
     if pipeline.models.iter().all(|m| m.serve.is_none()) {
         return Ok((pipeline, BTreeMap::new()));
     }
     let memo = evalgrid::cache::HashMemo::new(&env.cache_dir);
-    let engines = evalgrid::serve::identify(&mut pipeline, &memo).map_err(|e| serve_failure(&pipeline, e))?;
+    let (engines, notes) = evalgrid::serve::identify(&mut pipeline, &memo, probe).map_err(|e| serve_failure(&pipeline, e))?;
+    for note in notes {
+        output::note(&format!("note: {note}"));
+    }
     Ok((pipeline, engines))
 }
 
@@ -197,9 +202,29 @@ pub(crate) fn serve_failure(pipeline: &Pipeline, error: ServeError) -> Failure {
 /// Loads a pipeline and plans it with an optional `--filter`.
 pub(crate) fn load_plan(env: &Env, path: &Path, filter: Option<&str>) -> Result<(Pipeline, Plan), Failure> {
     let pipeline = load_pipeline(env, path)?;
-    let filter = filter.map(parse_filter).transpose().map_err(Failure::invalid)?;
-    let plan = plan(&pipeline, filter.as_ref());
+    let plan = filtered_plan(&pipeline, filter)?;
     Ok((pipeline, plan))
+}
+
+/// The plan narrowed by `--filter`; a filter that keeps no cell of a non-empty grid is an
+/// error (exit 2) listing what it could have matched, never a silent run of nothing.
+pub(crate) fn filtered_plan(pipeline: &Pipeline, filter: Option<&str>) -> Result<Plan, Failure> {
+    let parsed = filter.map(parse_filter).transpose().map_err(Failure::invalid)?;
+    let narrowed = plan(pipeline, parsed.as_ref());
+    if let Some(text) = filter
+        && narrowed.cells.is_empty()
+        && !plan(pipeline, None).cells.is_empty()
+    {
+        let quoted = |names: Vec<String>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let tasks = quoted(pipeline.tasks.iter().map(evalgrid::spec::TaskInstance::qualified).collect());
+        let models = quoted(pipeline.models.iter().map(|m| m.id.clone()).collect());
+        let seeds = pipeline.seeds.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        return Err(Failure::invalid(anyhow::anyhow!(
+            "--filter `{}` matches no cell of this pipeline; its tasks are {tasks} (matched as `benchmark/task`, e.g. `task=*/name`), its models {models}, its seeds {seeds}",
+            text.trim()
+        )));
+    }
+    Ok(narrowed)
 }
 
 fn validate(env: &Env, paths: &[std::path::PathBuf]) -> Result<Exit, Failure> {

@@ -18,7 +18,6 @@ use serde_json::json;
 
 use super::args::{ProgressArg, ReportArgs, RetryOutcome, RunArgs};
 use super::{Env, Failure, load_pipeline, load_served, output};
-use evalgrid::plan::parse_filter;
 use evalgrid::serve::Servers;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,12 +41,16 @@ fn progress_display(args: &RunArgs) -> Display {
 }
 
 pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
-    let (pipeline, engines) = load_served(env, &args.plan.pipeline)?;
-    let filter = args.plan.filter.as_deref().map(parse_filter).transpose().map_err(Failure::invalid)?;
-    let mut plan = plan(&pipeline, filter.as_ref());
+    // A dry run only reads: served models are keyed with the engine version recorded.
+    let (pipeline, engines) = load_served(env, &args.plan.pipeline, !args.dry_run)?;
+    let mut plan = super::filtered_plan(&pipeline, args.plan.filter.as_deref())?;
     narrow_to_part(&pipeline, &mut plan, args);
     let store = env.store()?;
     if args.dry_run {
+        // A budget the run would refuse (a model or judge without a price) is refused here too.
+        if args.budget_usd.is_some() && !args.offline {
+            super::budget::budget(&pipeline, &plan, &store, args.budget_usd)?;
+        }
         let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
         return super::estimate::dry_run(env, &pipeline, &store, &plan, args, &outcomes);
     }
@@ -59,6 +62,9 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
         let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
         let calls = plan.cells.iter().any(|c| must_run(&store, c, args.retry_errors, &outcomes));
         super::journal::prepare(&store, &pipeline, args.shard, calls);
+    }
+    if !args.offline {
+        containers_preflight(&pipeline, &plan, &store, args)?;
     }
     // Servers only for models with a cell to run, started before any cell: one that cannot
     // start ends the run here, and no cell is marked failed for it.
@@ -150,6 +156,40 @@ pub(crate) fn run(env: &Env, args: &RunArgs) -> Result<Exit, Failure> {
     })
 }
 
+/// A shard (`--shard`, as the Slurm and Kubernetes jobs run) whose cells need a container
+/// runtime checks, before any trial, that this node has one that can run a container, and
+/// fails fast (exit 1) where it has none: a node without podman or docker would otherwise
+/// error every trial of its part. A run on one machine errors those trials instead, each
+/// with the runtime's message.
+fn containers_preflight(pipeline: &Pipeline, plan: &Plan, store: &Store, args: &RunArgs) -> Result<(), Failure> {
+    let Some(shard) = args.shard else { return Ok(()) };
+    let outcomes: Vec<String> = args.retry_outcome.iter().map(|o| o.class().to_owned()).collect();
+    let mut needed: std::collections::BTreeMap<evalgrid::sandbox::container::RuntimeChoice, Vec<String>> = std::collections::BTreeMap::new();
+    for cell in plan.cells.iter().filter(|c| must_run(store, c, args.retry_errors, &outcomes)) {
+        let task = &pipeline.tasks[cell.task];
+        if let Some(choice) = evalgrid::envs::registry::get(&task.benchmark).and_then(|b| b.container_runtime(task)) {
+            let names = needed.entry(choice).or_default();
+            if !names.contains(&task.qualified()) {
+                names.push(task.qualified());
+            }
+        }
+    }
+    for (choice, tasks) in needed {
+        let check = evalgrid::exec::check::check_runtime(choice, tasks.clone());
+        if !check.ok() {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            return Err(anyhow::anyhow!(
+                "shard {shard} on node `{}`: no container runtime here can run a container ({}), and its cells of {} need one; no trial was started. Run harbor tasks on nodes with podman or docker (docs/agents.md, \"Beyond one machine\")",
+                host.trim(),
+                check.problems.join("; "),
+                tasks.join(", ")
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Keeps only this run's part of the grid (`--class`, `--shard`); the report is then built
 /// once all parts are done (`evalgrid report`).
 fn narrow_to_part(pipeline: &Pipeline, plan: &mut Plan, args: &RunArgs) {
@@ -217,7 +257,9 @@ fn execute(
     install_crypto_provider();
     let config = ClientConfig { served_lanes: served_lanes.clone(), ..client_config(&pipeline.transport, args.shard) };
     let client = ProviderClient::new(config).map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
-    let mut calls = CallContext::new(store.clone(), Arc::new(client), args.offline).with_retry_outcomes(options.retry_outcomes.clone());
+    let mut calls = CallContext::new(store.clone(), Arc::new(client), args.offline)
+        .with_retry_outcomes(options.retry_outcomes.clone())
+        .with_helper_prices(pipeline.report.prices.clone());
     if let Some(budget) = budget {
         calls = calls.with_budget(budget);
     }
@@ -263,6 +305,18 @@ fn start_servers(
         .iter()
         .filter(|c| pipeline.models[c.model].serve.is_some())
         .filter(|c| must_run(store, c, args.retry_errors, &outcomes))
+        // A cell rerun for its judge alone (its model's own answers all cached) needs no
+        // server; a benchmark that cannot list its calls up front is assumed to call, and so
+        // is every cell under `--retry-outcome` (it asks cached calls again).
+        .filter(|c| {
+            use evalgrid::exec::EpisodeRunner as _;
+            let model = &pipeline.models[c.model];
+            !outcomes.is_empty()
+                || env
+                    .registry
+                    .planned_calls(model, &pipeline.tasks[c.task], c.seed)
+                    .is_none_or(|calls| calls.iter().any(|(r, s)| evalgrid::exec::call_key(model, r, s).is_none_or(|k| !store.contains(k))))
+        })
         .map(|c| c.model)
         .collect();
     let mut note = |s: &evalgrid::serve::Starting| {
@@ -290,6 +344,8 @@ fn stop_on_ctrl_c(cancel: Cancel, grace: Duration) {
             cancel.cancel();
             // Model-written code costs no money: it stops now, and its run folder goes.
             evalgrid::sandbox::process::abandon_runs();
+            // Task containers (Harbor trials) go too; what a kill -9 leaves, the next run reaps.
+            tokio::task::spawn_blocking(evalgrid::sandbox::container::remove_all);
             output::note(&format!(
                 "interrupted: no new calls are sent; waiting up to {:.0} s (--grace) for the answers of calls in flight, which are cached; run the same command again to resume (Ctrl-C again to quit at once)",
                 grace.as_secs_f64()
@@ -298,6 +354,7 @@ fn stop_on_ctrl_c(cancel: Cancel, grace: Duration) {
                 // The second Ctrl-C: no clean-up at all. Everything cached is already
                 // in place (entries are renamed into place whole; only a machine crash
                 // before the group commit's next batch could lose the newest, as misses).
+                evalgrid::sandbox::container::remove_all();
                 std::process::exit(i32::from(Exit::Interrupted.code()));
             }
         }
@@ -448,13 +505,20 @@ fn print_summary(summary: &RunSummary, report: Option<&ReportOutcome>, calls: &C
                 "answered_by_other_model_cached": other_cached,
                 "context_exceeded": get(&usage.context_exceeded), "reasked": get(&usage.reasked),
                 "batched": get(&usage.batched_calls), "batch_saved_usd": get(&usage.batch_saved_micro_usd) as f64 / 1e6,
+                "batch_duplicate_lines": calls.batch_duplicate_lines(),
             },
         }));
         return;
     }
+    let duplicates = calls.batch_duplicate_lines();
     let calls = usage.summary();
     if !calls.is_empty() {
         output::line(&calls);
+    }
+    if duplicates > 0 {
+        output::line(&format!(
+            "batch output: {duplicates} line(s) repeated a custom_id an earlier line of their batch answered; the first line of each answered, the repeats were ignored"
+        ));
     }
     output::line(&format!(
         "{} cells: {} run, {} cached, {} failed{}",

@@ -23,6 +23,21 @@ pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<Exit, Failure> {
     } else {
         let task = &pipeline.tasks[cell.task];
         output::line(&format!("cell {}  (episode {})", cell.id, cell.episode_key.short()));
+        // A benchmark that can say what each item sent (`qa`, BBEH) is shown as sent: the
+        // rendered prompt (a `choice` row's options included) and each scorer's value.
+        let exchanges =
+            evalgrid::envs::registry::get(&task.benchmark).map(|b| b.exchanges(env.registry.data_dir(), task, &episode.output, cell.seed)).unwrap_or_default();
+        if !exchanges.is_empty() {
+            output::line(as_sent(&exchanges, &episode.output, score.as_ref()).trim_end());
+            if let Some(mut score) = score {
+                // Per item above; the cell's totals here.
+                if let Some(map) = score.as_object_mut() {
+                    map.remove("items");
+                }
+                output::line(&format!("score:\n{}", outline_at(&score, 1).trim_end()));
+            }
+            return Ok(Exit::Ok);
+        }
         let text = transcript(&task.benchmark, &episode.output);
         // A benchmark without its own transcript (WeirdML, BBQ-Bench) gives JSON: shown as an
         // outline instead, multi-line text (code, scratchpads, answers) on its own lines.
@@ -39,6 +54,69 @@ pub(crate) fn show(env: &Env, args: &ShowArgs) -> Result<Exit, Failure> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// Each item as the model saw it: the system prompt and the turns sent, the answer, the
+/// targets, a judge's reply where one graded it, and each scorer's value for the item (from
+/// the score record's `items`, matched by item number).
+fn as_sent(exchanges: &[evalgrid::envs::Exchange], episode: &serde_json::Value, score: Option<&serde_json::Value>) -> String {
+    use serde_json::Value;
+    let by_index = |list: Option<&Value>, index: u64| -> Option<Value> {
+        list?.as_array()?.iter().find(|v| v.get("index").and_then(Value::as_u64) == Some(index)).cloned()
+    };
+    let mut out = String::new();
+    for x in exchanges {
+        out.push_str(&format!("\n## item {}\n", x.id.clone().unwrap_or_else(|| x.item.to_string())));
+        if let Some(system) = &x.system {
+            out.push_str("system:\n");
+            text_block(&mut out, system, 1);
+        }
+        for m in &x.prompt {
+            let role = match m.role {
+                evalgrid::providers::Role::User => "user",
+                evalgrid::providers::Role::Assistant => "assistant",
+            };
+            out.push_str(&format!("{role}:\n"));
+            text_block(&mut out, &m.content, 1);
+        }
+        out.push_str("answer:\n");
+        text_block(&mut out, &x.answer, 1);
+        if let Some(reason) = &x.finish_reason {
+            out.push_str(&format!("finish: {reason}\n"));
+        }
+        let answer = by_index(episode.get("answers"), x.item);
+        out.push_str(&format!("target: {}", x.targets.join(" | ")));
+        // A choice target names letters in the dataset's order; shuffled options are shown
+        // in another, so the options it names are given as shown too.
+        let order: Vec<u64> =
+            answer.as_ref().and_then(|a| a.get("order")).and_then(Value::as_array).map(|o| o.iter().filter_map(Value::as_u64).collect()).unwrap_or_default();
+        if !x.choices.is_empty() && !order.is_empty() {
+            let shown: Vec<String> = x
+                .targets
+                .iter()
+                .flat_map(|t| t.chars().filter(char::is_ascii_uppercase))
+                .filter_map(|c| {
+                    let original = u64::from(c) - u64::from('A');
+                    let at = order.iter().position(|&o| o == original)?;
+                    let letter = char::from(b'A' + u8::try_from(at).ok()?);
+                    Some(format!("{letter}) {}", x.choices.get(at)?))
+                })
+                .collect();
+            if !shown.is_empty() {
+                out.push_str(&format!(" (as shown: {})", shown.join(", ")));
+            }
+        }
+        out.push('\n');
+        for (judge, reply) in answer.as_ref().and_then(|a| a.get("judged")).and_then(Value::as_object).into_iter().flatten() {
+            out.push_str(&format!("{judge} replied:\n"));
+            text_block(&mut out, reply.as_str().unwrap_or_default(), 1);
+        }
+        if let Some(scores) = by_index(score.and_then(|s| s.get("items")), x.item).and_then(|i| i.get("scores").cloned()).and_then(|s| s.as_object().cloned()) {
+            let values: Vec<String> = scores.iter().map(|(name, v)| format!("{name} {}", scalar(v))).collect();
+            out.push_str(&format!("scores: {}\n", values.join(", ")));
+        }
+    }
+    out
 }
 
 /// An episode record as an indented outline: `key: value` for scalars, lists of numbers or

@@ -24,7 +24,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
                 plan.cells.first().map_or("model/benchmark/task/seed", |c| c.id.as_str())
             ))
         })?;
-        explain(env, &pipeline, &store, cell, args.json);
+        explain(&pipeline, &store, cell, args.json);
         return Ok(Exit::Ok);
     }
     let mut counts = [0usize; 4];
@@ -50,6 +50,7 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
     };
     let jobs = slurm_lines(&store, &pipeline)?;
     let batches = super::batch_cmd::batch_lines(&store);
+    let damaged = super::batch_cmd::damaged_lines(&store);
     if args.json {
         let cells: Vec<_> = plan
             .cells
@@ -67,10 +68,11 @@ pub(crate) fn status(env: &Env, args: &StatusArgs) -> Result<Exit, Failure> {
             "power": power,
             "slurm_jobs": jobs.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
             "batches": batches.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
+            "batch_records_damaged": damaged.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
         }));
     } else {
         output::line(&format!("{} cells: {} cached, {} stale, {} missing, {} failed", plan.cells.len(), counts[0], counts[1], counts[2], counts[3]));
-        for (line, _) in shards.iter().chain(&jobs).chain(&batches) {
+        for (line, _) in shards.iter().chain(&jobs).chain(&batches).chain(&damaged) {
             output::line(line);
         }
         for (cell, state, reason) in &rows {
@@ -243,23 +245,17 @@ fn changes(pipeline: &Pipeline, store: &Store, cell: &Cell) -> Vec<String> {
 }
 
 /// What the cell's benchmark says changed in its task since the previous run (the rows of a
-/// `qa` dataset), read against the previous episode record.
-fn task_changes(env: &Env, pipeline: &Pipeline, store: &Store, cell: &Cell, head: Option<&evalgrid::cache::Head>) -> Vec<String> {
-    let Some(head) = head.filter(|h| h.episode_key != cell.episode_key) else { return Vec::new() };
-    let task = &pipeline.tasks[cell.task];
-    let Some(bench) = evalgrid::envs::registry::get(&task.benchmark) else { return Vec::new() };
-    match store.get_output::<serde_json::Value>(head.episode_key) {
-        Ok(Some(previous)) => bench.explain(env.registry.data_dir(), task, &previous),
-        _ => Vec::new(),
-    }
+/// `qa` dataset), as `evalgrid diff` says it.
+fn task_changes(pipeline: &Pipeline, store: &Store, cell: &Cell, head: Option<&evalgrid::cache::Head>) -> Vec<String> {
+    head.map(|h| evalgrid::report::diff::task_changes(pipeline, store, cell, h)).unwrap_or_default()
 }
 
-fn explain(env: &Env, pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
+fn explain(pipeline: &Pipeline, store: &Store, cell: &Cell, json: bool) {
     let state = classify(store, cell);
     if json {
         // `--json` prints one object whatever else is asked, `--explain` included.
         let head = store.head(&cell.id);
-        let rows = task_changes(env, pipeline, store, cell, head.as_ref());
+        let rows = task_changes(pipeline, store, cell, head.as_ref());
         let changed: Vec<String> = head
             .as_ref()
             .map(|h| diff(&h.episode_components, &episode_components(pipeline, cell)).iter().map(ToString::to_string).collect())
@@ -289,7 +285,7 @@ fn explain(env: &Env, pipeline: &Pipeline, store: &Store, cell: &Cell, json: boo
             for c in diff(&head.episode_components, &episode_components(pipeline, cell)) {
                 output::line(&format!("  changed {c}"));
             }
-            for row in task_changes(env, pipeline, store, cell, Some(&head)) {
+            for row in task_changes(pipeline, store, cell, Some(&head)) {
                 output::line(&format!("  changed {}", one_line(&row)));
             }
         }

@@ -168,8 +168,8 @@ pub trait Benchmark: Send + Sync {
     }
 
     /// What changed in a task since the episode record `previous` was made, in the user's
-    /// terms (e.g. the dataset rows edited), for `status --explain`; none by default.
-    fn explain(&self, _data_dir: &Path, _task: &TaskInstance, _previous: &Value) -> Vec<String> {
+    /// terms (e.g. the dataset rows edited), for `status --explain` and `diff`; none by default.
+    fn explain(&self, _task: &TaskInstance, _previous: &Value) -> Vec<String> {
         Vec::new()
     }
 
@@ -190,6 +190,20 @@ pub trait Benchmark: Send + Sync {
         false
     }
 
+    /// The container runtime a task's trials need (`environment: {runtime: …}`), so `evalgrid
+    /// check` and the shard job generators can say whether this machine has one; none by
+    /// default.
+    fn container_runtime(&self, _task: &TaskInstance) -> Option<crate::sandbox::container::RuntimeChoice> {
+        None
+    }
+
+    /// The container images (tags) a task's trials start from, so `cache gc --keep` drops
+    /// only images no kept pipeline uses; `None` when the benchmark uses images it cannot
+    /// name (then no image is dropped). No images by default.
+    fn container_images(&self, _task: &TaskInstance) -> Option<Vec<String>> {
+        Some(Vec::new())
+    }
+
     /// Plays one episode and returns its record (cached as the episode step).
     fn run_episode<'a>(
         &'a self,
@@ -199,6 +213,32 @@ pub trait Benchmark: Send + Sync {
         task: &'a TaskInstance,
         seed: u64,
     ) -> BoxFuture<'a, Result<Value, StepError>>;
+
+    /// Why `model` cannot play `task` at all (a scorer needing what its endpoint never
+    /// gives, such as log-probabilities), checked before any call; `None`: it can.
+    fn cannot_serve(&self, _task: &TaskInstance, _model: &ModelConfig) -> Option<String> {
+        None
+    }
+
+    /// The models this benchmark's tasks call besides the contestant, read from a task
+    /// entry's `params` (as written or as resolved): paid like contestants, so the budget,
+    /// `check`, the estimate and the cost table count them. None by default.
+    fn helpers(&self, _params: &Params) -> Vec<crate::spec::Helper> {
+        Vec::new()
+    }
+
+    /// The helper calls an episode will make once its own calls are answered (a `qa`
+    /// judge's gradings), for `--dry-run`; `answered` gives a planned call's cached answer
+    /// text, if any. None by default.
+    fn planned_helper_calls(
+        &self,
+        _model: &ModelConfig,
+        _task: &TaskInstance,
+        _seed: u64,
+        _answered: &dyn Fn(&ChatRequest, &CallSite) -> Option<String>,
+    ) -> Vec<HelperCall> {
+        Vec::new()
+    }
 
     /// The calls an episode will make when they are known up front (for `--dry-run`);
     /// `None` when they depend on the answers.
@@ -228,6 +268,18 @@ pub trait Benchmark: Send + Sync {
         None
     }
 
+    /// The value shown for a cell in the report's cell list when the benchmark's fields are
+    /// its own (a `qa` task's scorers), not one fixed [`Self::headline_field`].
+    fn cell_headline(&self, _score: &Value) -> Option<String> {
+        None
+    }
+
+    /// Per judge scorer of a scored cell: `(scorer, replies with no grade, replies)`, so the
+    /// report can say when a judge does not grade (its units then have no value).
+    fn ungraded(&self, _task: &TaskInstance, _score: &Value) -> Vec<(String, u64, u64)> {
+        Vec::new()
+    }
+
     /// Extra tables computed over this benchmark's scored cells (metrics step, cached).
     ///
     /// # Errors
@@ -255,4 +307,19 @@ pub trait Benchmark: Send + Sync {
     fn run_tool(&self, _matches: &clap::ArgMatches, _ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         Err(ToolError::Invalid(format!("benchmark `{}` has no tools", self.name()).into()))
     }
+}
+
+/// A helper model's call an episode will make (`run --dry-run`): a judge's grading.
+#[derive(Clone, Debug)]
+pub struct HelperCall {
+    /// The helper's model (its `id` is the one its calls are counted under).
+    pub model: ModelConfig,
+    /// The request; where the answer it depends on is not known yet, one made with an empty
+    /// answer, to count the rest of its prompt.
+    pub request: ChatRequest,
+    /// Its site.
+    pub site: CallSite,
+    /// Whether the answer it depends on is known (cached, or a built-in agent's), so the
+    /// request (and its key) is exactly the one a run would send.
+    pub known: bool,
 }

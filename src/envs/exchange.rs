@@ -30,4 +30,25 @@ pub struct Exchange {
     pub input_tokens: u64,
     /// Output tokens the provider reported.
     pub output_tokens: u64,
+    /// Each scorer's extracted answer and explanation, where the benchmark keeps them.
+    pub details: Vec<ScoreDetail>,
+    /// An agent's whole conversation as Inspect `ChatMessage`s (system, user, assistant
+    /// with `tool_calls`, `tool`), so exports show the trajectory; empty for one-turn items.
+    pub trajectory: Vec<serde_json::Value>,
+}
+
+/// What one scorer read from a unit's answer, for exports that show why a score is what it
+/// is (Inspect's `Score.answer` and `Score.explanation`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScoreDetail {
+    /// The scorer's column name.
+    pub scorer: String,
+    /// The answer the scorer extracted from the reply (the letters chosen, the value after
+    /// `ANSWER:`, the regex's match, else the reply itself).
+    pub answer: Option<String>,
+    /// Why: the reply the scorer read, or the judge's own words.
+    pub explanation: Option<String>,
+    /// A judge replied without a grade: the unit has no value for this scorer, and the
+    /// export says so rather than leaving the score out.
+    pub ungraded: bool,
 }

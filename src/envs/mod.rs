@@ -7,7 +7,9 @@ pub mod bbq;
 pub mod benchmark;
 pub mod eleusis;
 pub mod exchange;
+pub mod fetch;
 pub mod guess;
+pub mod harbor;
 // Every step kind's key reacts to every input (all benchmarks' sub-step builders).
 #[cfg(test)]
 mod key_coverage;
@@ -20,6 +22,8 @@ pub mod tool;
 pub mod weirdml;
 
 pub use benchmark::{Benchmark, FigureInput, ScoredCell, SectionInput};
-pub use exchange::Exchange;
+pub use exchange::{Exchange, ScoreDetail};
+/// The id a grading model's calls are counted under (the report's outcomes table).
+pub use qa::judge::JUDGE_ID;
 pub use registry::{PROVIDERS, Registry, transcript};
 pub use tool::{ToolContext, ToolError, ToolOutcome, ToolOutput};

@@ -20,7 +20,34 @@ pub static ALL: &[&dyn Benchmark] = &[
     &super::weirdml::benchmark::WeirdMl,
     &super::guess::Guess,
     &super::qa::Qa,
+    &super::harbor::Harbor,
 ];
+
+/// The helper models a cell of `model` on `task` calls (a `qa` judge, the Eleusis rule
+/// compiler), each priced at `prices` (the pipeline's helper prices) where its own entry
+/// is not (a task's resolved params hold no price).
+#[must_use]
+pub fn cell_helpers(model: &ModelConfig, task: &TaskInstance, prices: &std::collections::BTreeMap<String, crate::spec::Price>) -> Vec<crate::spec::Helper> {
+    let Some(benchmark) = get(&task.benchmark) else { return Vec::new() };
+    let mut helpers = benchmark.helpers(&task.params);
+    helpers.retain(|h| h.for_builtin || !model.provider.is_builtin());
+    for h in &mut helpers {
+        h.model.price = h.model.price.or_else(|| prices.get(&h.model.id).copied());
+    }
+    helpers
+}
+
+/// The helper calls a cell of `model` on `task` will make (`run --dry-run`): a `qa`
+/// judge's gradings, exact where `answered` knows the answer they grade.
+#[must_use]
+pub fn planned_helper_calls(
+    model: &ModelConfig,
+    task: &TaskInstance,
+    seed: u64,
+    answered: &dyn Fn(&ChatRequest, &CallSite) -> Option<String>,
+) -> Vec<super::benchmark::HelperCall> {
+    get(&task.benchmark).map(|b| b.planned_helper_calls(model, task, seed, answered)).unwrap_or_default()
+}
 
 /// The benchmark called `name`.
 #[must_use]
@@ -123,6 +150,14 @@ impl Catalog for Registry {
             Some(b) => b.resolve_tasks_in(&self.data_dir, base_dir, select, params),
             None => Err(vec![CatalogIssue { site: IssueSite::Entry, message: format!("unknown benchmark `{benchmark}`"), hint: None }]),
         }
+    }
+
+    fn helpers(&self, benchmark: &str, params: &Params) -> Vec<crate::spec::Helper> {
+        get(benchmark).map(|b| b.helpers(params)).unwrap_or_default()
+    }
+
+    fn cannot_serve(&self, task: &TaskInstance, model: &ModelConfig) -> Option<String> {
+        get(&task.benchmark)?.cannot_serve(task, model)
     }
 
     fn resolve_builtin(&self, agent: &str, params: &Params, benchmarks: &[String]) -> Result<Params, Vec<CatalogIssue>> {
@@ -228,6 +263,7 @@ mod tests {
             stream: crate::providers::StreamMode::Auto,
             batch: None,
             serve: None,
+            agent: None,
         };
         assert_eq!(Registry::injected_params("bbq", &model("gpt-5-mini", &[])), vec!["reasoning_effort: \"medium\"".to_owned()]);
         assert!(

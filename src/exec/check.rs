@@ -3,6 +3,7 @@
 //! reachable, the key accepted, which model answers, how long a prompt it takes, and whether
 //! tools and streaming work.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -10,7 +11,8 @@ use serde_json::{Map, Value, json};
 
 use super::calls::{endpoint, with_key};
 use crate::providers::{Answered, CallError, ChatRequest, Endpoint, Message, ProviderClient, StreamMode, ToolSpec, answered_at};
-use crate::spec::ModelConfig;
+use crate::sandbox::container::{self, Runtime, RuntimeChoice};
+use crate::spec::{ModelConfig, Pipeline};
 
 /// What one endpoint answered to the check's requests.
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +38,10 @@ pub struct EndpointCheck {
     pub streaming: Option<bool>,
     /// A request offering a tool was accepted; `called` says whether the model called it.
     pub tools: Option<String>,
+    /// Which log-probabilities the endpoint gives: `next-token` (its answers carry the next
+    /// token's top alternatives, what `choice: {method: logprobs}`, `acc` and `acc_norm` read;
+    /// probed with a one-token request when the pipeline has such a task), or `none` with why.
+    pub logprobs: String,
     /// What is wrong, in words; empty when the endpoint is usable as configured.
     pub problems: Vec<String>,
 }
@@ -52,8 +58,9 @@ impl EndpointCheck {
 const CHECK_TOKENS: u64 = 16;
 
 /// Checks `model`'s endpoint with a plain, a streamed and a tool-offering request (the
-/// latter two only when the plain one is answered).
-pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig) -> EndpointCheck {
+/// latter two only when the plain one is answered), and with a one-token request for the next
+/// token's log-probabilities when `probe_logprobs` (a task of the pipeline reads them).
+pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe_logprobs: bool) -> EndpointCheck {
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
     params.insert("max_tokens".into(), json!(CHECK_TOKENS));
     let ask = ChatRequest { messages: vec![Message::user("Reply with the single word OK.")], params, ..ChatRequest::default() };
@@ -68,6 +75,7 @@ pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig) -> End
         context_window: None,
         streaming: None,
         tools: None,
+        logprobs: String::new(),
         problems: Vec::new(),
     };
     let target = match endpoint(model, &ask) {
@@ -79,6 +87,9 @@ pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig) -> End
     };
     check.protocol = target.kind.to_string();
     check.url = crate::providers::request_url(&target);
+    let logprob_params = target.kind.protocol().next_token_params();
+    let gives_logprobs = logprob_params.is_some();
+    check.logprobs = if gives_logprobs { "next-token (not probed)".into() } else { format!("none (the {} protocol has none evalgrid reads)", target.kind) };
     let target = match with_key(target, model) {
         Ok(target) => target,
         Err(error) => {
@@ -127,6 +138,23 @@ pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig) -> End
         Ok(_) => "accepted, not called".into(),
         Err(error) => format!("refused: {}", crate::text::one_line(&error.to_string())),
     });
+    if probe_logprobs && let Some(asked) = logprob_params {
+        let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
+        params.extend(asked);
+        let ask =
+            ChatRequest { messages: vec![Message::user("Which letter comes first: A, B or C? Answer with the letter.")], params, ..ChatRequest::default() };
+        check.logprobs = match client.call(&plain, &ask).await {
+            Ok(outcome) if !outcome.response.logprobs.is_empty() => format!("next-token (top {})", outcome.response.logprobs.len()),
+            Ok(_) => {
+                check.problems.push("the server answered a `logprobs: true, top_logprobs` request without log-probabilities, which this pipeline's log-probability scorers need".into());
+                "NO: answered without them".into()
+            }
+            Err(error) => {
+                check.problems.push(format!("log-probabilities: {}", crate::text::one_line(&error.to_string())));
+                "NO: refused".into()
+            }
+        };
+    }
     check
 }
 
@@ -173,4 +201,75 @@ async fn context_window(endpoint: &Endpoint) -> Option<u64> {
     let data = models.get("data")?.as_array()?;
     let entry = data.iter().find(|m| m.get("id").and_then(Value::as_str) == Some(endpoint.model.as_str())).or_else(|| (data.len() == 1).then(|| &data[0]))?;
     entry.get("max_model_len").and_then(Value::as_u64).or_else(|| entry.pointer("/meta/n_ctx").and_then(Value::as_u64))
+}
+/// What `evalgrid check` found about the container runtime some of a pipeline's tasks need
+/// (Harbor task folders): which runtime, its version, and whether it can run a container,
+/// so a run (or a shard on a cluster node) learns it before any trial.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeCheck {
+    /// What the tasks asked for (`auto`, `podman`, `docker`).
+    pub asked: RuntimeChoice,
+    /// The runtime that would be used.
+    pub runtime: Option<Runtime>,
+    /// Its binary.
+    pub binary: Option<String>,
+    /// Its version.
+    pub version: Option<String>,
+    /// Whether it started a container here.
+    pub can_run: bool,
+    /// The tasks (`benchmark/task`) that need it.
+    pub tasks: Vec<String>,
+    /// What is wrong, in words; empty when trials can run.
+    pub problems: Vec<String>,
+}
+
+impl RuntimeCheck {
+    /// Whether trials needing this runtime can run here.
+    #[must_use]
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The runtimes a pipeline's tasks need, each with the tasks that need it (from each
+/// benchmark's [`crate::envs::benchmark::Benchmark::container_runtime`]).
+#[must_use]
+pub fn runtimes_needed(pipeline: &Pipeline) -> BTreeMap<RuntimeChoice, Vec<String>> {
+    let mut out: BTreeMap<RuntimeChoice, Vec<String>> = BTreeMap::new();
+    for task in &pipeline.tasks {
+        let Some(bench) = crate::envs::registry::get(&task.benchmark) else { continue };
+        if let Some(choice) = bench.container_runtime(task) {
+            out.entry(choice).or_default().push(task.qualified());
+        }
+    }
+    out
+}
+
+/// Finds the runtime for `choice` and has it start a container (probed once per process).
+#[must_use]
+pub fn check_runtime(choice: RuntimeChoice, tasks: Vec<String>) -> RuntimeCheck {
+    let mut check = RuntimeCheck { asked: choice, runtime: None, binary: None, version: None, can_run: false, tasks, problems: Vec::new() };
+    match container::detect(choice) {
+        Ok(rt) => {
+            check.runtime = Some(rt.runtime);
+            check.binary = Some(rt.binary.display().to_string());
+            check.version = Some(rt.version);
+            check.can_run = true;
+        }
+        Err(e) => {
+            // Say which binary was found even when it cannot run a container.
+            let candidates: &[Runtime] = match choice {
+                RuntimeChoice::Auto => &[Runtime::Podman, Runtime::Docker],
+                RuntimeChoice::Podman => &[Runtime::Podman],
+                RuntimeChoice::Docker => &[Runtime::Docker],
+            };
+            if let Some(rt) = candidates.iter().find_map(|&r| container::locate(r).ok()) {
+                check.runtime = Some(rt.runtime);
+                check.binary = Some(rt.binary.display().to_string());
+                check.version = Some(rt.version);
+            }
+            check.problems.push(format!("{e}; these tasks' trials would all be errored (see docs/agents.md, \"Runtime set-up\")"));
+        }
+    }
+    check
 }

@@ -12,7 +12,7 @@ use crate::exec::CallSite;
 use crate::exec::calls::{budget::UNCAPPED_OUTPUT_TOKENS, call_components};
 use crate::plan::StepKey;
 use crate::providers::tokens::{Tokenizer, body_tokens_by};
-use crate::providers::{ChatRequest, ChatResponse, request_body, route};
+use crate::providers::{ChatRequest, ChatResponse, Shaping, request_body, route};
 use crate::spec::{ModelConfig, Provider};
 
 /// One model's estimate.
@@ -58,7 +58,12 @@ struct Tally {
 /// Walks the planned calls of a grid, one model and call at a time.
 #[derive(Debug, Default)]
 pub struct Estimator {
+    /// By the model's index in the pipeline; helper models (a `qa` judge) after them.
     tallies: BTreeMap<usize, Tally>,
+    /// Helper models met, by first sight: helper `i` tallies at index `models + i`.
+    helpers: Vec<ModelConfig>,
+    /// How many pipeline models there are (where helper indices start).
+    models: usize,
     /// Token counts of long strings by (tokenizer, text hash): a prompt repeats across
     /// models and seeds.
     memo: HashMap<(&'static str, blake3::Hash), u64>,
@@ -70,9 +75,30 @@ impl Estimator {
         self.tallies.entry(index).or_default().unknown_cells += 1;
     }
 
+    /// An estimator for a pipeline of `models` models (helpers are counted after them).
+    #[must_use]
+    pub fn new(models: usize) -> Self {
+        Self { models, ..Self::default() }
+    }
+
     /// Counts one planned call of model `index`: to make, or (cached) measured as pilot.
     pub fn call(&mut self, store: &Store, index: usize, model: &ModelConfig, request: &ChatRequest, site: &CallSite) {
-        let Ok(endpoint) = route::endpoint(model, request) else { return };
+        self.tally(store, index, model, request, site, true);
+    }
+
+    /// Counts one planned call of a helper model (a `qa` judge), under its id: to make, or
+    /// (cached, where `known`: its request is the one a run sends) measured as pilot.
+    /// Returns whether it is a call to make.
+    pub fn helper_call(&mut self, store: &Store, model: &ModelConfig, request: &ChatRequest, site: &CallSite, known: bool) -> bool {
+        let i = self.helpers.iter().position(|h| h.id == model.id).unwrap_or_else(|| {
+            self.helpers.push(model.clone());
+            self.helpers.len() - 1
+        });
+        self.tally(store, self.models + i, model, request, site, known)
+    }
+
+    fn tally(&mut self, store: &Store, index: usize, model: &ModelConfig, request: &ChatRequest, site: &CallSite, lookup: bool) -> bool {
+        let Ok(endpoint) = route::endpoint(model, request) else { return false };
         let body = request_body(&endpoint, request);
         let tokenizer = Tokenizer::for_model(model.provider == Provider::OpenAi, &model.model);
         let memo = &mut self.memo;
@@ -84,7 +110,7 @@ impl Estimator {
         });
         let tally = self.tallies.entry(index).or_default();
         let key = StepKey::compute(&call_components(&endpoint, request, site));
-        if let Ok(Some(answer)) = store.get_output::<ChatResponse>(key) {
+        if lookup && let Ok(Some(answer)) = store.get_output::<ChatResponse>(key) {
             tally.pilot += 1;
             tally.pilot_counted_input += counted;
             tally.pilot_billed_input += answer.usage.input;
@@ -92,19 +118,34 @@ impl Estimator {
             let output = answer.usage.output as f64;
             tally.pilot_output += output;
             tally.pilot_output_sq += output * output;
-            return;
+            return false;
         }
         let cap = endpoint.kind.protocol().output_cap_fields().iter().find_map(|field| body.pointer(field).and_then(serde_json::Value::as_u64));
         tally.calls += 1;
-        tally.input += counted;
-        tally.output_bound += cap.unwrap_or(UNCAPPED_OUTPUT_TOKENS);
+        tally.input = tally.input.saturating_add(counted);
+        tally.output_bound = tally.output_bound.saturating_add(cap.unwrap_or(UNCAPPED_OUTPUT_TOKENS));
+        true
     }
 
-    /// The estimate of every model met, in pipeline order.
+    /// The estimate of every model met, in pipeline order, then the helper models.
     #[must_use]
     pub fn finish(self, models: &[ModelConfig]) -> Vec<ModelEstimate> {
-        self.tallies.into_iter().map(|(index, tally)| model_estimate(&models[index], &tally)).collect()
+        let helpers = self.helpers;
+        self.tallies
+            .into_iter()
+            .filter_map(|(index, tally)| models.get(index).or_else(|| helpers.get(index - models.len())).map(|model| model_estimate(model, &tally)))
+            .collect()
     }
+}
+
+/// The answer a run would be served for this call from the cache, as served (its text held
+/// to the server's shaping), if it is cached.
+#[must_use]
+pub fn cached_answer(store: &Store, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Option<ChatResponse> {
+    let endpoint = route::endpoint(model, request).ok()?;
+    let key = StepKey::compute(&call_components(&endpoint, request, site));
+    let answer = store.get_output::<ChatResponse>(key).ok()??;
+    Some(endpoint.kind.protocol().settle_cached(answer, &Shaping::for_call(request, &endpoint.base_url)))
 }
 
 #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^52")]

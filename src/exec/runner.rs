@@ -32,6 +32,16 @@ impl EpisodeContext<'_> {
         self.outcomes.count(&model.id, output_cap(request), &response);
         Ok(response)
     }
+
+    /// [`Self::chat`], also saying whether the answer came from the cache.
+    ///
+    /// # Errors
+    /// As [`Self::chat`].
+    pub async fn chat_traced(&self, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<(crate::providers::ChatResponse, bool), StepError> {
+        let (response, hit) = self.calls.chat_traced(self.episode_key, model, request, site).await?;
+        self.outcomes.count(&model.id, output_cap(request), &response);
+        Ok((response, hit))
+    }
 }
 
 /// Per model: answers used by an episode, how many were cut at the token limit, filtered,
@@ -62,7 +72,7 @@ impl OutcomeTally {
         let Ok(mut all) = self.0.lock() else { return };
         let counts = all.entry(model.to_owned()).or_default();
         let add = |counts: &mut std::collections::BTreeMap<String, Value>, field: &str, n: u64| {
-            let total = counts.get(field).and_then(Value::as_u64).unwrap_or(0) + n;
+            let total = counts.get(field).and_then(Value::as_u64).unwrap_or(0).saturating_add(n);
             counts.insert(field.to_owned(), Value::from(total));
         };
         add(counts, "answers", 1);

@@ -163,14 +163,18 @@ pub async fn run_cells(
 ) -> Result<RunSummary, CacheError> {
     let mut summary = RunSummary { cells_total: plan.cells.len(), ..RunSummary::default() };
     let pending = pending_cells(plan, &store, options, &mut summary)?;
-    let progress = Progress::with_display(plan.cells.len() as u64, summary.cells_cached as u64, options.progress);
+    let expected = if options.progress == Display::None { None } else { expected_calls(&pipeline, &pending, runner.as_ref(), &store) };
+    let progress = Progress::with_display(plan.cells.len() as u64, summary.cells_cached as u64, options.progress).expecting_calls(expected);
     if options.progress != Display::Bar {
         progress.finish();
     }
     calls.attach_progress(progress.clone());
     let _watch = (options.progress != Display::None).then(|| {
-        let calls = Arc::clone(&calls);
-        progress.watch(move || calls.progress_line())
+        let (calls, shown) = (Arc::clone(&calls), progress.clone());
+        progress.watch(move || {
+            shown.set_calls(calls.calls_made());
+            calls.progress_line()
+        })
     });
     let mut set = JoinSet::new();
     let mut queue = Queue::new(pending, &pipeline, runner.as_ref(), options);
@@ -227,6 +231,7 @@ pub async fn run_cells(
             continue;
         }
         // The call counters first, so the progress line this cell may print carries them.
+        progress.set_calls(calls.calls_made());
         progress.set_extra(&calls.progress_line());
         let computed = result.as_ref().map(|ran| *ran).map_err(|_| ());
         if let Err(error) = settle(&store, &progress, &mut summary, id, &cell, result) {
@@ -339,6 +344,30 @@ pub fn has_outcome(store: &Store, cell: &Cell, classes: &[String]) -> bool {
 /// The cells of `plan` to run, in plan order, each with whether its cached steps are computed
 /// again (`--retry-outcome`); cells cached whole are counted in `summary` instead, and with
 /// `retry_errors_only` or `retry_outcomes` so are the cells those do not name (skipped).
+/// The calls the pending cells will make, as `run --dry-run` counts them: each planned call
+/// not cached yet, and the helpers' (a judge's gradings: one per graded answer, an answer
+/// already known graded once); `None` when a cell's calls depend on its episode (a game).
+fn expected_calls(pipeline: &Pipeline, pending: &[(Cell, bool)], runner: &dyn EpisodeRunner, store: &Store) -> Option<u64> {
+    let mut n = 0u64;
+    let mut graded = std::collections::HashSet::new();
+    for (cell, _) in pending {
+        let (model, task) = (&pipeline.models[cell.model], &pipeline.tasks[cell.task]);
+        let planned = runner.planned_calls(model, task, cell.seed)?;
+        n += planned.iter().filter(|(r, s)| super::calls::call_key(model, r, s).is_some_and(|k| !store.contains(k))).count() as u64;
+        let answered = |request: &crate::providers::ChatRequest, site: &super::CallSite| {
+            super::estimate::cached_answer(store, model, request, site).map(|answer| answer.text)
+        };
+        for call in crate::envs::registry::planned_helper_calls(model, task, cell.seed, &answered) {
+            let key = super::calls::call_key(&call.model, &call.request, &call.site);
+            if call.known && (key.is_some_and(|k| store.contains(k)) || !key.is_some_and(|k| graded.insert(k))) {
+                continue;
+            }
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
 fn pending_cells(plan: &Plan, store: &Store, options: &RunOptions, summary: &mut RunSummary) -> Result<Vec<(Cell, bool)>, CacheError> {
     let mut pending = Vec::new();
     let only_retries = options.retry_errors_only || !options.retry_outcomes.is_empty();

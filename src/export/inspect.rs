@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use super::samples::{Group, Sample, mean};
 use super::{ascii, provenance, stem};
 use crate::envs::Exchange;
+use crate::envs::metric::UnitMetric;
 use crate::providers::Role;
 use crate::spec::Pipeline;
 
@@ -20,7 +21,47 @@ pub const INSPECT_VERSION: &str = "0.3.285";
 /// `(file name, bytes)` of one log per group.
 #[must_use]
 pub fn files(pipeline: &Pipeline, groups: &[Group<'_>]) -> Vec<(String, Vec<u8>)> {
-    groups.iter().map(|g| (file_name(pipeline, g), ascii::to_vec(&log(pipeline, g)))).collect()
+    groups.iter().map(|g| (file_name(pipeline, g), unscored_as_nan(ascii::to_vec(&SamplesLast(log(pipeline, g)))))).collect()
+}
+
+/// A log with `samples` written after every header field, as Inspect writes it: its
+/// header-only read (what `inspect view` and `list_eval_logs` users read first) stops at
+/// `samples`, and must have met `version` by then.
+struct SamplesLast(Value);
+
+impl serde::Serialize for SamplesLast {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(fields) = &self.0 else { return self.0.serialize(serializer) };
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for (k, v) in fields.iter().filter(|(k, _)| *k != "samples") {
+            map.serialize_entry(k, v)?;
+        }
+        if let Some(samples) = fields.get("samples") {
+            map.serialize_entry("samples", samples)?;
+        }
+        map.end()
+    }
+}
+
+/// Inspect writes an unscored sample's value as the JSON constant `NaN` (`Score.unscored`),
+/// which its metrics skip; serde_json has no NaN, so such a value is built as `null` and
+/// written here. `"value":null` occurs nowhere else: the log's other `value` keys are
+/// numbers, and a quote inside a string is written `\"`, so no text can spell it.
+fn unscored_as_nan(bytes: Vec<u8>) -> Vec<u8> {
+    const NULL: &[u8] = b"\"value\":null";
+    if !bytes.windows(NULL.len()).any(|w| w == NULL) {
+        return bytes;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = &bytes[..];
+    while let Some(at) = rest.windows(NULL.len()).position(|w| w == NULL) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(b"\"value\":NaN");
+        rest = &rest[at + NULL.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 /// Inspect's own naming, `{created}_{task}_{model}_{eval id}.json`, which `inspect view` and
@@ -35,6 +76,14 @@ fn file_name(pipeline: &Pipeline, g: &Group<'_>) -> String {
 /// so exporting again writes the same files.
 fn eval_id(pipeline: &Pipeline, g: &Group<'_>) -> String {
     let id = blake3::hash(format!("{}\0{}\0{}", pipeline.source_hash, g.task.qualified(), g.model.id).as_bytes()).to_hex();
+    id[..22].to_owned()
+}
+
+/// The task's id in Inspect, one per task × model: `inspect view` takes logs that share a
+/// `task_id` in one folder for retries of one run and lists only the newest, so two models'
+/// logs of a task must not share one. Stable across exports (the task's content and the model).
+fn task_id(g: &Group<'_>) -> String {
+    let id = blake3::hash(format!("{}\0{}", g.task.content_hash, g.model.id).as_bytes()).to_hex();
     id[..22].to_owned()
 }
 
@@ -64,7 +113,7 @@ fn log(pipeline: &Pipeline, g: &Group<'_>) -> Value {
             "run_id": &pipeline.source_hash[..pipeline.source_hash.len().min(22)],
             "created": rfc3339(g.span.0),
             "task": g.task.qualified(),
-            "task_id": &g.task.content_hash[..g.task.content_hash.len().min(22)],
+            "task_id": task_id(g),
             "task_version": g.task.episode_version,
             "task_attribs": {},
             "task_args": {},
@@ -92,7 +141,7 @@ fn log(pipeline: &Pipeline, g: &Group<'_>) -> Value {
         "invalidated": false,
         "tags": [],
         "metadata": {},
-        "samples": g.samples.iter().map(|s| sample(&model, s)).collect::<Vec<_>>(),
+        "samples": g.samples.iter().map(|s| sample(&model, &g.metrics, s)).collect::<Vec<_>>(),
     })
 }
 
@@ -134,17 +183,61 @@ fn message(role: &str, content: &str) -> Value {
     json!({"role": role, "content": content})
 }
 
-/// One sample: the prompt as sent, the answer as the assistant turn and the output.
-fn sample(model: &str, s: &Sample) -> Value {
-    let e = &s.exchange;
-    let mut messages: Vec<Value> = e.system.iter().map(|t| message("system", t)).collect();
-    for m in &e.prompt {
-        messages.push(message(if m.role == Role::Assistant { "assistant" } else { "user" }, &m.content));
+/// A sample's scores: each value with the answer the scorer extracted and its explanation
+/// where the benchmark keeps them; a judge's reply without a grade is there too, unscored
+/// (`NaN`, reason `grader_failed`, as Inspect's `model_graded_qa` writes it), so the sample
+/// says why it has no value.
+fn scores(metrics: &[UnitMetric], s: &Sample) -> Map<String, Value> {
+    let detail = |name: &str| s.exchange.details.iter().find(|d| d.scorer == name);
+    let mut out = Map::new();
+    for m in metrics {
+        let value = s.scores.iter().find(|(n, _)| *n == m.name).map(|(_, v)| *v);
+        let d = detail(&m.name);
+        let mut score = match (value, d) {
+            (Some(v), _) => json!({"value": v}),
+            (None, Some(d)) if d.ungraded => json!({"value": null, "reason": "grader_failed"}),
+            (None, _) => continue,
+        };
+        if let Some(d) = d {
+            if let Some(a) = &d.answer {
+                score["answer"] = json!(a);
+            }
+            if let Some(e) = &d.explanation {
+                score["explanation"] = json!(e);
+            }
+        }
+        score["history"] = json!([]);
+        out.insert(m.name.clone(), score);
     }
+    out
+}
+
+/// One sample: the prompt as sent, the answer as the assistant turn and the output.
+fn sample(model: &str, metrics: &[UnitMetric], s: &Sample) -> Value {
+    let e = &s.exchange;
     let mut answer = message("assistant", &e.answer);
     answer["model"] = json!(model);
-    messages.push(answer.clone());
-    let scores: Map<String, Value> = s.scores.iter().map(|(name, v)| (name.clone(), json!({"value": v, "history": []}))).collect();
+    let messages: Vec<Value> = if e.trajectory.is_empty() {
+        let mut messages: Vec<Value> = e.system.iter().map(|t| message("system", t)).collect();
+        for m in &e.prompt {
+            messages.push(message(if m.role == Role::Assistant { "assistant" } else { "user" }, &m.content));
+        }
+        messages.push(answer.clone());
+        messages
+    } else {
+        // An agent's conversation as it went, its answers marked with the model.
+        e.trajectory
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                if m["role"] == "assistant" {
+                    m["model"] = json!(model);
+                }
+                m
+            })
+            .collect()
+    };
+    let scores = scores(metrics, s);
     let mut metadata = json!({"cell": s.cell, "seed": s.seed});
     if let Some(id) = &e.id {
         metadata["dataset_id"] = json!(id);

@@ -45,28 +45,31 @@ impl RunUnits {
         Self { values }
     }
 
-    /// Parses an `items.csv` (`suite,model,task,seed,item,<metric>…`); `Err` names the line.
+    /// Parses an `items.csv` (`suite,model,task,seed,item,<metric>…`) with the rules it is
+    /// written with: RFC 4180 quoting (an id may hold commas, quotes and line breaks) and
+    /// text cells guarded against formulas ([`crate::exhibit::csv_text`]) read back as
+    /// written before; `Err` names the line.
     pub fn parse_items_csv(text: &str) -> Result<Self, String> {
-        let mut lines = text.lines().enumerate();
-        let header = lines.next().map(|(_, l)| crate::exhibit::csv_fields(l)).ok_or("empty file")?;
+        use crate::exhibit::csv_text_value as text_of;
+        let mut records = crate::exhibit::csv_records(text)?.into_iter();
+        let header: Vec<String> = records.next().map(|(_, h)| h.iter().map(|f| text_of(f).to_owned()).collect()).ok_or("empty file")?;
         if header.len() < 5 || header[..5] != ["suite", "model", "task", "seed", "item"] {
             return Err("line 1: not an items.csv header (suite,model,task,seed,item,…)".to_owned());
         }
         let mut values = BTreeMap::new();
-        for (i, line) in lines {
-            let f = crate::exhibit::csv_fields(line);
-            let bad = || format!("line {}: malformed row", i + 1);
+        for (line, f) in records {
+            let bad = || format!("line {line}: malformed row");
             if f.len() != header.len() {
                 return Err(bad());
             }
-            let (seed, item) = (f[3].parse().map_err(|_| bad())?, f[4].clone());
+            let seed = f[3].parse().map_err(|_| bad())?;
             let mut row = BTreeMap::new();
             for (name, v) in header[5..].iter().zip(&f[5..]) {
                 if !v.is_empty() {
                     row.insert(name.clone(), v.parse::<f64>().map_err(|_| bad())?);
                 }
             }
-            values.insert((f[0].clone(), f[1].clone(), f[2].clone(), seed, item), row);
+            values.insert((text_of(&f[0]).to_owned(), text_of(&f[1]).to_owned(), text_of(&f[2]).to_owned(), seed, text_of(&f[4]).to_owned()), row);
         }
         Ok(Self { values })
     }
@@ -175,6 +178,13 @@ mod tests {
         assert!(!first.contains_key("score"));
         assert!(RunUnits::parse_items_csv("a,b\n").is_err());
         assert!(RunUnits::parse_items_csv("suite,model,task,seed,item\nx,y,z,notanumber,1\n").unwrap_err().starts_with("line 2"));
+        // A quoted id over two lines is one row; the next row's line is counted past it.
+        let text = "suite,model,task,seed,item,correct\nqa,m,t,0,\"a\nb\",1.0\nqa,m,t,0,\"'=1+1\",-0.5\nqa,m,t,x,c,1.0\n";
+        let err = RunUnits::parse_items_csv(text).unwrap_err();
+        assert_eq!(err, "line 5: malformed row");
+        let run = RunUnits::parse_items_csv(&text[..text.rfind("qa,m,t,x").unwrap()]).unwrap();
+        assert_eq!(run.values[&("qa".into(), "m".into(), "t".into(), 0, "a\nb".into())].get("correct"), Some(&1.0));
+        assert_eq!(run.values[&("qa".into(), "m".into(), "t".into(), 0, "=1+1".into())].get("correct"), Some(&-0.5));
     }
 
     #[test]

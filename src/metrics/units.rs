@@ -95,7 +95,8 @@ pub fn items_files(suites: &[SuiteUnits]) -> Result<(Vec<u8>, Vec<u8>), MetricsE
 }
 
 /// The `items.csv` text: the columns of [`items_frame`], numbers as polars writes them
-/// (`1.0`, `-4.0`, `0.25`), an empty field for no value.
+/// (`1.0`, `-4.0`, `0.25`), an empty field for no value, text cells that a spreadsheet
+/// would take for a formula quoted with a `'` in front.
 fn items_csv(suites: &[SuiteUnits]) -> Vec<u8> {
     use std::io::Write as _;
     let mut names: Vec<&str> = Vec::new();
@@ -110,19 +111,21 @@ fn items_csv(suites: &[SuiteUnits]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + rows * (24 + 8 * names.len()));
     let mut header = vec!["suite", "model", "task", "seed", "item"];
     header.extend(&names);
-    out.extend_from_slice(header.iter().map(|h| crate::exhibit::csv_field(h)).collect::<Vec<_>>().join(",").as_bytes());
+    out.extend_from_slice(header.iter().map(|h| crate::exhibit::csv_text(h)).collect::<Vec<_>>().join(",").as_bytes());
     out.push(b'\n');
     for s in suites {
-        let suite = crate::exhibit::csv_field(&s.suite);
-        let models: Vec<String> = s.models.iter().map(|m| crate::exhibit::csv_field(m)).collect();
-        let tasks: Vec<String> = s.tasks.iter().map(|t| crate::exhibit::csv_field(t)).collect();
+        let suite = crate::exhibit::csv_text(&s.suite);
+        let models: Vec<String> = s.models.iter().map(|m| crate::exhibit::csv_text(m)).collect();
+        let tasks: Vec<String> = s.tasks.iter().map(|t| crate::exhibit::csv_text(t)).collect();
         let columns: Vec<Option<usize>> = names.iter().map(|n| s.metric(n)).collect();
         for r in &s.rows {
             let _ = write!(out, "{suite},{},{},{},", models[r.model_index as usize], tasks[r.task_index as usize], r.seed);
             match &r.id {
                 // An empty text is quoted, as polars writes it, so it reads back as text, not as no value.
                 Some(id) if id.is_empty() => out.extend_from_slice(b"\"\""),
-                Some(id) => out.extend_from_slice(crate::exhibit::csv_field(id).as_bytes()),
+                // Text cells are guarded against spreadsheet formulas (`-1` as an id is `"'-1"`);
+                // `evalgrid diff` reads the id back as written.
+                Some(id) => out.extend_from_slice(crate::exhibit::csv_text(id).as_bytes()),
                 None => {
                     let _ = write!(out, "{}", r.item);
                 }

@@ -12,9 +12,9 @@ use super::template::KeyTemplate;
 use crate::spec::{CellFilter, Pipeline};
 
 /// Version of the metrics stage code (bump when its output changes).
-pub const METRICS_VERSION: u32 = 11;
+pub const METRICS_VERSION: u32 = 12;
 /// Version of the report rendering code (bump when its output changes).
-pub const REPORT_VERSION: u32 = 6;
+pub const REPORT_VERSION: u32 = 7;
 
 /// One model × task × seed combination and the keys of its steps.
 #[derive(Clone, Debug)]
@@ -237,6 +237,7 @@ pub(crate) fn fixture_pipeline() -> Pipeline {
             stream: crate::providers::StreamMode::Auto,
             batch: None,
             serve: None,
+            agent: None,
             id: "m".into(),
             provider: crate::spec::Provider::Builtin,
             model: "random".into(),
@@ -285,8 +286,8 @@ mod tests {
                 "2c10ca045930db4463e52a794ade3a97edaf87b93f467da952e06d289d67e80a",
             ]
         );
-        assert_eq!(p.metrics_key.to_hex(), "486cc2c7999b2d05529691ebe3d168a709057a2b8e8988cb0b15073d8da5a4a8");
-        assert_eq!(p.report_key.to_hex(), "db3e16b6543f226137b91ed662e675b8255b26f2d33c9b197e384cf4c796ac6a");
+        assert_eq!(p.metrics_key.to_hex(), "3d33caf3ca9a1f6a4c8ca47f24fcde9fa01c66c836baab2c2e2de06b212fbb28");
+        assert_eq!(p.report_key.to_hex(), "95570c9381130e167ba12a809b1d86a5726afa2469576025f94de778f1ac4f22");
     }
 
     #[test]

@@ -139,3 +139,24 @@ pub fn lowest_thread_priority() -> bool {
     #[cfg(not(target_os = "linux"))]
     false
 }
+
+/// Makes `options` open without blocking (`O_NONBLOCK`), so a FIFO swapped in for a data file
+/// after its check cannot hang the open; a no-op where the flag does not exist.
+pub fn open_nonblocking(options: &mut std::fs::OpenOptions) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed());
+    }
+    #[cfg(not(unix))]
+    let _ = options;
+}
+
+/// Makes a FIFO at `path` (tests of readers that must refuse one).
+///
+/// # Errors
+/// The FIFO cannot be made.
+#[cfg(unix)]
+pub fn make_fifo(path: &Path) -> io::Result<()> {
+    rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).map_err(io::Error::from)
+}

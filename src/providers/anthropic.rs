@@ -147,12 +147,16 @@ fn content(message: &Message) -> Value {
             _ => {}
         }
     }
-    if blocks.is_empty() {
+    if blocks.is_empty() && message.images.is_empty() {
         return Value::String(message.content.clone());
     }
     let has_text = blocks.iter().any(|block| block.get("type").and_then(Value::as_str) == Some("text"));
     if !has_text && !message.content.is_empty() {
         blocks.push(json!({"type": "text", "text": message.content}));
+    }
+    // Images after the text, each a base64 `image` block.
+    for image in &message.images {
+        blocks.push(json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}));
     }
     Value::Array(blocks)
 }
@@ -220,6 +224,7 @@ fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Resul
         usage_reported: true,
         items,
         paid: None,
+        logprobs: Vec::new(),
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if stop_reason == "refusal" {

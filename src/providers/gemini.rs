@@ -133,12 +133,16 @@ fn parts(message: &Message, calls: &mut Vec<(String, String)>) -> Vec<Value> {
     if !made_calls.is_empty() {
         *calls = made_calls;
     }
-    if parts.is_empty() {
+    if parts.is_empty() && message.images.is_empty() {
         return vec![json!({"text": message.content})];
     }
     let has_text = parts.iter().any(|part| part.get("text").is_some() && part.get("thought").and_then(Value::as_bool) != Some(true));
     if !has_text && !message.content.is_empty() {
         parts.push(json!({"text": message.content}));
+    }
+    // Images after the text, each an `inline_data` part (as Google's REST examples spell it).
+    for image in &message.images {
+        parts.push(json!({"inline_data": {"mime_type": image.media_type, "data": image.data}}));
     }
     parts
 }
@@ -184,6 +188,7 @@ fn parse_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Resul
         usage_reported: true,
         items: Vec::new(),
         paid: None,
+        logprobs: super::logprobs::gemini_top_logprobs(&json),
     };
     let usage_present = json.get("usageMetadata").is_some_and(Value::is_object);
     let Some(candidate) = json.pointer("/candidates/0") else {
@@ -261,6 +266,10 @@ impl Protocol for GenerateContent {
             secret_header(&mut headers, "x-goog-api-key", "", key)?;
         }
         Ok(headers)
+    }
+
+    fn next_token_params(&self) -> Option<Map<String, Value>> {
+        Some(super::logprobs::gemini_params())
     }
 
     fn build_body(&self, request: &ChatRequest, endpoint: &Endpoint) -> Value {

@@ -30,6 +30,7 @@ pub mod families;
 pub mod gemini;
 mod headers;
 mod limiter;
+pub mod logprobs;
 pub mod mock;
 pub mod openai;
 pub mod overflow;
@@ -73,7 +74,7 @@ pub use transport::{
     install_crypto_provider,
 };
 pub use types::{
-    Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Message, OpenAiApi, PAID_BATCH, ProviderKind, Role, Secret,
+    Answered, ChatRequest, ChatResponse, Endpoint, ExtraHeader, FinishReason, HeaderValueOf, Image, Message, OpenAiApi, PAID_BATCH, ProviderKind, Role, Secret,
     ToolCall, ToolSpec, Usage, answered_as, answered_at, canonical_json,
 };
 #[cfg(test)]

@@ -17,7 +17,7 @@ use super::families::is_openai_platform;
 use super::protocol::Protocol;
 use super::shaping::{MAX_TOKENS_FIELD, REASONING_TAG, Shaping, split_by_tag};
 use super::stream::{Fold, fold_chat};
-use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Role, Secret, ToolCall, Usage};
+use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Message, Role, Secret, TOOL_CALL_ITEM, ToolCall, Usage};
 use super::wire::{bearer_headers, count, endpoint_url, join_url, parse_arguments, refused, settle, text, tool_objects};
 
 /// The name the output cap goes under for this server: `params.max_tokens_field` when set,
@@ -49,11 +49,7 @@ fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         messages.push(json!({"role": "system", "content": system}));
     }
     for message in &request.messages {
-        let role = match message.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
-        messages.push(json!({"role": role, "content": message.content}));
+        push_message(&mut messages, message);
     }
     body.insert("model".into(), Value::String(model.to_owned()));
     body.insert("messages".into(), Value::Array(messages));
@@ -65,6 +61,58 @@ fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
         body.insert("tools".into(), Value::Array(tools));
     }
     Value::Object(body)
+}
+
+/// One turn as Chat Completions messages: an assistant turn's calls (neutral `tool_call`
+/// items) as its `tool_calls`; a user turn's tool answers as `tool` messages, then its text.
+/// A call without an id gets `call_<i>` by position, in both places.
+fn push_message(messages: &mut Vec<Value>, message: &Message) {
+    let id = |i: usize, id: Option<&str>| id.filter(|s| !s.is_empty()).map_or_else(|| format!("call_{i}"), str::to_owned);
+    match message.role {
+        Role::Assistant => {
+            let calls: Vec<Value> = message
+                .items
+                .iter()
+                .filter(|item| item.get("type").and_then(Value::as_str) == Some(TOOL_CALL_ITEM))
+                .enumerate()
+                .map(|(i, item)| {
+                    let arguments = match item.get("arguments") {
+                        Some(Value::String(raw)) => raw.clone(),
+                        Some(other) => other.to_string(),
+                        None => "{}".to_owned(),
+                    };
+                    json!({"id": id(i, item.get("id").and_then(Value::as_str)), "type": "function", "function": {"name": item.get("name").cloned().unwrap_or(Value::Null), "arguments": arguments}})
+                })
+                .collect();
+            if calls.is_empty() {
+                messages.push(json!({"role": "assistant", "content": content(message)}));
+            } else {
+                let content = if message.content.is_empty() { Value::Null } else { Value::String(message.content.clone()) };
+                messages.push(json!({"role": "assistant", "content": content, "tool_calls": calls}));
+            }
+        }
+        Role::User => {
+            let outputs: Vec<&Value> = message.items.iter().filter(|item| item.get("type").and_then(Value::as_str) == Some("function_call_output")).collect();
+            for (i, item) in outputs.iter().enumerate() {
+                let output = item.get("output").and_then(Value::as_str).unwrap_or_default();
+                messages.push(json!({"role": "tool", "tool_call_id": id(i, item.get("call_id").and_then(Value::as_str)), "content": output}));
+            }
+            if outputs.is_empty() || !message.content.is_empty() || !message.images.is_empty() {
+                messages.push(json!({"role": "user", "content": content(message)}));
+            }
+        }
+    }
+}
+
+/// A turn's `content`: its text, or (with images) a text part and an `image_url` part per
+/// image, each a `data:` URL.
+fn content(message: &Message) -> Value {
+    if message.images.is_empty() {
+        return Value::String(message.content.clone());
+    }
+    let text = (!message.content.is_empty()).then(|| json!({"type": "text", "text": message.content}));
+    let images = message.images.iter().map(|image| json!({"type": "image_url", "image_url": {"url": image.data_url()}}));
+    Value::Array(text.into_iter().chain(images).collect())
 }
 
 /// Parses a response (any status) into an answer or a classified error, normalised for
@@ -88,6 +136,7 @@ fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &
         usage_reported: true,
         items: Vec::new(),
         paid: None,
+        logprobs: super::logprobs::chat_top_logprobs(&json),
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     if let Some(message) = message.get("refusal").and_then(Value::as_str).filter(|text| !text.is_empty()) {
@@ -202,6 +251,10 @@ impl Protocol for ChatCompletions {
 
     fn stream_fold(&self) -> Box<dyn Fold> {
         fold_chat()
+    }
+
+    fn next_token_params(&self) -> Option<Map<String, Value>> {
+        Some(super::logprobs::chat_params())
     }
 }
 

@@ -69,6 +69,12 @@ pub trait Protocol: Sync {
     fn polls_in_background(&self) -> bool {
         false
     }
+    /// The generation parameters that make an answer carry the next token's top alternatives
+    /// ([`super::logprobs`]), what `choice: {method: logprobs}` needs; `None`: this protocol
+    /// gives none (or evalgrid reads none from it).
+    fn next_token_params(&self) -> Option<Map<String, Value>> {
+        None
+    }
     /// The batch API this protocol's calls can go through; `None`: none evalgrid speaks.
     fn batch_kind(&self) -> Option<super::batch::BatchKind> {
         None

@@ -129,8 +129,13 @@ fn input_items(request: &ChatRequest) -> Vec<Value> {
     for message in &request.messages {
         input.extend(message.items.iter().cloned());
         let replayed_message = message.items.iter().any(|item| item.get("type").and_then(Value::as_str) == Some("message"));
-        if message.items.is_empty() || (!replayed_message && !message.content.is_empty()) {
+        if message.items.is_empty() || (!replayed_message && (!message.content.is_empty() || !message.images.is_empty())) {
             input.push(match message.role {
+                Role::User if !message.images.is_empty() => {
+                    let text = (!message.content.is_empty()).then(|| json!({"type": "input_text", "text": message.content}));
+                    let images = message.images.iter().map(|image| json!({"type": "input_image", "image_url": image.data_url()}));
+                    json!({"role": "user", "content": text.into_iter().chain(images).collect::<Vec<_>>()})
+                }
                 Role::User => json!({"role": "user", "content": message.content}),
                 Role::Assistant => json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": message.content}]}),
             });
@@ -210,6 +215,7 @@ fn parse_answer(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<
         usage_reported: true,
         items: output.clone(),
         paid: None,
+        logprobs: Vec::new(),
     };
     let response = settle(response, json.get("usage").is_some_and(Value::is_object));
     match refusal {

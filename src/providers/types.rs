@@ -235,6 +235,10 @@ pub enum Role {
     Assistant,
 }
 
+/// Type of the neutral item an assistant turn carries for a call of a protocol that keeps no
+/// items of its own (Chat Completions), so a tool round can be sent back.
+pub(crate) const TOOL_CALL_ITEM: &str = "tool_call";
+
 /// One conversation turn: text, plus the protocol items a tool round must carry back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -250,24 +254,53 @@ pub struct Message {
     /// existing key) keep their form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<Value>,
+    /// Images sent with a user turn, after its text (a `qa` row's `input_image`). Not
+    /// serialized when empty, so every text-only turn (and every existing key) keeps its form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Image>,
+}
+
+/// An image part of a user turn: its media type (`image/png`, checked from its bytes) and
+/// its bytes in base64, as every protocol carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The bytes, standard base64 with padding.
+    pub data: String,
+}
+
+impl Image {
+    /// The image as a `data:` URL (Chat Completions' `image_url`, Responses' `input_image`).
+    #[must_use]
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data)
+    }
 }
 
 impl Message {
     /// A user turn, the common case when building prompts.
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: Role::User, content: content.into(), items: Vec::new() }
+        Self { role: Role::User, content: content.into(), items: Vec::new(), images: Vec::new() }
     }
 
     /// An assistant turn, for replaying earlier model answers.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self { role: Role::Assistant, content: content.into(), items: Vec::new() }
+        Self { role: Role::Assistant, content: content.into(), items: Vec::new(), images: Vec::new() }
     }
 
     /// The assistant turn that replays `response` exactly: its text and its items
     /// (reasoning with its signatures, before the function calls it led to).
     #[must_use]
     pub fn assistant_turn(response: &ChatResponse) -> Self {
-        Self { role: Role::Assistant, content: response.text.clone(), items: response.items.clone() }
+        let items = if response.items.is_empty() && !response.tool_calls.is_empty() {
+            // Chat Completions keeps no protocol items: its calls are carried as neutral
+            // `tool_call` items, which that protocol sends back as the turn's `tool_calls`.
+            response.tool_calls.iter().map(|c| serde_json::json!({"type": TOOL_CALL_ITEM, "id": c.id, "name": c.name, "arguments": c.arguments})).collect()
+        } else {
+            response.items.clone()
+        };
+        Self { role: Role::Assistant, content: response.text.clone(), items, images: Vec::new() }
     }
 
     /// A user turn answering tool calls by id, with optional text after the answers:
@@ -282,7 +315,7 @@ impl Message {
             .into_iter()
             .map(|(call_id, output)| serde_json::json!({"type": "function_call_output", "call_id": call_id.into(), "output": output.into()}))
             .collect();
-        Self { role: Role::User, content: text.into(), items }
+        Self { role: Role::User, content: text.into(), items, images: Vec::new() }
     }
 }
 
@@ -440,6 +473,11 @@ pub struct ChatResponse {
     /// with the answer (in no key) so the report prices it at the batch price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paid: Option<String>,
+    /// The first generated token's top alternatives with their log-probabilities, when the
+    /// request asked for them ([`super::logprobs`]); stored with the answer, so a rescore
+    /// from the cache needs no call. Empty (and not serialized) otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logprobs: Vec<super::logprobs::TokenLogprob>,
 }
 
 /// [`ChatResponse::paid`] of an answer read from a batch API's results.
@@ -455,6 +493,26 @@ fn is_true(b: &bool) -> bool {
 }
 
 impl ChatResponse {
+    /// A plain text answer from `model`, no tokens billed: what scripted answers, tests and
+    /// benchmarks start from.
+    #[must_use]
+    pub fn text_from(model: &str, text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            answered_model: model.to_owned(),
+            finish_reason: FinishReason::Stop,
+            latency_ms: 0,
+            refusal: None,
+            usage_reported: true,
+            items: Vec::new(),
+            paid: None,
+            logprobs: Vec::new(),
+        }
+    }
+
     /// The answer of a model whose context window the prompt did not fit: no text, no
     /// tokens billed, the server's message kept in `refusal` so the report can quote it.
     #[must_use]
@@ -471,6 +529,7 @@ impl ChatResponse {
             usage_reported: true,
             items: Vec::new(),
             paid: None,
+            logprobs: Vec::new(),
         }
     }
 

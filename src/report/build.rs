@@ -92,6 +92,9 @@ struct MetricsOutput {
     /// Every pair of models per suite and per-unit metric (`comparisons.csv`).
     #[serde(default)]
     comparisons: Vec<Comparison>,
+    /// One line per judge that left replies without a grade (the summary's notes).
+    #[serde(default)]
+    judge_notes: Vec<String>,
 }
 
 /// What the report step stores: file name → blob hash, and transcript page → cell id.
@@ -201,7 +204,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, ea
                 cells_total: plan.cells.len(),
                 cells_scored: metrics.cells_scored,
                 usage: usage.clone(),
-                warnings: super::page::warnings(pipeline),
+                warnings: super::page::warnings(pipeline).into_iter().chain(metrics.judge_notes.iter().cloned()).collect(),
                 comparisons: metrics.comparisons.clone(),
             };
             rendered.insert("summary.md".to_owned(), markdown(&pipeline.report, &metrics.tables, &metrics.sections, &facts).into_bytes());
@@ -217,6 +220,7 @@ fn build_once(pipeline: &Pipeline, plan: &Plan, store: &Store, (reports_root, ea
                 usage,
                 answered_by: &metrics.answered_by,
                 comparisons: &metrics.comparisons,
+                notes: &metrics.judge_notes,
             };
             let pages = page_files(pipeline, plan, &input, store)?;
             rendered.extend(pages.files);
@@ -384,12 +388,15 @@ fn compute_metrics(
         .map(|m| {
             let sum = |field: &str| -> u64 {
                 #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "token counts are non-negative integers")]
-                rows.iter().filter(|r| r.model == m.id).filter_map(|r| r.fields.get(field)).map(|v| *v as u64).sum()
+                rows.iter().filter(|r| r.model == m.id).filter_map(|r| r.fields.get(field)).map(|v| *v as u64).fold(0, u64::saturating_add)
             };
             (m.id.clone(), sum("input_tokens"), sum("output_tokens"))
         })
         .collect();
-    let (outcomes, answered_by, call_tokens, batch_tokens) = outcomes?;
+    let (mut outcomes, answered_by, call_tokens, batch_tokens) = outcomes?;
+    let judged = judge_counts(pipeline, scored);
+    no_grade_column(&mut outcomes, &judged);
+    let judge_notes = judge_notes(&judged);
     let mut section_owners = vec![String::new(); outcomes.len()];
     let mut sections = outcomes;
     for (owner, section) in benchmark_sections(pipeline, plan, scored, store)? {
@@ -409,7 +416,70 @@ fn compute_metrics(
         items_csv: store.put_blob(&items_csv)?,
         items_parquet: store.put_blob(&items_parquet)?,
         comparisons,
+        judge_notes,
     })
+}
+
+/// Per judge scorer and answering model: replies with no grade, and replies.
+type JudgeCounts = BTreeMap<(String, String), (u64, u64)>;
+
+/// How many of each model's answers each judge graded, from the scored cells' records.
+fn judge_counts(pipeline: &Pipeline, scored: &[(&Cell, Value)]) -> JudgeCounts {
+    let mut out = JudgeCounts::new();
+    for (cell, score) in scored {
+        let task = &pipeline.tasks[cell.task];
+        let Some(bench) = registry::get(&task.benchmark) else { continue };
+        for (scorer, ungraded, replies) in bench.ungraded(task, score) {
+            let entry = out.entry((scorer, pipeline.models[cell.model].id.clone())).or_default();
+            entry.0 += ungraded;
+            entry.1 += replies;
+        }
+    }
+    out
+}
+
+/// The outcomes table's `no grade` column, where the grid has a judge: per model, the
+/// judges' replies to its answers that gave no grade; on the judges' own row, all of them.
+fn no_grade_column(sections: &mut [Section], judged: &JudgeCounts) {
+    let Some(outcomes) = sections.first_mut() else { return };
+    if judged.is_empty() {
+        return;
+    }
+    #[expect(clippy::cast_precision_loss, reason = "reply counts are far below 2^52")]
+    let of = |model: Option<&str>| -> Option<f64> {
+        let mine: Vec<u64> = judged.iter().filter(|((_, m), _)| model.is_none_or(|x| x == m)).map(|(_, (n, _))| *n).collect();
+        (!mine.is_empty()).then(|| mine.iter().sum::<u64>() as f64)
+    };
+    outcomes.columns.push("no grade".to_owned());
+    for (label, values) in &mut outcomes.rows {
+        let value = if label == crate::envs::JUDGE_ID { of(None) } else { of(Some(label)) };
+        values.push(value);
+    }
+    outcomes.title.push_str(
+        "; no grade = judge replies without a usable `GRADE:` to the model's answers (on the judge's row, all of them): those units have no judge value",
+    );
+}
+
+/// The summary's note for each judge that left replies without a grade, per model.
+fn judge_notes(judged: &JudgeCounts) -> Vec<String> {
+    let mut per_judge: BTreeMap<&str, Vec<(&str, u64, u64)>> = BTreeMap::new();
+    for ((scorer, model), (ungraded, replies)) in judged {
+        per_judge.entry(scorer).or_default().push((model, *ungraded, *replies));
+    }
+    per_judge
+        .into_iter()
+        .filter_map(|(scorer, models)| {
+            let ungraded: u64 = models.iter().map(|m| m.1).sum();
+            let replies: u64 = models.iter().map(|m| m.2).sum();
+            (ungraded > 0).then(|| {
+                let each: Vec<String> = models.iter().map(|(m, n, of)| format!("{m} {n} of {of}")).collect();
+                format!(
+                    "judge `{scorer}` gave no grade in {ungraded} of {replies} replies ({}): those units have no `{scorer}` value and are left out of its mean. Read the replies with `evalgrid show`; a judge that never writes `GRADE:` needs another model or rubric.",
+                    each.join(", ")
+                )
+            })
+        })
+        .collect()
 }
 
 /// What the models did in the scored cells' calls (issue 12): the share of answers cut at
@@ -466,7 +536,8 @@ fn outcome_sections(scored: &[(&Cell, Value)], tallies: &Tallies, store: &Store)
                 }
             };
             for field in &fields {
-                *totals[i].1.entry((*field).to_owned()).or_default() += counts.get(*field).and_then(Value::as_u64).unwrap_or(0);
+                let total = totals[i].1.entry((*field).to_owned()).or_default();
+                *total = total.saturating_add(counts.get(*field).and_then(Value::as_u64).unwrap_or(0));
             }
             totals[i].2.extend(counts.get("latency_ms").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_u64));
             let ids = answered_by.entry(model.clone()).or_default();

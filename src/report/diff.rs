@@ -104,7 +104,10 @@ pub fn run_diff(pipeline: &Pipeline, plan: &Plan, store: &Store, against: &Path,
                     let reasons = if head.episode_components.is_null() {
                         vec!["the previous run's entries are no longer in this cache (its keys differ)".to_owned()]
                     } else {
-                        crate::cache::explain::changes_since(pipeline, store, cell, head)
+                        // The edited rows of a `qa` dataset by name, as `status --explain`.
+                        let mut reasons = crate::cache::explain::changes_since(pipeline, store, cell, head);
+                        reasons.extend(task_changes(pipeline, store, cell, head));
+                        reasons
                     };
                     cells_changed.push(ChangedCell { cell: cell.id.clone(), reasons });
                     changed.insert((pipeline.models[cell.model].id.clone(), pipeline.tasks[cell.task].task.clone(), cell.seed));
@@ -116,6 +119,23 @@ pub fn run_diff(pipeline: &Pipeline, plan: &Plan, store: &Store, against: &Path,
     let keys_known = before.heads.is_some();
     let models = flips(&before.units, &now, keys_known.then_some(&changed));
     Ok(RunDiff { pipeline: pipeline.name.clone(), previous: label.to_owned(), cells_scored: scored.len(), keys_known, cells_changed, cells_new, models })
+}
+
+/// What the cell's benchmark says changed in its task since the run that made `head` (the
+/// edited rows of a `qa` dataset, by id and line), read against that run's episode record;
+/// none when the episode is unchanged or its record is gone. `status --explain` and `diff`
+/// both name changed rows this way.
+#[must_use]
+pub fn task_changes(pipeline: &Pipeline, store: &Store, cell: &Cell, head: &Head) -> Vec<String> {
+    if head.episode_key == cell.episode_key {
+        return Vec::new();
+    }
+    let task = &pipeline.tasks[cell.task];
+    let Some(bench) = crate::envs::registry::get(&task.benchmark) else { return Vec::new() };
+    match store.get_output::<Value>(head.episode_key) {
+        Ok(Some(previous)) => bench.explain(task, &previous),
+        _ => Vec::new(),
+    }
 }
 
 /// A report folder's `items.csv`, and its `keys.csv` with each key's components read from
@@ -134,17 +154,12 @@ fn from_report(dir: &Path, store: &Store) -> Result<Before, DiffError> {
         return Ok(Before { heads: None, units });
     }
     let mut heads = BTreeMap::new();
-    for (i, line) in read(KEYS_CSV)?.lines().enumerate().skip(1) {
-        let f: Vec<&str> = line.rsplitn(3, ',').collect();
-        let parsed = match f[..] {
-            [score, episode, cell] => score.parse::<StepKey>().ok().zip(episode.parse::<StepKey>().ok()).map(|(s, e)| (cell, e, s)),
+    for (line, f) in crate::exhibit::csv_records(&read(KEYS_CSV)?).map_err(bad(KEYS_CSV))?.into_iter().skip(1) {
+        let parsed = match &f[..] {
+            [cell, episode, score] => score.parse::<StepKey>().ok().zip(episode.parse::<StepKey>().ok()).map(|(s, e)| (cell.clone(), e, s)),
             _ => None,
         };
-        let (cell, episode_key, score_key) = parsed.ok_or_else(|| bad(KEYS_CSV)(format!("line {}: malformed row", i + 1)))?;
-        let cell = match cell.strip_prefix('"').and_then(|c| c.strip_suffix('"')) {
-            Some(quoted) => quoted.replace("\"\"", "\""),
-            None => cell.to_owned(),
-        };
+        let (cell, episode_key, score_key) = parsed.ok_or_else(|| bad(KEYS_CSV)(format!("line {line}: malformed row")))?;
         let components = |key: StepKey| store.get(key).map(|e| e.map_or(Value::Null, |e| e.components));
         let (episode_components, score_components) = (components(episode_key)?, components(score_key)?);
         heads.insert(cell.clone(), Head { cell, episode_key, episode_components, score_key, score_components });

@@ -565,8 +565,8 @@ fn provenance(out: &mut String, report: &HtmlReport) {
                 cost(u.cost_usd)
             );
         }
-        let input: u64 = report.usage.iter().map(|u| u.input_tokens).sum();
-        let output: u64 = report.usage.iter().map(|u| u.output_tokens).sum();
+        let input: u64 = report.usage.iter().map(|u| u.input_tokens).fold(0, u64::saturating_add);
+        let output: u64 = report.usage.iter().map(|u| u.output_tokens).fold(0, u64::saturating_add);
         let priced: Vec<f64> = report.usage.iter().filter_map(|u| u.cost_usd).collect();
         let unpriced = report.usage.len() - priced.len();
         let total = if priced.is_empty() { "–".to_owned() } else { cost(Some(priced.iter().sum())) };

@@ -1,6 +1,6 @@
 //! The data behind the report's item pages (`items-<suite>.html`): one row per unit of a
-//! suite (task, seed, item) with, per model, the unit's value on the suite's first unit
-//! metric, the answer's first line and the cell's transcript link. The same units as
+//! suite (task, seed, item) with, per unit metric and model, the unit's value, and per model
+//! the answer's first line and the cell's transcript link. The same units as
 //! `items.csv` (read by the same `units_for`), plus the cells that failed, so a reader
 //! sees which models errored on a unit.
 
@@ -22,32 +22,41 @@ const ANSWER_CHARS: usize = 80;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Entry {
-    /// The unit's value on the suite's first unit metric.
+    /// The unit's value on the metric.
     Value(f64),
     /// The cell failed (no score record).
     Errored(&'static str),
-    /// No value.
+    /// The cell was scored but holds no value on this metric for the unit (a scorer that
+    /// does not apply to its task, a judge that gave no grade): not an error.
     Missing(()),
 }
 
 /// One row: task, seed, item (its id where the dataset names one, as in `items.csv`, else
-/// its number), an entry per model, an answer per model.
-pub type ItemRow = (u32, u64, Value, Vec<Entry>, Vec<String>);
+/// its number), per metric an entry per model, an answer per model.
+pub type ItemRow = (u32, u64, Value, Vec<Vec<Entry>>, Vec<String>);
+
+/// A unit metric the page can show.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MetricColumn {
+    /// Its name (an `items.csv` column).
+    pub name: String,
+    /// Whether it is 0/1 (`failed` means 0; else 0 or below).
+    pub binary: bool,
+}
 
 /// One suite's item table, serialised into its page.
 #[derive(Debug, Serialize)]
 pub struct SuiteItems {
     /// Suite name.
     pub suite: String,
-    /// The metric shown (the suite's first unit metric).
-    pub metric: String,
-    /// Whether the metric is 0/1.
-    pub binary: bool,
+    /// Every unit metric of the suite, in `items.csv` order; the page shows one at a time,
+    /// the first to begin with.
+    pub metrics: Vec<MetricColumn>,
     /// Model ids, in pipeline order (columns).
     pub models: Vec<String>,
     /// Task ids by position.
     pub tasks: Vec<String>,
-    /// `[task, seed, item, [entry per model], [answer per model]]`, sorted by task, seed, item.
+    /// `[task, seed, item, [[entry per model] per metric], [answer per model]]`, sorted by task, seed, item.
     pub rows: Vec<ItemRow>,
     /// `"task:seed:model"` → transcript page, for the cells that have one.
     pub links: BTreeMap<String, String>,
@@ -78,13 +87,15 @@ fn one_suite(
     let bench = registry::get(benchmark)?;
     let tasks: Vec<&crate::spec::TaskInstance> = pipeline.tasks.iter().filter(|t| t.suite == suite).collect();
     let metrics = bench.unit_metrics_for(&tasks);
-    let metric = metrics.first()?;
+    if metrics.is_empty() {
+        return None;
+    }
     let cells: Vec<&Cell> = plan.cells.iter().filter(|c| pipeline.tasks[c.task].suite == suite).collect();
     let mut models: Vec<usize> = cells.iter().map(|c| c.model).collect();
     models.sort_unstable();
     models.dedup();
     let column = |model: usize| models.iter().position(|m| *m == model).unwrap_or(0);
-    type Columns = (Value, Vec<Entry>, Vec<String>);
+    type Columns = (Value, Vec<Vec<Entry>>, Vec<String>);
     let mut rows: BTreeMap<(u32, u64, u64), Columns> = BTreeMap::new();
     let mut failed: Vec<(u32, u64, usize)> = Vec::new();
     let mut out_links = BTreeMap::new();
@@ -100,23 +111,27 @@ fn one_suite(
         let answers = bench.unit_answers(score);
         for (i, unit) in bench.units_for(score, &metrics).into_iter().enumerate() {
             let label = unit.id.map_or_else(|| Value::from(unit.item), Value::from);
-            let row =
-                rows.entry((task, cell.seed, unit.item)).or_insert_with(|| (label, vec![Entry::Missing(()); models.len()], vec![String::new(); models.len()]));
-            row.1[column(cell.model)] = unit.values.first().copied().flatten().map_or(Entry::Missing(()), Entry::Value);
+            let row = rows
+                .entry((task, cell.seed, unit.item))
+                .or_insert_with(|| (label, vec![vec![Entry::Missing(()); models.len()]; metrics.len()], vec![String::new(); models.len()]));
+            for (k, v) in unit.values.iter().enumerate().take(metrics.len()) {
+                row.1[k][column(cell.model)] = v.map_or(Entry::Missing(()), Entry::Value);
+            }
             row.2[column(cell.model)] = answers.get(i).cloned().flatten().map(|a| first_line(&a)).unwrap_or_default();
         }
     }
     for (key, (_, entries, _)) in &mut rows {
         for (task, seed, col) in &failed {
             if key.0 == *task && key.1 == *seed {
-                entries[*col] = Entry::Errored("E");
+                for per_model in entries.iter_mut() {
+                    per_model[*col] = Entry::Errored("E");
+                }
             }
         }
     }
     Some(SuiteItems {
         suite: suite.to_owned(),
-        metric: metric.name.clone(),
-        binary: metric.binary,
+        metrics: metrics.iter().map(|m| MetricColumn { name: m.name.clone(), binary: m.binary }).collect(),
         models: models.iter().map(|m| pipeline.models[*m].id.clone()).collect(),
         tasks: pipeline.tasks.iter().map(|t| t.task.clone()).collect(),
         rows: rows.into_iter().map(|((t, s, _), (i, e, a))| (t, s, i, e, a)).collect(),

@@ -9,7 +9,7 @@ pub mod html;
 pub mod items;
 pub mod items_page;
 pub mod page;
-pub(crate) mod partial;
+pub mod partial;
 pub mod render;
 pub mod svg;
 

@@ -37,6 +37,8 @@ pub struct PageInput<'a> {
     pub answered_by: &'a std::collections::BTreeMap<String, Vec<String>>,
     /// Paired model comparisons, for the ties with the best and the pairwise matrices.
     pub comparisons: &'a [crate::metrics::Comparison],
+    /// Notes shown with the warnings (a judge that left replies without a grade).
+    pub notes: &'a [String],
 }
 
 /// The report's rendered files, and the transcript pages it links.
@@ -130,7 +132,7 @@ pub fn files(pipeline: &Pipeline, plan: &Plan, input: &PageInput<'_>, store: &St
         provenance: provenance(pipeline, plan, input),
         usage: input.usage.clone(),
         decimals: pipeline.report.decimals,
-        warnings: warnings(pipeline),
+        warnings: warnings(pipeline).into_iter().chain(input.notes.iter().cloned()).collect(),
         sections: input.sections,
         comparisons: input.comparisons,
         item_pages,
@@ -163,7 +165,11 @@ pub fn warnings(pipeline: &Pipeline) -> Vec<String> {
 
 /// One short number per cell for the cells table.
 fn headline(benchmark: &str, score: &Value) -> String {
-    let Some(field) = registry::get(benchmark).and_then(|b| b.headline_field()) else {
+    let bench = registry::get(benchmark);
+    if let Some(line) = bench.and_then(|b| b.cell_headline(score)) {
+        return line;
+    }
+    let Some(field) = bench.and_then(|b| b.headline_field()) else {
         return String::new();
     };
     match &score[field] {

@@ -34,10 +34,16 @@ pub(crate) fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), (PathBuf
 
 /// A new partial file in `dir`, locked for as long as it is open. A sweeper that took it
 /// between its creation and the lock removed it while holding the lock, so a partial file
-/// whose name is gone once the lock is held is dropped and another one made.
-fn locked_partial(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+/// whose name is gone once the lock is held is dropped and another one made. It is created
+/// with the mode any new file gets under the user's umask (`0666 & !umask`), not tempfile's
+/// private `0600`, since it becomes the user's report, export or dataset when renamed.
+pub fn locked_partial(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     loop {
-        let tmp = tempfile::Builder::new().prefix(PREFIX).suffix(SUFFIX).tempfile_in(dir)?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(PREFIX).suffix(SUFFIX);
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let tmp = builder.tempfile_in(dir)?;
         tmp.as_file().lock()?;
         if std::fs::symlink_metadata(tmp.path()).is_ok() {
             return Ok(tmp);
@@ -49,7 +55,7 @@ fn locked_partial(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
 /// from `root` and the folders of the files `names` (relative to `root`), never walking
 /// further, since an export may go to any folder. Returns how many it removed; a file it
 /// cannot open or remove is left, since the files written are complete without this.
-pub(crate) fn sweep<'a>(root: &Path, names: impl IntoIterator<Item = &'a str>) -> usize {
+pub fn sweep<'a>(root: &Path, names: impl IntoIterator<Item = &'a str>) -> usize {
     let mut folders: BTreeSet<PathBuf> = names.into_iter().filter_map(|name| root.join(name).parent().map(Path::to_owned)).collect();
     folders.insert(root.to_owned());
     let mut removed = 0;
@@ -139,5 +145,18 @@ mod tests {
         write_if_changed(&path, b"two").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         assert!(partials(&dir.path().join("a")).is_empty());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_written_file_has_the_mode_the_umask_gives_not_0600() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.md");
+        write_if_changed(&path, b"x").unwrap();
+        // This process's umask, read without changing it (other tests create files).
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status.lines().find_map(|l| l.strip_prefix("Umask:")).map(|m| u32::from_str_radix(m.trim(), 8).unwrap()).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o666 & !umask);
     }
 }

@@ -106,7 +106,7 @@ pub enum ColumnFormat {
 }
 
 /// Headers that name counts, printed as integers even when every value is 0 or 1.
-const COUNT_COLUMNS: [&str; 5] = ["answers", "no_usage", "n", "turns", "cells"];
+const COUNT_COLUMNS: [&str; 6] = ["answers", "no_usage", "n", "turns", "cells", "no grade"];
 
 impl ColumnFormat {
     /// `v` as this column shows it (`–` for no value).
@@ -168,14 +168,27 @@ fn ties(out: &mut String, comparisons: &[crate::metrics::Comparison], suite: &st
 }
 
 /// The note a suite's comparisons need when fewer than two task clusters left no clustered
-/// SE and the item-level paired SE stood in (`se_level = item` in `comparisons.csv`).
+/// SE and the item-level paired SE stood in (`se_level = item` in `comparisons.csv`). It names
+/// the metrics concerned: on a grid of several tasks, a metric only one task scores (a `qa`
+/// task's `choice`) has one cluster, which surprised users reading "fewer than two tasks".
 #[must_use]
 pub fn item_level_note(comparisons: &[crate::metrics::Comparison], suite: &str) -> Option<String> {
-    comparisons.iter().any(|c| c.suite == suite && c.se_level == "item").then(|| {
+    let mut metrics: Vec<&str> = Vec::new();
+    for c in comparisons.iter().filter(|c| c.suite == suite && c.se_level == "item") {
+        if !metrics.contains(&c.metric.as_str()) {
+            metrics.push(&c.metric);
+        }
+    }
+    if metrics.is_empty() {
+        return None;
+    }
+    let named = metrics.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+    let which = if metrics.len() == 1 { "it is" } else { "each is" };
+    Some(format!(
         "Note: fewer than two task clusters, so the paired SEs, CIs and p-values here use the item-level paired SE (items treated as independent; \
-         with correlated items this understates the uncertainty). `se_level` in comparisons.csv says which SE each pair has."
-            .to_owned()
-    })
+         with correlated items this understates the uncertainty). This holds for {named}: a metric's clusters are the tasks that score it, and \
+         {which} scored in fewer than two tasks, however many tasks the grid has. `se_level` in comparisons.csv says which SE each pair has."
+    ))
 }
 
 fn table(out: &mut String, t: &BenchmarkTables, rows: &[TableRow], with_task: bool, decimals: u32) {

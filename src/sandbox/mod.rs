@@ -7,6 +7,7 @@
 //! directories are never visible inside. Without bubblewrap nothing runs unless the user
 //! opted out explicitly (`sandbox: none` / `--unsafe-no-sandbox`).
 
+pub mod container;
 pub mod gpu;
 mod isolate;
 pub mod output;

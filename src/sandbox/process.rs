@@ -277,6 +277,11 @@ pub fn abandon_runs() {
     ABANDON.store(true, Ordering::SeqCst);
 }
 
+/// Whether [`abandon_runs`] was called: nothing new (a submission, a container) may start.
+pub fn runs_abandoned() -> bool {
+    ABANDON.load(Ordering::SeqCst)
+}
+
 fn abandoned() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::Interrupted, "the run was interrupted")
 }

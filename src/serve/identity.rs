@@ -12,22 +12,44 @@ use crate::cache::HashMemo;
 use crate::spec::{Engine, Pipeline, ServeConfig, ServedIdentity, Weights};
 
 /// Fills in the identity of every served model of `pipeline`, so its keys can be computed;
-/// returns the engines found (for starting them later).
+/// returns the engines found (for starting them later) and a note per engine whose version
+/// was read from the cache instead of probed.
+///
+/// With `probe` (a run that may start a server, `check`), each engine is probed here and
+/// its version recorded in the cache ([`HashMemo::record_engine_version`]). Without (commands
+/// that only read results), the version recorded by the last probe is used, so results can
+/// be read on a machine where the engine is not installed; an engine never probed on this
+/// cache is probed.
 ///
 /// # Errors
-/// An engine that is not installed, weights or an argument's file that cannot be read, or
-/// weights whose hash is not the pinned `serve.blake3`.
-pub fn identify(pipeline: &mut Pipeline, memo: &HashMemo) -> Result<BTreeMap<Engine, Found>, ServeError> {
+/// An engine that is not installed (and, without `probe`, never recorded), weights or an
+/// argument's file that cannot be read, or weights whose hash is not the pinned `serve.blake3`.
+pub fn identify(pipeline: &mut Pipeline, memo: &HashMemo, probe: bool) -> Result<(BTreeMap<Engine, Found>, Vec<String>), ServeError> {
     let mut engines: BTreeMap<Engine, Found> = BTreeMap::new();
+    let mut recorded: BTreeMap<Engine, String> = BTreeMap::new();
+    let mut notes = Vec::new();
     for model in &mut pipeline.models {
         let Some(serve) = &mut model.serve else { continue };
-        let found = match engines.get(&serve.engine) {
-            Some(found) => found.clone(),
-            None => {
-                let found = engine::find(serve.engine).map_err(|tried| ServeError::EngineMissing { model: model.id.clone(), engine: serve.engine, tried })?;
-                engines.insert(serve.engine, found.clone());
-                found
-            }
+        let version = match (engines.get(&serve.engine), recorded.get(&serve.engine)) {
+            (Some(found), _) => found.version.clone(),
+            (None, Some(version)) => version.clone(),
+            (None, None) => match memo.engine_version(serve.engine.as_str()).filter(|_| !probe) {
+                Some(version) => {
+                    notes.push(format!(
+                        "served models of engine {} are keyed with its version recorded in the cache ({version}), not probed: this command only reads results",
+                        serve.engine
+                    ));
+                    recorded.insert(serve.engine, version.clone());
+                    version
+                }
+                None => {
+                    let found =
+                        engine::find(serve.engine).map_err(|tried| ServeError::EngineMissing { model: model.id.clone(), engine: serve.engine, tried })?;
+                    memo.record_engine_version(serve.engine.as_str(), &found.version);
+                    engines.insert(serve.engine, found.clone());
+                    found.version
+                }
+            },
         };
         let weights = weights_hash(serve, memo).map_err(|(path, source)| ServeError::Unreadable { model: model.id.clone(), path, source })?;
         if let (Some(pin), Some(found)) = (&serve.pinned, &weights)
@@ -42,9 +64,9 @@ pub fn identify(pipeline: &mut Pipeline, memo: &HashMemo) -> Result<BTreeMap<Eng
                 None => None,
             });
         }
-        serve.identity = Some(ServedIdentity { engine_version: found.version.clone(), weights: weights.or_else(|| serve.pinned.clone()), arg_files });
+        serve.identity = Some(ServedIdentity { engine_version: version, weights: weights.or_else(|| serve.pinned.clone()), arg_files });
     }
-    Ok(engines)
+    Ok((engines, notes))
 }
 
 /// The weights' blake3: a file's own; a folder's over its files' relative paths and hashes

@@ -39,7 +39,8 @@ pub struct Start<'a> {
     pub engine: String,
     /// Builds the command line for a port.
     pub command: &'a dyn Fn(u16) -> Vec<String>,
-    /// Its log file (truncated).
+    /// Its log file: appended to, each start under a banner line, so the requests an earlier
+    /// run served stay readable after a later start.
     pub log: PathBuf,
     /// Variables removed from the server's environment (the pipeline's API keys).
     pub env_remove: Vec<String>,
@@ -72,7 +73,13 @@ impl Server {
         if let Some(dir) = start.log.parent() {
             std::fs::create_dir_all(dir).map_err(|source| ServeError::Spawn { model: start.model.to_owned(), source })?;
         }
-        let log = std::fs::File::create(&start.log).map_err(|source| ServeError::Spawn { model: start.model.to_owned(), source })?;
+        let spawn = |source| ServeError::Spawn { model: start.model.to_owned(), source };
+        let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&start.log).map_err(spawn)?;
+        let when = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now()).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        writeln!(log, "\n===== evalgrid {}: {when} starting {} for model {} on 127.0.0.1:{port} =====", env!("CARGO_PKG_VERSION"), start.engine, start.model)
+            .map_err(spawn)?;
+        // What this start wrote begins here: its error shows these lines, not an earlier start's.
+        let from = log.metadata().map_err(spawn)?.len();
         let err_log = log.try_clone().map_err(|source| ServeError::Spawn { model: start.model.to_owned(), source })?;
         let exe = std::env::current_exe().map_err(|source| ServeError::Spawn { model: start.model.to_owned(), source })?;
         let mut cmd = Command::new(exe);
@@ -95,7 +102,7 @@ impl Server {
         loop {
             if let Ok(Some(status)) = server.guard.try_wait() {
                 server.stop();
-                let tail = tail(&start.log);
+                let tail = tail_from(&start.log, from);
                 let code = status.code().unwrap_or(0);
                 return Err(if status.signal().is_some() || code > 128 {
                     ServeError::Killed { model: start.model.to_owned(), engine: start.engine.clone(), status: describe(status), log: start.log.clone(), tail }
@@ -113,7 +120,7 @@ impl Server {
                     engine: start.engine.clone(),
                     seconds: start.timeout.as_secs(),
                     log: start.log.clone(),
-                    tail: tail(&start.log),
+                    tail: tail_from(&start.log, from),
                 });
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -200,8 +207,15 @@ fn healthy(port: u16) -> bool {
 /// The last lines of a log file, escaped for the terminal.
 #[must_use]
 pub fn tail(path: &Path) -> Vec<String> {
+    tail_from(path, 0)
+}
+
+/// [`tail`] of what was written from byte `from` on (one start's part of an appended log).
+#[must_use]
+pub fn tail_from(path: &Path, from: u64) -> Vec<String> {
     let Ok(bytes) = std::fs::read(path) else { return Vec::new() };
-    let start = bytes.len().saturating_sub(64 * 1024);
+    let from = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+    let start = bytes.len().saturating_sub(64 * 1024).max(from);
     let text = String::from_utf8_lossy(&bytes[start..]);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].iter().map(|l| crate::text::one_line(l).chars().take(400).collect()).collect()

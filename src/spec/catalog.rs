@@ -4,7 +4,23 @@
 //! instead the caller passes a [`Catalog`] (implemented by `envs`) that
 //! resolves task selections and built-in agents.
 
-use super::pipeline::{Params, TaskInstance};
+use super::pipeline::{ModelConfig, Params, TaskInstance};
+
+/// A model a task calls besides the contestant (a `qa` judge, the Eleusis rule compiler):
+/// it is paid like one, so a budget, the estimate and the cost table must count it.
+#[derive(Clone, Debug)]
+pub struct Helper {
+    /// Its entry as a model (`id`: the id its calls are counted under; `price`: as written).
+    pub model: ModelConfig,
+    /// The task parameter it is written in, for a located error.
+    pub param: &'static str,
+    /// Whether a cell of a built-in agent calls it too (a judge grades every answer; the
+    /// rule compiler only compiles an API player's guesses).
+    pub for_builtin: bool,
+    /// How its calls' positions begin (a call site's `position`): its cached calls are
+    /// told from the contestant's by it, to price them at its own price.
+    pub site: &'static str,
+}
 
 /// Which tasks of a benchmark a `tasks:` entry selects.
 #[derive(Clone, Debug)]
@@ -24,6 +40,8 @@ pub enum IssueSite {
     Selected(usize),
     /// A parameter, by name.
     Param(String),
+    /// The n-th element of a list parameter (one scorer of `scorers`).
+    ParamItem(String, usize),
 }
 
 /// A problem found by the catalog, located relative to its entry.
@@ -63,6 +81,20 @@ pub trait Catalog {
     ) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
         let _ = base_dir;
         self.resolve_tasks(benchmark, select, params)
+    }
+
+    /// The helper models the tasks of one entry call, read from its `params` (as written, or
+    /// as resolved into a task's params); none by default.
+    fn helpers(&self, benchmark: &str, params: &Params) -> Vec<Helper> {
+        let _ = (benchmark, params);
+        Vec::new()
+    }
+
+    /// Why `model` cannot play `task` (its endpoint lacks what the task's scorers need);
+    /// `None` by default.
+    fn cannot_serve(&self, task: &super::TaskInstance, model: &super::ModelConfig) -> Option<String> {
+        let _ = (task, model);
+        None
     }
 
     /// Validates a built-in agent for the given benchmarks and returns its

@@ -4,6 +4,7 @@
 //! knows the YAML crate), and resolves it against a [`Catalog`] of benchmarks,
 //! reporting every problem as `file:line:col: message` with a hint.
 
+pub mod agent;
 pub mod batch;
 pub mod catalog;
 pub mod diagnostic;
@@ -17,7 +18,7 @@ pub mod yaml;
 use std::path::{Path, PathBuf};
 
 pub use batch::BatchMode;
-pub use catalog::{Catalog, CatalogIssue, IssueSite, Selection};
+pub use catalog::{Catalog, CatalogIssue, Helper, IssueSite, Selection};
 pub use diagnostic::{Diagnostic, Position, Report};
 pub use pipeline::{
     CREDENTIAL_HEADERS, CellFilter, HeaderSource, MetricsConfig, ModelConfig, Params, Pipeline, Price, ReportConfig, ReportFile, SandboxMode, TaskInstance,

@@ -170,16 +170,96 @@ mod price_tests {
         let third = Price { batch_factor: Some(0.3), ..p };
         assert!((third.batched().cost(1_000_000, 0, 0) - 0.6).abs() < 1e-12);
     }
+
+    #[test]
+    fn prices_that_would_switch_a_budget_off_are_refused_and_costs_never_wrap() {
+        let p = Price { input_per_mtok: 2.0, output_per_mtok: 8.0, cached_input_per_mtok: None, batch_factor: None };
+        assert!(p.problem().is_none());
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            assert!(Price { output_per_mtok: bad, ..p }.problem().is_some(), "{bad}");
+            assert!(Price { cached_input_per_mtok: Some(bad), ..p }.problem().is_some(), "{bad}");
+        }
+        for bad in [0.0, 1.5, -0.5, f64::NAN] {
+            assert!(Price { batch_factor: Some(bad), ..p }.problem().is_some(), "{bad}");
+        }
+        assert!(Price { batch_factor: Some(1.0), ..p }.problem().is_none());
+        // Written in a task parameter: the same checks, and YAML's `.nan` arrives as null.
+        let param = |v: serde_json::Value| Price::from_param(&v);
+        assert_eq!(param(serde_json::json!({"input_per_mtok": 2.0, "output_per_mtok": 8.0})), Ok(p));
+        assert!(param(serde_json::json!({"input_per_mtok": null, "output_per_mtok": 8.0})).is_err());
+        assert!(param(serde_json::json!({"input_per_mtok": 2.0, "output_per_mtok": -8.0})).is_err());
+        assert!(param(serde_json::json!({"input_per_mtok": 2.0, "output_per_mtok": 8.0, "batch_factor": null})).is_err());
+        assert!(param(serde_json::json!({"input_per_mtok": 2.0, "output_per_mtok": 8.0, "typo": 1})).is_err());
+        // 2^63 tokens: a finite, non-negative cost.
+        let cost = p.cost(u64::MAX, 0, u64::MAX);
+        assert!(cost.is_finite() && cost > 0.0);
+    }
 }
 
 impl Price {
     /// US dollars for `input` prompt tokens of which `cached` were cache hits, and `output`.
+    /// Finite and non-negative for a checked price ([`Self::problem`]) whatever usage a
+    /// provider reports: an absurd count clamps at `f64::MAX`, never wraps or turns NaN.
     #[must_use]
-    #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    #[expect(clippy::cast_precision_loss, reason = "token counts: a huge one only loses digits")]
     pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
         let cached = cached.min(input);
         let cached_rate = self.cached_input_per_mtok.unwrap_or(self.input_per_mtok);
-        ((input - cached) as f64 * self.input_per_mtok + cached as f64 * cached_rate + output as f64 * self.output_per_mtok) / 1e6
+        let usd = ((input - cached) as f64 * self.input_per_mtok + cached as f64 * cached_rate + output as f64 * self.output_per_mtok) / 1e6;
+        if usd.is_nan() { 0.0 } else { usd.clamp(0.0, f64::MAX) }
+    }
+
+    /// What is wrong with this price, if anything: a rate that is negative, NaN or infinite
+    /// (which would switch a budget off silently), or a `batch_factor` outside (0, 1].
+    #[must_use]
+    pub fn problem(&self) -> Option<String> {
+        let rates = [
+            ("input_per_mtok", Some(self.input_per_mtok)),
+            ("output_per_mtok", Some(self.output_per_mtok)),
+            ("cached_input_per_mtok", self.cached_input_per_mtok),
+        ];
+        for (name, rate) in rates {
+            if let Some(rate) = rate.filter(|r| !rate_ok(*r)) {
+                return Some(format!("`price.{name}` must be a finite, non-negative number of US dollars per million tokens, not {rate}"));
+            }
+        }
+        self.batch_factor.filter(|f| !factor_ok(*f)).map(|f| format!("`price.batch_factor` must be more than 0 and at most 1, not {f}"))
+    }
+
+    /// A price written inside a task parameter (a `qa` judge's or the Eleusis rule
+    /// compiler's entry): the fields of a model's `price:`, checked as [`Self::problem`].
+    ///
+    /// # Errors
+    /// An unknown or missing field, a value that is not a number, or a [`Self::problem`].
+    pub fn from_param(value: &serde_json::Value) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Written {
+            input_per_mtok: Option<f64>,
+            output_per_mtok: Option<f64>,
+            #[serde(default)]
+            cached_input_per_mtok: Option<f64>,
+            #[serde(default)]
+            batch_factor: Option<f64>,
+        }
+        let written: Written = serde_json::from_value(value.clone())
+            .map_err(|e| format!("`price` must be `{{input_per_mtok: …, output_per_mtok: …}}` (optional cached_input_per_mtok, batch_factor): {e}"))?;
+        // YAML's `.nan` and `.inf` have no JSON number, so they arrive here as null.
+        let rate =
+            |name: &str, v: Option<f64>| v.ok_or_else(|| format!("`price.{name}` must be a finite, non-negative number of US dollars per million tokens"));
+        let price = Self {
+            input_per_mtok: rate("input_per_mtok", written.input_per_mtok)?,
+            output_per_mtok: rate("output_per_mtok", written.output_per_mtok)?,
+            cached_input_per_mtok: written.cached_input_per_mtok,
+            batch_factor: written.batch_factor,
+        };
+        let object = value.as_object();
+        for name in ["cached_input_per_mtok", "batch_factor"] {
+            if object.and_then(|o| o.get(name)).is_some_and(serde_json::Value::is_null) {
+                return Err(format!("`price.{name}` must be a finite number"));
+            }
+        }
+        price.problem().map_or(Ok(price), Err)
     }
 
     /// The price of a call answered through a batch API: every rate times `batch_factor`
@@ -194,6 +274,18 @@ impl Price {
             batch_factor: self.batch_factor,
         }
     }
+}
+
+/// A per-million-token rate a budget can hold: finite and not negative.
+#[must_use]
+pub fn rate_ok(rate: f64) -> bool {
+    rate.is_finite() && rate >= 0.0
+}
+
+/// A batch factor that is a discount: in (0, 1].
+#[must_use]
+pub fn factor_ok(factor: f64) -> bool {
+    factor > 0.0 && factor <= 1.0
 }
 
 /// One model entry: who answers, and with which settings.
@@ -242,6 +334,10 @@ pub struct ModelConfig {
     /// behind an endpoint someone else runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serve: Option<super::serve::ServeConfig>,
+    /// Agent settings (`agent:`) over a harbor task entry's, so one model with two agent
+    /// settings is two contestants; keyed only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<serde_json::Map<String, Value>>,
 }
 
 /// Where an extra header's value comes from.
@@ -298,6 +394,9 @@ impl ModelConfig {
         if let Some(serve) = &self.serve {
             value["base_url"] = Value::Null;
             value["serve"] = serve.key_value();
+        }
+        if let Some(agent) = &self.agent {
+            value["agent"] = Value::Object(agent.clone());
         }
         value
     }

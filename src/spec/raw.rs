@@ -85,12 +85,12 @@ pub struct RawTransport {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrice {
-    pub input_per_mtok: f64,
-    pub output_per_mtok: f64,
+    pub input_per_mtok: Spanned<f64>,
+    pub output_per_mtok: Spanned<f64>,
     #[serde(default)]
-    pub cached_input_per_mtok: Option<f64>,
+    pub cached_input_per_mtok: Option<Spanned<f64>>,
     #[serde(default)]
-    pub batch_factor: Option<f64>,
+    pub batch_factor: Option<Spanned<f64>>,
 }
 
 /// One entry of `models:`.
@@ -119,7 +119,7 @@ pub struct RawModel {
     /// Responses API background mode: `auto`, `true` or `false` (`provider: openai` only).
     #[serde(default)]
     pub background: Option<Spanned<serde_json::Value>>,
-    /// Batch API: `true`, `false` or `{max_requests, poll_ms, window_ms}` (OpenAI, Anthropic, Gemini).
+    /// Batch API: `true`, `false` or `{max_requests, poll_ms, window_ms, lookup_ms}` (OpenAI, Anthropic, Gemini).
     #[serde(default)]
     pub batch: Option<Spanned<serde_json::Value>>,
     /// Streaming: `auto`, `true` or `false` (models called over HTTP only).
@@ -128,6 +128,9 @@ pub struct RawModel {
     /// An inference server evalgrid starts for this entry (llama.cpp or vLLM).
     #[serde(default)]
     pub serve: Option<Spanned<RawServe>>,
+    /// Agent settings this contestant plays harbor tasks with, over the task entry's.
+    #[serde(default)]
+    pub agent: Option<Spanned<serde_json::Value>>,
 }
 
 /// `serve:` of a model entry: the engine, the weights and how to run them.
@@ -158,7 +161,72 @@ pub struct RawTask {
     #[serde(default)]
     pub select: Option<Spanned<RawSelect>>,
     #[serde(default)]
-    pub params: BTreeMap<String, Spanned<serde_json::Value>>,
+    pub params: BTreeMap<String, Spanned<RawParam>>,
+    /// The agent API models play (`harbor`); the same as `params.agent`.
+    #[serde(default)]
+    pub agent: Option<Spanned<RawParam>>,
+}
+
+/// A task parameter's value, and where each element of a list value starts, so an error in
+/// one entry of a list (a scorer) points at that entry, not at the list's first.
+#[derive(Debug)]
+pub struct RawParam {
+    pub value: serde_json::Value,
+    pub items: Vec<super::diagnostic::Position>,
+}
+
+impl<'de> Deserialize<'de> for RawParam {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawParam;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a parameter value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawParam, A::Error> {
+                let (mut values, mut items) = (Vec::new(), Vec::new());
+                while let Some(element) = seq.next_element::<Spanned<serde_json::Value>>()? {
+                    items.push(super::yaml::position_of(&element));
+                    values.push(element.value);
+                }
+                Ok(RawParam { value: serde_json::Value::Array(values), items })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawParam, A::Error> {
+                plain(serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?)
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawParam, E> {
+                plain(v.into())
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawParam, E> {
+                plain(v.into())
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawParam, E> {
+                plain(v.into())
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawParam, E> {
+                plain(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawParam, E> {
+                plain(v.into())
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<RawParam, E> {
+                plain(v.into())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<RawParam, E> {
+                plain(serde_json::Value::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<RawParam, E> {
+                plain(serde_json::Value::Null)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<RawParam, D2::Error> {
+                RawParam::deserialize(d)
+            }
+        }
+        fn plain<E>(value: serde_json::Value) -> Result<RawParam, E> {
+            Ok(RawParam { value, items: Vec::new() })
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 /// `select: all` or a list of task names.

@@ -11,7 +11,7 @@ use super::pipeline::{
     WeirdMlReport,
 };
 use super::provider::Provider;
-use super::raw::{RawFilter, RawModel, RawPipeline, RawSeeds, RawSelect, RawTask, RawWeirdMlReport};
+use super::raw::{RawFilter, RawModel, RawPipeline, RawPrice, RawSeeds, RawSelect, RawTask, RawWeirdMlReport};
 use super::yaml::position_of;
 use crate::providers::{Background, OpenAiApi, StreamMode};
 
@@ -27,9 +27,19 @@ struct Resolver<'c> {
 }
 
 /// Validates `raw` against `catalog`; on failure returns every diagnostic.
-pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::PathBuf, source_hash: String) -> Result<Pipeline, Vec<Diagnostic>> {
+pub fn resolve(mut raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::PathBuf, source_hash: String) -> Result<Pipeline, Vec<Diagnostic>> {
     let base_dir = source_path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let mut r = Resolver { catalog, diagnostics: Vec::new(), base_dir };
+    // A task entry's `agent:` is its `params.agent`, said once.
+    for entry in &mut raw.tasks.value {
+        if let Some(agent) = entry.agent.take() {
+            if entry.params.contains_key("agent") {
+                r.push(position_of(&agent), "`agent:` is given twice: on the entry and in `params`", None);
+            } else {
+                entry.params.insert("agent".into(), agent);
+            }
+        }
+    }
     let name = r.name(&raw.name);
     let tasks = r.tasks(&raw.tasks);
     let benchmarks: Vec<String> = tasks.iter().map(|t| t.benchmark.clone()).collect::<BTreeSet<_>>().into_iter().collect();
@@ -47,21 +57,7 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
                 }
                 r.weirdml_report(w, &models)
             }),
-            prices: rep
-                .prices
-                .iter()
-                .map(|(id, p)| {
-                    (
-                        id.clone(),
-                        Price {
-                            input_per_mtok: p.input_per_mtok,
-                            output_per_mtok: p.output_per_mtok,
-                            cached_input_per_mtok: p.cached_input_per_mtok,
-                            batch_factor: p.batch_factor,
-                        },
-                    )
-                })
-                .collect(),
+            prices: rep.prices.iter().filter_map(|(id, p)| Some((id.clone(), r.price(p)?))).collect(),
             title: rep.title.unwrap_or_else(|| name.clone()),
             decimals: rep.decimals.map_or(3, |d| {
                 if d.value > 12 {
@@ -78,6 +74,12 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
         }
         b.usd.value
     });
+    let mut report = report;
+    r.helpers(&raw.tasks, &models, &mut report.prices, budget_usd.is_some());
+    r.servable(&raw.models, &models, (&tasks, &seeds, &include, &exclude));
+    if budget_usd.is_some() {
+        r.unpriced(&raw.models, &models, (&tasks, &seeds, &include, &exclude));
+    }
     if r.diagnostics.is_empty() {
         let cells = count_cells(&models, &tasks, &seeds, &include, &exclude);
         if cells == 0 {
@@ -107,6 +109,34 @@ pub fn resolve(raw: RawPipeline, catalog: &dyn Catalog, source_path: std::path::
     } else {
         r.diagnostics.sort_by_key(|d| d.position);
         Err(r.diagnostics)
+    }
+}
+
+impl Resolver<'_> {
+    /// Each model of a kept cell that cannot play its task (a log-probability scorer on an
+    /// endpoint without them) is an error at the model's `provider`, before any call.
+    fn servable(
+        &mut self,
+        raw: &Spanned<Vec<RawModel>>,
+        models: &[ModelConfig],
+        (tasks, seeds, include, exclude): (&[TaskInstance], &[u64], &[CellFilter], &[CellFilter]),
+    ) {
+        for m in models {
+            let Some(site) = raw.value.iter().find(|r| r.id.value == m.id).map(|r| position_of(&r.provider)) else { continue };
+            for t in tasks {
+                let q = t.qualified();
+                let kept = seeds
+                    .iter()
+                    .any(|&s| (include.is_empty() || include.iter().any(|f| f.matches(&m.id, &q, s))) && !exclude.iter().any(|f| f.matches(&m.id, &q, s)));
+                if kept && let Some(why) = self.catalog.cannot_serve(t, m) {
+                    self.push(
+                        site,
+                        format!("model `{}` cannot play task `{q}`: {why}", m.id),
+                        Some("`exclude:` this model × task pair, or use a server that gives them (see docs/tasks.md, \"Log-probabilities\")".into()),
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -149,13 +179,115 @@ fn is_identifier(s: &str) -> bool {
 }
 
 impl Resolver<'_> {
+    /// A `price:` entry, each rate finite and not negative and `batch_factor` in (0, 1],
+    /// else reported at the value (a NaN, infinite or negative rate would switch a budget
+    /// off silently); `None` when any is wrong.
+    fn price(&mut self, raw: &RawPrice) -> Option<Price> {
+        let before = self.diagnostics.len();
+        let rates = [
+            ("input_per_mtok", Some(&raw.input_per_mtok)),
+            ("output_per_mtok", Some(&raw.output_per_mtok)),
+            ("cached_input_per_mtok", raw.cached_input_per_mtok.as_ref()),
+        ];
+        for (name, rate) in rates {
+            if let Some(rate) = rate.filter(|r| !super::pipeline::rate_ok(r.value)) {
+                self.push(
+                    position_of(rate),
+                    format!("`price.{name}` must be a finite, non-negative number of US dollars per million tokens, not {}", rate.value),
+                    None,
+                );
+            }
+        }
+        if let Some(factor) = raw.batch_factor.as_ref().filter(|f| !super::pipeline::factor_ok(f.value)) {
+            self.push(
+                position_of(factor),
+                format!("`price.batch_factor` must be more than 0 and at most 1, not {}", factor.value),
+                Some("it is the share of the price a batch API call costs, e.g. 0.5".into()),
+            );
+        }
+        (self.diagnostics.len() == before).then(|| Price {
+            input_per_mtok: raw.input_per_mtok.value,
+            output_per_mtok: raw.output_per_mtok.value,
+            cached_input_per_mtok: raw.cached_input_per_mtok.as_ref().map(|p| p.value),
+            batch_factor: raw.batch_factor.as_ref().map(|p| p.value),
+        })
+    }
+
+    /// The helper models the tasks call (a `qa` judge, the Eleusis rule compiler): a `price:`
+    /// written on one joins `prices` under the id its calls are counted under (the cost
+    /// table, the estimate and the budget read it there); under a budget, a paid helper
+    /// without one is refused at its entry, as a contestant is.
+    fn helpers(&mut self, tasks: &Spanned<Vec<RawTask>>, models: &[ModelConfig], prices: &mut BTreeMap<String, Price>, budget: bool) {
+        let written = prices.clone();
+        let mut lifted: BTreeMap<String, Price> = BTreeMap::new();
+        for entry in &tasks.value {
+            for helper in self.catalog.helpers(&entry.benchmark.value, &entry.params.iter().map(|(k, v)| (k.clone(), v.value.value.clone())).collect()) {
+                let at = entry.params.get(helper.param).map_or(position_of(&entry.benchmark), position_of);
+                let id = helper.model.id.clone();
+                match helper.model.price {
+                    Some(price) if price.problem().is_some() => {}
+                    Some(price) => {
+                        let other = lifted.get(&id).or_else(|| written.get(&id)).copied();
+                        if other.is_some_and(|other| other != price) {
+                            self.push(
+                                at,
+                                format!("`{id}` has two different prices here and elsewhere: its calls are counted under the one id `{id}`, so every `{id}` needs the same price"),
+                                None,
+                            );
+                        }
+                        lifted.insert(id.clone(), price);
+                        prices.insert(id, price);
+                    }
+                    None => {
+                        let paid = !helper.model.provider.is_builtin() && !helper.model.provider.is_scripted();
+                        let called = models.iter().any(|m| helper.for_builtin || !m.provider.is_builtin());
+                        if budget && paid && called && !written.contains_key(&id) {
+                            self.push(
+                                at,
+                                format!("the `{id}` model `{}` has no price, so a budget cannot hold its calls", helper.model.model),
+                                Some(format!(
+                                    "set `price: {{input_per_mtok: …, output_per_mtok: …}}` in its entry (`params.{}`), or run without `budget.usd`",
+                                    helper.param
+                                )),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under a budget, every model with cells that calls a paid API needs a `price:`.
+    fn unpriced(&mut self, raw: &Spanned<Vec<RawModel>>, models: &[ModelConfig], grid: (&[TaskInstance], &[u64], &[CellFilter], &[CellFilter])) {
+        let (tasks, seeds, include, exclude) = grid;
+        for m in models.iter().filter(|m| m.price.is_none() && !m.provider.is_builtin() && !m.provider.is_scripted()) {
+            if count_cells(std::slice::from_ref(m), tasks, seeds, include, exclude) == 0 {
+                continue;
+            }
+            let at = raw.value.iter().find(|r| r.id.value == m.id).map_or(position_of(raw), |r| position_of(&r.id));
+            self.push(
+                at,
+                format!("model `{}` has no price, so a budget cannot hold its calls", m.id),
+                Some("set `price: {input_per_mtok: …, output_per_mtok: …}` on the model, or run without `budget.usd`".into()),
+            );
+        }
+    }
+
     fn push(&mut self, position: Position, message: impl Into<String>, hint: Option<String>) {
         self.diagnostics.push(Diagnostic::new(position, message).with_hint(hint));
     }
 
+    /// The pipeline's name is its reports folder's name, so it must be one path segment:
+    /// `..` would write the report into the project root, `.` into `reports/` itself.
     fn name(&mut self, name: &Spanned<String>) -> String {
         if !is_identifier(&name.value) {
             self.push(position_of(name), format!("pipeline name `{}` must be non-empty and use only letters, digits, `-`, `_`, `.`", name.value), None);
+        } else if name.value.bytes().all(|b| b == b'.') {
+            self.push(
+                position_of(name),
+                format!("pipeline name `{}` is not a folder name: the report goes to `reports/<name>/`", name.value),
+                Some("use a name with a letter or digit, e.g. `my-eval`".into()),
+            );
         }
         name.value.clone()
     }
@@ -350,7 +482,7 @@ impl Resolver<'_> {
                 None | Some(RawSelect::All) => Selection::All,
                 Some(RawSelect::Names(names)) => Selection::Names(names.iter().map(|n| n.value.clone()).collect()),
             };
-            let params = unspan(&entry.params);
+            let params = entry.params.iter().map(|(k, v)| (k.clone(), v.value.value.clone())).collect();
             match self.catalog.resolve_tasks_in(&self.base_dir, bench, &selection, &params) {
                 Ok(instances) => {
                     for t in instances {
@@ -425,6 +557,7 @@ impl Resolver<'_> {
             let stream = self.stream(m, provider);
             let batch = self.batch(m, provider);
             let serve = self.serve(m, provider);
+            let agent = self.agent(m, provider);
             out.push(ModelConfig {
                 id: id.clone(),
                 provider,
@@ -432,12 +565,7 @@ impl Resolver<'_> {
                 base_url: m.base_url.as_ref().map(|b| b.value.trim_end_matches('/').to_owned()),
                 api_key_env: m.api_key_env.as_ref().map(|k| k.value.clone()),
                 params,
-                price: m.price.as_ref().map(|p| Price {
-                    input_per_mtok: p.input_per_mtok,
-                    output_per_mtok: p.output_per_mtok,
-                    cached_input_per_mtok: p.cached_input_per_mtok,
-                    batch_factor: p.batch_factor,
-                }),
+                price: m.price.as_ref().and_then(|p| self.price(p)),
                 accept_other_model: m.accept_other_model.as_ref().is_some_and(|a| a.value),
                 headers,
                 api,
@@ -445,9 +573,26 @@ impl Resolver<'_> {
                 stream,
                 batch,
                 serve,
+                agent,
             });
         }
         out
+    }
+
+    /// `agent:` of a model entry: settings over the harbor entries' agent (checked here).
+    fn agent(&mut self, m: &RawModel, provider: Provider) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let raw = m.agent.as_ref()?;
+        if provider.is_builtin() {
+            self.push(position_of(raw), "a built-in agent takes no `agent:` settings", Some("`agent:` sets the terminal agent that API models play".into()));
+            return None;
+        }
+        match super::agent::check_overrides(&raw.value) {
+            Ok(map) => Some(map),
+            Err(message) => {
+                self.push(position_of(raw), message, None);
+                None
+            }
+        }
     }
 
     /// `serve:` of a model entry: an OpenAI- or Anthropic-protocol model whose server
@@ -541,7 +686,7 @@ impl Resolver<'_> {
         background
     }
 
-    /// `batch:` of a model entry: a switch or `{max_requests, poll_ms, window_ms}`, for the
+    /// `batch:` of a model entry: a switch or `{max_requests, poll_ms, window_ms, lookup_ms}`, for the
     /// providers whose batch API evalgrid speaks (OpenAI Chat Completions and Responses,
     /// Anthropic Message Batches, Gemini batch mode).
     fn batch(&mut self, m: &RawModel, provider: Provider) -> Option<crate::spec::BatchMode> {
@@ -610,6 +755,9 @@ fn task_site(entry: &RawTask, issue: &CatalogIssue) -> Position {
             RawSelect::All => position_of(sel),
         },
         (IssueSite::Param(name), _) => entry.params.get(name).map_or(position_of(&entry.benchmark), position_of),
+        (IssueSite::ParamItem(name, i), _) => {
+            entry.params.get(name).map_or(position_of(&entry.benchmark), |p| p.value.items.get(*i).copied().unwrap_or_else(|| position_of(p)))
+        }
         _ => position_of(&entry.benchmark),
     }
 }

@@ -278,7 +278,7 @@ pub fn resolve(raw: &Spanned<RawServe>, base_dir: &Path) -> Result<ServeConfig, 
         }
         g.value
     });
-    let args = r.args.iter().map(|a| arg(a, base_dir, &mut problems)).collect();
+    let args = r.args.iter().flat_map(|a| arg(a, base_dir, &mut problems)).collect();
     let start_timeout_s = r.start_timeout_s.as_ref().map_or(if engine == Engine::Vllm { 1200 } else { 300 }, |t| t.value.max(1));
     if problems.is_empty() {
         Ok(ServeConfig {
@@ -326,16 +326,30 @@ fn weights(engine: Engine, raw: &Spanned<String>, base_dir: &Path, pinned: bool,
     Weights::Local(absolute)
 }
 
-fn arg(raw: &Spanned<String>, base_dir: &Path, problems: &mut Vec<Problem>) -> ServeArg {
+/// One word of `serve.args` as the words it stands for: `--flag=FILE`, where FILE names a file
+/// next to the pipeline, is `--flag FILE`, so the file is keyed by its content whichever
+/// spelling the pipeline uses.
+fn arg(raw: &Spanned<String>, base_dir: &Path, problems: &mut Vec<Problem>) -> Vec<ServeArg> {
     let text = raw.value.clone();
     let flag = text.split('=').next().unwrap_or_default();
     if let Some((name, by)) = RESERVED_ARGS.iter().find(|(name, _)| *name == flag) {
         problems.push((position_of(raw), format!("`serve.args`: `{name}` is set by {by}"), None));
     }
+    if text.starts_with('-')
+        && let Some((flag, value)) = text.split_once('=')
+        && let Some(file) = named_file(value, base_dir)
+    {
+        return vec![ServeArg { text: flag.to_owned(), file: None }, ServeArg { text: value.to_owned(), file: Some(file) }];
+    }
     // A word naming a file next to the pipeline (a chat template, a LoRA adapter) is keyed by
     // its content. Flags and plain values are not looked up.
-    let file = (!text.starts_with('-') && !text.is_empty()).then(|| base_dir.join(&text)).filter(|p| p.is_file()).map(|p| std::path::absolute(&p).unwrap_or(p));
-    ServeArg { text, file }
+    let file = if text.starts_with('-') { None } else { named_file(&text, base_dir) };
+    vec![ServeArg { text, file }]
+}
+
+/// The file `word` names next to the pipeline, absolute, if it is one.
+fn named_file(word: &str, base_dir: &Path) -> Option<PathBuf> {
+    (!word.is_empty()).then(|| base_dir.join(word)).filter(|p| p.is_file()).map(|p| std::path::absolute(&p).unwrap_or(p))
 }
 
 #[cfg(test)]

@@ -10,10 +10,14 @@ answer live or in a batch (a pure function of its body), so a batched run and a 
 one grid must give the same report.
 
 It counts every request inside each created batch (the requests a provider bills for) by
-body and by `custom_id`, and every live request by body. Control (JSON): `GET /_control/stats`, `POST /_control/config`
+body and by `custom_id` (`billed`: their total), and every live request by body. Control (JSON): `GET /_control/stats`, `POST /_control/config`
 with any of `hold` (batches stay in_progress), `expire_next` (the next N batches created
 expire without answering), `create_delay_s` (the create answer is delayed after the batch
-exists), `complete_after_polls`.
+exists: a slow create, so a kill lands while it is in flight), `list_delay_s` (a new batch
+shows in the list endpoints only this long after it was created, as a provider's list is
+eventually consistent; `GET` by id sees it at once), `duplicate_lines` (each answer of a
+completed batch is followed by a second line for the same `custom_id` with another answer),
+`complete_after_polls`. `lists` counts the list requests.
 
 Anthropic (from docs.anthropic.com's Message Batches reference): `POST /v1/messages/batches`
 (`requests: [{custom_id, params}]`), `GET /v1/messages/batches/{id}` (`processing_status`,
@@ -42,9 +46,23 @@ ORDER = []  # batch ids, oldest first
 BODIES = {}  # batch id -> list of (custom_id, url, body)
 POLLS = {}  # batch id -> polls seen
 EXPIRING = set()
-CONFIG = {"hold": False, "expire_next": 0, "create_delay_s": 0.0, "complete_after_polls": 2}
-STATS = {"batched": {}, "batched_ids": {}, "live": {}, "creates": 0, "uploads": 0, "cancels": 0, "expired": {}}
+CONFIG = {"hold": False, "expire_next": 0, "create_delay_s": 0.0, "list_delay_s": 0.0, "duplicate_lines": False, "complete_after_polls": 2}
+STATS = {"batched": {}, "batched_ids": {}, "live": {}, "creates": 0, "uploads": 0, "cancels": 0, "expired": {}, "billed": 0, "lists": 0}
+CREATED = {}  # batch id -> when it was created (time.time())
 COUNTER = [0]
+
+
+def listed(order):
+    """The batch ids a list shows now, newest first: those created at least `list_delay_s` ago."""
+    STATS["lists"] += 1
+    now = time.time()
+    return [b for b in reversed(order) if now - CREATED.get(b, 0) >= CONFIG["list_delay_s"]]
+
+
+def repeated(answer, body):
+    """A second, different answer for a duplicate output line."""
+    text, _ = reply_text(body)
+    return json.loads(json.dumps(answer).replace(text, "A repeated line. The answer is: (Z)"))
 
 
 def next_id(prefix):
@@ -180,7 +198,9 @@ def count_created(bid, pairs):
         counts[digest(body)] = counts.get(digest(body), 0) + 1
         if not expiring:
             STATS["batched_ids"][custom_id] = STATS["batched_ids"].get(custom_id, 0) + 1
+            STATS["billed"] += 1
     STATS["creates"] += 1
+    CREATED[bid] = time.time()
     return expiring
 
 
@@ -221,6 +241,8 @@ def ant_advance(batch, port):
         if kind == "succeeded":
             result["message"] = anthropic_answer(body)
         lines.append({"custom_id": custom_id, "result": result})
+        if kind == "succeeded" and CONFIG["duplicate_lines"]:
+            lines.append({"custom_id": custom_id, "result": {"type": kind, "message": repeated(result["message"], body)}})
     ANT_RESULTS[bid] = "".join(json.dumps(line) + "\n" for line in lines).encode()
     counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
     counts[kind] = len(lines)
@@ -272,7 +294,11 @@ def gem_advance(op):
         return
     meta["state"] = "BATCH_STATE_SUCCEEDED"
     meta["batchStats"] = {"requestCount": str(n), "successfulRequestCount": str(n)}
-    responses = [{"response": gemini_answer(body, model), "metadata": {"key": key}} for key, model, body in BODIES[bid]]
+    responses = []
+    for key, model, body in BODIES[bid]:
+        responses.append({"response": gemini_answer(body, model), "metadata": {"key": key}})
+        if CONFIG["duplicate_lines"]:
+            responses.append({"response": repeated(gemini_answer(body, model), body), "metadata": {"key": key}})
     op["response"] = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatchOutput",
                       "inlinedResponses": {"inlinedResponses": responses}}
 
@@ -314,12 +340,15 @@ def finish(batch, status):
         if status == "completed":
             resp = {"status_code": 200, "request_id": "req_" + digest(body)[:12], "body": ANSWER[url](body)}
             out_lines.append({"id": "batch_req_" + digest([bid, custom_id])[:16], "custom_id": custom_id, "response": resp, "error": None})
+            if CONFIG["duplicate_lines"]:
+                again = dict(resp, body=repeated(resp["body"], body))
+                out_lines.append({"id": "batch_req_" + digest([bid, custom_id, 2])[:16], "custom_id": custom_id, "response": again, "error": None})
         else:
             code = "batch_expired" if status == "expired" else "batch_cancelled"
             err_lines.append({"id": "batch_req_" + digest([bid, custom_id])[:16], "custom_id": custom_id, "response": None, "error": {"code": code, "message": "This request could not be executed before the batch ended."}})
     batch["status"] = status
     batch[f"{status}_at"] = int(time.time())
-    done = len(out_lines)
+    done = len(BODIES[bid]) - len(err_lines)
     batch["request_counts"] = {"total": len(BODIES[bid]), "completed": done, "failed": len(err_lines)}
     if out_lines:
         fid = next_id("file-out")
@@ -387,7 +416,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, batch)
             if path == "/v1/messages/batches":
                 limit = int(args.get("limit", "20"))
-                newest = list(reversed(ANT_ORDER))
+                newest = listed(ANT_ORDER)
                 if "after_id" in args and args["after_id"] in newest:
                     newest = newest[newest.index(args["after_id"]) + 1:]
                 page = newest[:limit]
@@ -402,13 +431,13 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/v1beta/batches":
                 size = int(args.get("pageSize", "20"))
                 start = int(args.get("pageToken", "0") or "0")
-                newest = list(reversed(GEM_ORDER))
+                newest = listed(GEM_ORDER)
                 page = newest[start:start + size]
                 more = start + size < len(newest)
                 return self.send(200, dict({"operations": [GEM[b] for b in page]}, **({"nextPageToken": str(start + size)} if more else {})))
             if path == "/v1/batches":
                 limit = int(args.get("limit", "20"))
-                newest = list(reversed(ORDER))
+                newest = listed(ORDER)
                 if "after" in args and args["after"] in newest:
                     newest = newest[newest.index(args["after"]) + 1:]
                 page = newest[:limit]
@@ -509,7 +538,9 @@ class Handler(BaseHTTPRequestHandler):
                     counts[digest(body)] = counts.get(digest(body), 0) + 1
                     if not expiring:
                         STATS["batched_ids"][custom_id] = STATS["batched_ids"].get(custom_id, 0) + 1
+                        STATS["billed"] += 1
                 STATS["creates"] += 1
+                CREATED[bid] = time.time()
                 batch = {"id": bid, "object": "batch", "endpoint": req["endpoint"], "errors": None, "input_file_id": req["input_file_id"], "completion_window": "24h", "status": "validating", "output_file_id": None, "error_file_id": None, "created_at": int(time.time()), "metadata": req.get("metadata"), "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
                 BATCHES[bid] = batch
                 ORDER.append(bid)

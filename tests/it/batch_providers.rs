@@ -16,14 +16,14 @@ use crate::batch::{
 };
 use crate::support::Workspace;
 
-fn anthropic(mock: &PyMock, batch: &str) -> String {
+pub(super) fn anthropic(mock: &PyMock, batch: &str) -> String {
     format!(
         "{{id: m, provider: anthropic, model: claude-3-5-haiku-20241022, {batch} base_url: \"{}\", price: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}}}",
         mock.origin()
     )
 }
 
-fn gemini(mock: &PyMock, batch: &str) -> String {
+pub(super) fn gemini(mock: &PyMock, batch: &str) -> String {
     format!(
         "{{id: m, provider: gemini, model: gemini-2.0-flash-001, {batch} base_url: \"{}\", price: {{input_per_mtok: 1.0, output_per_mtok: 4.0}}}}",
         mock.origin()

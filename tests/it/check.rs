@@ -44,3 +44,29 @@ fn check_tries_each_endpoint_once_and_says_what_works() {
     assert!(text.contains("problem: model `dead`") && text.contains("problem: model `wrong`") && text.contains("4096 tokens"), "{text}");
     assert!(!text.contains("sk-right") && !text.contains("sk-wrong"), "no key printed: {text}");
 }
+
+/// Issue 48 item 3: a `qa` judge is an endpoint the run calls, so `check` probes it too; on a
+/// closed port it is a problem (exit 1), never "all usable".
+#[test]
+fn check_probes_the_judge_of_a_qa_task() {
+    let mock = Mock::start(MockConfig::default());
+    let ws = Workspace::new();
+    ws.write("d.jsonl", "{\"input\": \"Capital of France?\", \"target\": \"Paris\"}\n");
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: c\nmodels:\n  - {{id: a, provider: openai, model: m, base_url: \"{}\"}}\ntasks:\n  - benchmark: qa\n    params:\n      dataset: d.jsonl\n      scorers: [match, {{judge: {{model: {{provider: openai, model: grader, base_url: \"http://127.0.0.1:9/v1\"}}}}}}]\nseeds: [0]\n",
+            mock.url()
+        ),
+    );
+    let out = ws.run(&["check", "p.yaml", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let endpoints = v["endpoints"].as_array().unwrap();
+    assert_eq!(endpoints.len(), 2, "{v}");
+    let judge = endpoints.iter().find(|e| e["model"] == "judge").unwrap_or_else(|| panic!("{v}"));
+    assert_eq!((judge["reachable"].as_bool(), judge["url"].as_str()), (Some(false), Some("http://127.0.0.1:9/v1/chat/completions")), "{judge}");
+    assert_eq!(v["ok"], false);
+    let text = String::from_utf8_lossy(&ws.run(&["check", "p.yaml"]).stdout).into_owned();
+    assert!(text.contains("problem: model `judge`") && text.contains("1 with a problem"), "{text}");
+}

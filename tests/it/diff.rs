@@ -106,3 +106,55 @@ fn diff_names_the_edited_cells_their_reason_and_recomputable_flips_and_test() {
     assert_eq!(code, 0, "{other}");
     assert_eq!((&other["cells_changed"], &other["models"]), (&d["cells_changed"], &d["models"]));
 }
+
+/// Issue 45 items 6 and 9: `items.csv` ids with a line break, a comma, a quote or a leading
+/// `=`, `+`, `-` or `@` are written quoted (the formula-like ones with a `'` in front, so a
+/// spreadsheet shows them as text) and read back by `diff` as they were: every unit is
+/// compared, and `diff.html` is written.
+#[test]
+fn diff_reads_back_ids_with_line_breaks_and_formula_guards() {
+    const IDS: &[&str] = &["a\nb", "c,d", "say \"hi\"", "=1+1", "-5", "@SUM(A1)", "+x", "'-q"];
+    let ws = Workspace::new();
+    let rows: String = IDS
+        .iter()
+        .enumerate()
+        .map(|(i, id)| format!("{}\n", serde_json::json!({"id": id, "input": format!("q{i}"), "target": format!("t{}", i % 3)})))
+        .collect();
+    ws.write("d.jsonl", &rows);
+    let grid = "name: ids\nmodels:\n  - {id: r, provider: builtin, model: random, params: {salt: 1}}\ntasks:\n  - benchmark: qa\n    params: {dataset: d.jsonl, scorers: [match]}\nseeds: [0]\n";
+    ws.write("p.yaml", grid);
+    assert_eq!(ws.run_json(&["run", "p.yaml", "--json"]).0, 0);
+    let items = std::fs::read_to_string(ws.path("reports/ids/items.csv")).unwrap();
+    for written in ["\"a\nb\"", "\"c,d\"", "\"say \"\"hi\"\"\"", "\"'=1+1\"", "\"'-5\"", "\"'@SUM(A1)\"", "\"'+x\"", "\"''-q\""] {
+        assert!(items.contains(&format!(",{written},")), "{written} in {items}");
+    }
+    assert!(items.lines().skip(1).all(|l| !l.ends_with(',') && !l.ends_with('\'')), "the score stays a number: {items}");
+    ws.write("p.yaml", &grid.replace("salt: 1", "salt: 2"));
+    assert_eq!(ws.run_json(&["run", "p.yaml", "--json"]).0, 0);
+    assert!(ws.path("reports/ids/diff.html").is_file(), "the report's diff page is written");
+    let (code, d) = ws.run_json(&["diff", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["models"][0]["n_pairs"], IDS.len(), "every id matched across the two runs: {d}");
+    for flip in d["models"][0]["flips"].as_array().unwrap() {
+        assert!(IDS.contains(&flip["item"].as_str().unwrap()), "{flip}");
+    }
+}
+
+/// Issue 45 item 6: a row whose id is another, id-less row's index would share its name in
+/// `items.csv`; `validate` refuses it, naming both places.
+#[test]
+fn an_id_equal_to_an_unnamed_rows_index_is_refused() {
+    let ws = Workspace::new();
+    ws.write(
+        "d.jsonl",
+        "{\"input\": \"q0\", \"target\": \"a\"}\n{\"input\": \"q1\", \"target\": \"b\"}\n{\"id\": \"1\", \"input\": \"q2\", \"target\": \"c\"}\n",
+    );
+    ws.write("p.yaml", "name: ids\nmodels:\n  - {id: r, provider: builtin, model: random}\ntasks:\n  - benchmark: qa\n    params: {dataset: d.jsonl, scorers: [match]}\nseeds: [0]\n");
+    let out = ws.run(&["validate", "p.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("d.jsonl:3") && stderr.contains("id `1` is also the name of the row without an id at line 2"), "{stderr}");
+    // An id that names no id-less row's index is fine.
+    ws.write("d.jsonl", "{\"input\": \"q0\", \"target\": \"a\"}\n{\"id\": \"0x\", \"input\": \"q1\", \"target\": \"b\"}\n");
+    assert!(ws.run(&["validate", "p.yaml"]).status.success());
+}

@@ -161,18 +161,24 @@ fn qa_example_exports_read_back_by_inspect_and_eee_with_items_csv_scores() {
       "role_usage": {},
       "scores": {
         "exact": {
+          "answer": "Paris",
           "history": [],
           "value": 1.0
         },
         "f1": {
+          "answer": "Paris",
           "history": [],
           "value": 1.0
         },
         "includes": {
+          "answer": "Paris",
+          "explanation": "Paris",
           "history": [],
           "value": 1.0
         },
         "match": {
+          "answer": "Paris",
+          "explanation": "Paris",
           "history": [],
           "value": 1.0
         }
@@ -271,4 +277,57 @@ fn export_without_results_says_to_run_first() {
     let out = ws.run(&["export", "quickstart.yaml", "--format", "inspect", "--out", "x"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("run `evalgrid run` first"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 48 item 2: a two-model `qa` grid exported for Inspect. `inspect view`'s own
+/// listing code (run by the peer) lists both logs (they used to share a `task_id`, so one
+/// passed for a retry of the other); a judge reply without a grade is in the sample,
+/// unscored, with Inspect's explanation; and scores carry the extracted answer and why.
+#[test]
+fn two_models_logs_are_all_listed_by_inspect_view_and_ungraded_judge_scores_are_kept() {
+    let ws = Workspace::new();
+    ws.write(
+        "d.jsonl",
+        "{\"id\": \"fr\", \"input\": \"Capital of France?\", \"target\": \"Paris\"}\n{\"id\": \"sum\", \"input\": \"What is 2+2?\", \"target\": \"4\"}\n",
+    );
+    ws.write("m1.json", r#"{"default": "Paris"}"#);
+    ws.write("m2.json", r#"{"replies": [{"contains": "2+2", "reply": "4"}], "default": "Lyon"}"#);
+    ws.write("judge.json", r#"{"replies": [{"contains": "[Submission]: Paris", "reply": "Right. GRADE: C"}], "default": "I cannot tell."}"#);
+    ws.write(
+        "g.yaml",
+        "name: g\nmodels:\n  - {id: m1, provider: scripted, model: a, params: {file: m1.json}}\n  - {id: m2, provider: scripted, model: b, params: {file: m2.json}}\ntasks:\n  - benchmark: qa\n    params:\n      dataset: d.jsonl\n      scorers: [match, {judge: {model: {provider: scripted, model: j, params: {file: judge.json}}}}]\nseeds: [0]\n",
+    );
+    let out = ws.cmd().args(["run", "g.yaml"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = ws.path("inspect-g");
+    let out = ws.cmd().args(["export", "g.yaml", "--format", "inspect", "--out"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // An unscored value is Inspect's JSON constant `NaN`, which serde_json does not read.
+    let logs: Vec<Value> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap().replace("\"value\":NaN", "\"value\":\"NaN\"")).unwrap())
+        .collect();
+    let text = std::fs::read_to_string(std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path()).unwrap();
+    assert!(text.rfind("\"version\":2").unwrap() < text.find("\"samples\":[").unwrap(), "Inspect's header read stops at `samples`");
+    assert_eq!(logs.len(), 2);
+    assert_ne!(logs[0]["eval"]["task_id"], logs[1]["eval"]["task_id"], "one task_id per task × model");
+    // Exporting again gives the same ids.
+    let again = ws.path("inspect-g2");
+    assert!(ws.cmd().args(["export", "g.yaml", "--format", "inspect", "--out"]).arg(&again).output().unwrap().status.success());
+    let ids = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&dir), ids(&again));
+    let Some(read) = peer(&[Path::new("inspect"), &dir]) else { return };
+    assert_eq!((read["files"].as_u64(), read["listed"].as_u64()), (Some(2), Some(2)), "{read}");
+    // m2 answered `Lyon` to fr: the judge gave no grade; it is there, unscored, with the reply.
+    let unscored = read["unscored"].as_array().unwrap();
+    assert!(unscored.iter().any(|u| u[0] == "m2" && u[3] == "fr" && u[4] == "judge" && u[5] == "Grade not found in model output: I cannot tell."), "{read}");
+    assert_eq!(unscored.len(), 2, "m2's two answers got no grade: {read}");
+    let details = read["details"].as_array().unwrap();
+    assert!(details.iter().any(|d| d[0] == "m1" && d[1] == "fr" && d[3] == "judge" && d[4] == "Paris" && d[5] == "Right. GRADE: C"), "{read}");
+    assert!(details.iter().any(|d| d[0] == "m2" && d[1] == "sum" && d[3] == "match" && d[4] == "4" && d[5] == "4"), "{read}");
+    assert_eq!(peer_scores(&read), items_csv(&ws.path("reports/g/items.csv")), "scores equal items.csv");
 }

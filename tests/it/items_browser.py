@@ -8,6 +8,8 @@ library) and prints what a reader sees, as JSON on stdout:
    "labels": {"all": "all (12)", ...},                     # the filter buttons' texts
    "search": {"query": q, "rows": [keys]},                 # after typing q into the search box
    "sorted": [keys],                                       # after clicking the first model's column
+   "metrics": {"<metric>": {"filters": {...}, "labels": {...}, "cells": {key: [texts]}}},
+                                                           # after choosing each metric
    "console": [messages]}                                  # console/CSP/exception messages
 
 A key is `task|seed|item`. Every click is a real mouse event at the element's centre.
@@ -134,6 +136,20 @@ def main():
             b.eval("(function(){var q=document.getElementById('q');q.value='';q.dispatchEvent(new Event('input'));})()")
         b.click("#items thead th:nth-child(4)")
         out["sorted"] = b.rows()
+        out["metrics"] = {}
+        names = b.eval("Array.prototype.map.call(document.querySelectorAll('#metric option'),function(o){return o.textContent;})")
+        for i, name in enumerate(names):
+            b.choose("#metric", str(i))
+            seen = {"filters": {}}
+            for f in ("failed", "errored", "none", "different", "all"):
+                b.click(f"#controls button[data-filter={f}]")
+                seen["filters"][f] = b.rows()
+            seen["labels"] = b.eval("(function(){var o={};document.querySelectorAll('#controls button[data-filter]').forEach(function(x){o[x.dataset.filter]=x.textContent;});return o;})()")
+            seen["shown"] = b.eval("document.getElementById('shown').textContent")
+            seen["cells"] = b.eval("(function(){var o={};document.querySelectorAll('#items tbody tr').forEach(function(r){o[r.dataset.key]="
+                                   "Array.prototype.filter.call(r.children,function(c,i){return i>=3&&(i-3)%2===0;}).map(function(c){return c.firstChild?c.firstChild.textContent:'';});});return o;})()")
+            out["metrics"][name] = seen
+        b.choose("#metric", "0")
         out["injected"] = b.eval("document.querySelectorAll('#items img, #items script, #items [onerror], #items [onmouseover]').length")
         out["console"] = [json.dumps(e.get("params", {}))[:500] for e in b.events
                           if e.get("method") in ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Log.entryAdded")]

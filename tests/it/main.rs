@@ -12,6 +12,8 @@ mod crash;
 mod spec_errors;
 // Cache maintenance commands.
 mod cache_cmd;
+// Containers (podman/docker) through the binary: images cache gc drops (skipped without podman).
+mod containers;
 // Model providers against the mock server: faults, kills, keys.
 mod providers;
 // BBEH: dataset pins, random baseline, rescoring.
@@ -38,6 +40,8 @@ mod outcomes;
 mod interrupt;
 // Batch mode against a Python mock of the OpenAI Batch API: paid once, kills, expiry (issue 33).
 mod batch;
+// The batch ledger under kill -9 during create, damaged records, 404s, duplicate lines (issue 45).
+mod batch_ledger;
 mod batch_providers;
 // Ctrl-C during background-mode calls; the rerun polls the responses instead of POSTing again.
 mod background_resume;
@@ -45,11 +49,25 @@ mod background_resume;
 mod rate_limits;
 // The toy benchmark (docs/adding-a-benchmark.md) end to end.
 mod guess;
+// Harbor task folders in real containers, oracle and nop (skipped without podman).
+mod harbor;
 // Tasks declared in files (`qa`): example pipeline, item-precise reruns, located bad input.
 mod datasets_fetch;
+// Bounds on what a pipeline author writes: fuel, regular files, Parquet binary, names, BOM, umask.
+mod bounds;
+mod evalyaml;
 mod qa;
+// An answer that forges the judge prompt's structure is not graded correct (issue 45 item 4).
+mod judge_injection;
 // The `qa` scorers against Inspect AI's own, item by item (skipped without inspect_ai).
+mod qa_images;
 mod qa_inspect;
+// `choice: {method: logprobs}`, `acc`, `acc_norm` against recorded logprobs shapes; refusals.
+mod qa_logprobs;
+// lm-eval task files as qa tasks, against lm-eval's own ConfigurableTask (skipped without it).
+mod qa_lm_eval;
+// Issue 48's smaller `qa` surprises: diff rows, show as sent, empty filters, every bad row.
+mod qa_surprises;
 // Shards and resource classes: disjoint parts, one report from the shared cache.
 mod shards;
 // Slurm job arrays and Kubernetes Indexed Jobs per resource class.
@@ -89,8 +107,11 @@ mod fail_fast;
 mod check;
 // A real inference server (llama.cpp + SmolLM2, LiteLLM for Gemini): every benchmark, four protocols (issue 23).
 mod real_server;
+mod real_server_agent;
 // `serve:` model entries: llama.cpp started, keyed by its weights, stopped (skipped without xllamacpp).
 mod serve;
+// Stale weights or templates never answer: a fake llama-server, replaced bytes, `cache verify --weights` (issue 45 item 5).
+mod stale_weights;
 // Progress without a terminal: plain lines at each 10 % of cells and on a timer (issue 34).
 mod early_pages;
 mod progress_log;
@@ -107,4 +128,5 @@ mod estimate;
 // A server's slots (`/props`) cap its lane; a stream's first byte is not a stall (issue 35).
 mod slots;
 // The slot cap against the real llama.cpp server (ignored: minutes; run with --ignored).
+mod harbor_agent;
 mod real_server_slots;

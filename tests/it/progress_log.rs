@@ -70,3 +70,34 @@ fn a_run_with_stderr_in_a_file_prints_plain_progress_lines() {
     std::fs::remove_dir_all(ws.path("cache")).unwrap();
     assert!(run_logged(&ws, &["--progress", "plain"], true).len() >= 10);
 }
+
+/// Issue 48 item 6: the ETA comes from calls made over the calls expected (the count `run
+/// --dry-run` gives), shown with its total on every line; it reads `–` until enough calls
+/// have answered, and never `0s` before the last call.
+#[test]
+fn the_eta_is_measured_on_calls_against_the_dry_run_count() {
+    let mock = Mock::start(MockConfig { latency: Duration::from_millis(30), ..MockConfig::default() });
+    let ws = Workspace::new();
+    ws.write("p.yaml", &pipeline(&mock.url()));
+    let (code, dry) = ws.run_json(&["--data-dir", data_dir().to_str().unwrap(), "run", "p.yaml", "--dry-run", "--json"]);
+    assert_eq!(code, 0, "{dry}");
+    let expected = dry["model_calls_to_make"].as_u64().unwrap();
+    assert!(expected >= 10, "{dry}");
+    let lines = run_logged(&ws, &["--progress", "plain"], false);
+    assert!(!lines.is_empty());
+    let floor = (expected / 20).max(5);
+    for line in &lines {
+        let at = line.find(" · calls ").unwrap_or_else(|| panic!("no call count: {line}")) + " · calls ".len();
+        let (made, rest) = line[at..].split_once('/').unwrap_or_else(|| panic!("no call total: {line}"));
+        let made: u64 = made.parse().unwrap();
+        assert!(rest.starts_with(&format!("{expected} · ETA ")), "the total is the dry run's {expected}: {line}");
+        let eta = rest.split(" · ETA ").nth(1).unwrap().split(' ').next().unwrap();
+        if made < floor {
+            assert_eq!(eta, "\u{2013}", "no ETA before {floor} calls: {line}");
+        } else if made < expected {
+            assert!(eta != "0s" && eta != "\u{2013}", "an ETA once measured, not 0s: {line}");
+        }
+    }
+    let last = lines.last().unwrap();
+    assert!(last.contains(&format!("calls {expected}/{expected} · ETA 0s")), "{last}");
+}

@@ -185,3 +185,103 @@ fn csv_with_renamed_fields_and_a_sample() {
     assert_eq!(items.lines().count(), 11, "{items}");
     assert!(items.lines().skip(1).all(|l| l.ends_with(",1.0")), "{items}");
 }
+
+/// Issue 48 item 4: a judge that gives no grade is counted, per judge and model, in the
+/// outcomes table (`no grade`) and in the summary's notes (summary.md and index.html).
+#[test]
+fn judge_replies_without_a_grade_are_counted_per_judge_and_model() {
+    let ws = Workspace::new();
+    ws.write(
+        "d.jsonl",
+        "{\"id\": \"fr\", \"input\": \"Capital of France?\", \"target\": \"Paris\"}\n{\"id\": \"sum\", \"input\": \"What is 2+2?\", \"target\": \"4\"}\n",
+    );
+    ws.write("m1.json", r#"{"default": "Paris"}"#);
+    ws.write("m2.json", r#"{"default": "Lyon"}"#);
+    // `strict` grades only `Paris`; `mute` never writes a grade.
+    ws.write("strict.json", r#"{"replies": [{"contains": "[Submission]: Paris", "reply": "GRADE: C"}], "default": "Hmm."}"#);
+    ws.write("mute.json", r#"{"default": "The answer looks plausible."}"#);
+    ws.write(
+        "g.yaml",
+        "name: g\nmodels:\n  - {id: m1, provider: scripted, model: a, params: {file: m1.json}}\n  - {id: m2, provider: scripted, model: b, params: {file: m2.json}}\ntasks:\n  - benchmark: qa\n    params:\n      dataset: d.jsonl\n      scorers: [match, {judge: {model: {provider: scripted, model: s, params: {file: strict.json}}}, name: strict}, {judge: {model: {provider: scripted, model: u, params: {file: mute.json}}}, name: mute}]\nseeds: [0]\n",
+    );
+    let (code, v) = ws.run_json(&["run", "g.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let md = std::fs::read_to_string(ws.path("reports/g/summary.md")).unwrap();
+    // strict: m1's two `Paris` graded, m2's two `Lyon` not; mute: none of the four.
+    assert!(md.contains("judge `strict` gave no grade in 2 of 4 replies (m1 0 of 2, m2 2 of 2)"), "{md}");
+    assert!(md.contains("judge `mute` gave no grade in 4 of 4 replies (m1 2 of 2, m2 2 of 2)"), "{md}");
+    let outcomes = md.lines().skip_while(|l| !l.starts_with("## model outcomes")).take(8).collect::<Vec<_>>().join("\n");
+    let header: Vec<&str> = outcomes.lines().find(|l| l.starts_with("| |")).unwrap().split('|').map(str::trim).collect();
+    let col = header.iter().position(|h| *h == "no grade").unwrap_or_else(|| panic!("no `no grade` column: {outcomes}"));
+    let cell = |model: &str| -> String {
+        let row = outcomes.lines().find(|l| l.starts_with(&format!("| {model} |"))).unwrap_or_else(|| panic!("no row {model}: {outcomes}"));
+        row.split('|').map(str::trim).nth(col).unwrap().to_owned()
+    };
+    assert_eq!((cell("m1").as_str(), cell("m2").as_str(), cell("judge").as_str()), ("2", "4", "6"), "{outcomes}");
+    let html = std::fs::read_to_string(ws.path("reports/g/index.html")).unwrap();
+    assert!(html.contains("judge `mute` gave no grade in 4 of 4 replies"), "the page says it too");
+}
+
+const MIXED: &str = concat!(
+    "{\"id\": \"a1\", \"type\": \"num\", \"input\": \"What is 2+2?\", \"target\": \"4\"}\n",
+    "{\"id\": \"c1\", \"type\": \"choice\", \"input\": \"Water is?\", \"choices\": [\"H2O\", \"CO2\"], \"target\": \"A\"}\n",
+    "{\"id\": \"f1\", \"type\": \"fact\", \"input\": \"Capital of France?\", \"target\": \"Paris\"}\n",
+    "{\"id\": \"c2\", \"type\": \"mc\", \"input\": \"The sun is a?\", \"choices\": [\"planet\", \"star\"], \"target\": \"B\"}\n",
+);
+
+fn mixed_pipeline(ws: &Workspace, url: &str, arith_where: &str, sci_where: &str) {
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: w\nmodels:\n  - {{id: s, provider: openai, model: player, base_url: \"{url}\"}}\ntasks:\n  - benchmark: qa\n    params:\n      dataset: mixed.jsonl\n      name: arith\n      where: {arith_where}\n      scorers: [{{match: {{numeric: true}}}}]\n  - benchmark: qa\n    params:\n      dataset: mixed.jsonl\n      name: sci\n      where: {sci_where}\n      scorers: [choice]\nseeds: [0]\n"
+        ),
+    );
+}
+
+/// Issue 48 item 7: `where:` lets one file feed several tasks (a value, or a list); rows a
+/// task leaves out are not in its hash, so editing them asks nothing again; an unknown
+/// column or a filter that keeps nothing is a located error.
+#[test]
+fn where_feeds_several_tasks_from_one_file_and_rows_left_out_are_not_in_the_hash() {
+    let mock = Mock::start(MockConfig { script: Script::function(mock_reply), ..MockConfig::default() });
+    let calls = || mock.server().calls();
+    let ws = Workspace::new();
+    ws.write("mixed.jsonl", MIXED);
+    mixed_pipeline(&ws, &mock.url(), "{type: num}", "{type: [choice, mc]}");
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(calls(), 3, "a1 for arith, c1 and c2 for sci: {v}");
+    let items = std::fs::read_to_string(ws.path("reports/w/items.csv")).unwrap();
+    let rows: Vec<(String, String)> = items
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[2].to_owned(), f[4].to_owned())
+        })
+        .collect();
+    assert_eq!(rows, [("arith", "a1"), ("sci", "c1"), ("sci", "c2")].map(|(t, i)| (t.to_owned(), i.to_owned())), "{items}");
+
+    // Editing a row neither task keeps: nothing is run again.
+    ws.write("mixed.jsonl", &MIXED.replace("Capital of France?", "Capital of Spain?"));
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!((code, v["cells_cached"].as_u64(), calls()), (0, Some(2), 3), "{v}");
+    // Editing a sci row: arith stays cached; sci asks that row only.
+    ws.write("mixed.jsonl", &MIXED.replace("The sun is a?", "Our sun is a?"));
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!((code, v["cells_cached"].as_u64(), calls()), (0, Some(1), 4), "{v}");
+
+    // Located errors: a column no row has, a filter that keeps nothing, a value that is not one.
+    let located = |arith: &str, sci: &str, want: &[&str]| {
+        mixed_pipeline(&ws, &mock.url(), arith, sci);
+        let out = ws.run(&["validate", "p.yaml"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        for w in want {
+            assert!(err.contains(w), "`{w}` not in:\n{err}");
+        }
+    };
+    located("{type: num}", "{typ: choice}", &["p.yaml:15:", "`where` names column `typ`, which no row of", "did you mean `type`?"]);
+    located("{type: nothing}", "{type: choice}", &["p.yaml:9:", "no row of", "matches `where`"]);
+    located("{type: {a: 1}}", "{type: choice}", &["p.yaml:9:", "`where.type` must be a value or a non-empty list"]);
+}

@@ -32,10 +32,10 @@ use crate::support::{Workspace, repo};
 const CTX_PER_SLOT: u32 = 1536;
 
 /// The rig of `real_server.py`: killed when dropped, also when the test panics.
-struct Rig {
+pub(crate) struct Rig {
     child: Child,
-    llama: u16,
-    litellm: u16,
+    pub(crate) llama: u16,
+    pub(crate) litellm: u16,
     log: PathBuf,
     version: String,
     /// The SmolLM2 GGUF the rig serves (the served lane gets a copy).
@@ -43,23 +43,28 @@ struct Rig {
 }
 
 /// What the rig's start said: its ports, or why it cannot run here.
-enum Started {
+pub(crate) enum Started {
     Up(Rig),
     Skip(String),
 }
 
 impl Rig {
     fn start(dir: &Path) -> Started {
+        Self::start_with(dir, CTX_PER_SLOT, true)
+    }
+
+    /// The rig with `ctx_per_slot` tokens per slot (2 slots), with LiteLLM's proxy in front or not.
+    pub(crate) fn start_with(dir: &Path, ctx_per_slot: u32, litellm: bool) -> Started {
         let log = dir.join("rig.log");
         let stderr = std::fs::File::create(&log).expect("rig log");
         let script = repo().join("tests/it/real_server.py");
-        let spawned = Command::new("python3")
-            .arg(&script)
-            .args(["--litellm", "--slots", "2", "--threads", "1", "--ctx-per-slot", &CTX_PER_SLOT.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn();
+        let mut args = vec!["--slots", "2", "--threads", "1", "--ctx-per-slot"];
+        let ctx = ctx_per_slot.to_string();
+        args.push(&ctx);
+        if litellm {
+            args.push("--litellm");
+        }
+        let spawned = Command::new("python3").arg(&script).args(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).spawn();
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => return Started::Skip(format!("python3 cannot be started: {e}")),
@@ -76,7 +81,8 @@ impl Rig {
             panic!("the real-server rig did not start ({status}):\n{tail}");
         }
         let ready: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("rig's ready line {line:?}: {e}"));
-        let port = |name: &str| u16::try_from(ready[name].as_u64().unwrap_or_else(|| panic!("{name} port in {ready}"))).unwrap();
+        let port =
+            |name: &str| u16::try_from(ready[name].as_u64().unwrap_or(if litellm { u64::MAX } else { 0 })).unwrap_or_else(|_| panic!("{name} port in {ready}"));
         let model = PathBuf::from(ready["model_path"].as_str().unwrap_or_default());
         Started::Up(Rig { llama: port("llama"), litellm: port("litellm"), log, version: ready["xllamacpp"].as_str().unwrap_or("?").to_owned(), child, model })
     }
@@ -89,6 +95,18 @@ impl Rig {
         let mut text = String::new();
         stream.read_to_string(&mut text).expect("response");
         text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    }
+
+    /// `POST path` with a JSON body on the llama.cpp server, the JSON answer.
+    fn post(&self, path: &str, body: &Value) -> Value {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.llama)).expect("llama.cpp answers");
+        stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        let body = body.to_string();
+        write!(stream, "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response");
+        let answer = text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("POST {path}: {e}: {text}"))
     }
 
     /// llama.cpp's Prometheus counters (`llamacpp:…`), by name.
@@ -105,7 +123,7 @@ impl Rig {
     /// each, refused ones included) and prompts it refused as longer than a slot's context.
     /// Read after a `/metrics` round trip and until two reads agree, so that the log thread
     /// has written what happened before.
-    fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let read = || {
             let text = std::fs::read_to_string(&self.log).unwrap_or_default();
             (text.matches("launch_slot_").count(), text.matches("exceeds the available context size").count())
@@ -194,7 +212,7 @@ const QA_ROWS: &str = concat!(
     "{\"id\": \"essay\", \"input\": \"Describe the history of Rome in detail.\", \"target\": \"Rome\"}\n",
 );
 
-fn python_has(module: &str) -> bool {
+pub(crate) fn python_has(module: &str) -> bool {
     Command::new("python3").args(["-c", &format!("import {module}")]).status().is_ok_and(|s| s.success())
 }
 
@@ -324,7 +342,7 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
         // a user would first serve the model with a larger context).
         let (code, v, stderr) = run(&["--retry-outcome", "context_exceeded"]);
         let (after, refused_after) = rig.counts();
-        // The served lane's server starts again for its refused calls, with a fresh log.
+        // The served lane's server starts again for its refused calls, under a new banner in its log.
         let (served_after, served_refused_after) = served_counts(&ws);
         let (again, refused_again) = (after - counts.0 + served_after, refused_after - counts.1 + served_refused_after);
         let all_refused = refused + served_refused;
@@ -361,11 +379,107 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     assert!(failed.is_empty(), "{} check(s) failed against the real server:\n- {}", failed.len(), failed.join("\n- "));
 }
 
-/// What the server evalgrid started for the `chat` lane counted in its log (written anew each
-/// time it starts): requests taken and prompts refused as too long.
+/// Multiple-choice questions for SmolLM2, scored from the next token's log-probabilities.
+const MC_ROWS: &str = concat!(
+    "{\"id\": \"fr\", \"input\": \"What is the capital of France? The answer is B.\", \"choices\": [\"Berlin\", \"Paris\", \"Rome\", \"Madrid\"], \"target\": \"B\"}\n",
+    "{\"id\": \"sky\", \"input\": \"What color is the sky on a clear day?\", \"choices\": [\"Blue\", \"Green\", \"Red\"], \"target\": \"A\"}\n",
+    "{\"id\": \"legs\", \"input\": \"How many legs does a spider have? The answer is D.\", \"choices\": [\"Six\", \"Four\", \"Ten\", \"Eight\"], \"target\": \"D\"}\n",
+    "{\"id\": \"ice\", \"input\": \"Water freezes at what temperature in Celsius? Reply with the letter C.\", \"choices\": [\"100\", \"50\", \"0\"], \"target\": \"C\"}\n",
+    "{\"id\": \"sun\", \"input\": \"Which one is a star? Say C.\", \"choices\": [\"The Moon\", \"Mars\", \"The Sun\"], \"target\": \"C\"}\n",
+    "{\"id\": \"cat\", \"input\": \"Which animal says meow? It is B.\", \"choices\": [\"Dog\", \"Cat\"], \"target\": \"B\"}\n",
+);
+
+/// Issue 49 item 3: `choice: {method: logprobs}` on llama.cpp. Every item gets a letter, and
+/// the letters are the ones llama.cpp's own `/completion` with `n_probs` ranks first for the
+/// same prompts (the chat template applied by the server's `/apply-template`).
+#[test]
+fn logprob_choice_on_llama_cpp_picks_the_letters_its_own_n_probs_ranks_first() {
+    let ws = Workspace::new();
+    let rig = match Rig::start_with(ws.dir.path(), CTX_PER_SLOT, false) {
+        Started::Up(rig) => rig,
+        Started::Skip(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    ws.write("mc.jsonl", MC_ROWS);
+    ws.write(
+        "p.yaml",
+        &format!(
+            "name: lp\nmodels:\n  - {{id: base, provider: openai, model: smollm2, base_url: \"http://127.0.0.1:{}/v1\"}}\ntasks:\n  - benchmark: qa\n    params: {{dataset: mc.jsonl, scorers: [{{choice: {{method: logprobs}}}}]}}\nseeds: [0]\ntransport: {{max_concurrency: 1}}\n",
+            rig.llama
+        ),
+    );
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let (_, shown) = ws.run_json(&["show", "p.yaml", "base/qa/mc/0", "--json"]);
+    let picks: Vec<Option<String>> = shown["score"]["items"].as_array().expect("scored items").iter().map(|i| i["pick"].as_str().map(str::to_owned)).collect();
+    assert_eq!(picks.len(), 6, "{shown}");
+    assert!(picks.iter().all(Option::is_some), "every item gets a letter: {picks:?}");
+
+    // llama.cpp's own view: the same prompt through its template, one token, its top 20.
+    let mut theirs = Vec::new();
+    let mut their_lps = Vec::new();
+    for line in MC_ROWS.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let choices: Vec<&str> = row["choices"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        let letters: Vec<String> = (0..choices.len()).map(|i| char::from(b'A' + u8::try_from(i).unwrap()).to_string()).collect();
+        let lettered: Vec<String> = letters.iter().zip(&choices).map(|(l, c)| format!("{l}) {c}")).collect();
+        let user = format!("{}\n\n{}\nAnswer:", row["input"].as_str().unwrap(), lettered.join("\n"));
+        let templated = rig.post("/apply-template", &serde_json::json!({"messages": [{"role": "user", "content": user}]}));
+        let prompt = templated["prompt"].as_str().expect("a templated prompt");
+        let done = rig.post("/completion", &serde_json::json!({"prompt": prompt, "n_predict": 1, "n_probs": 20, "temperature": 0}));
+        let top = done["completion_probabilities"][0]["top_logprobs"].as_array().unwrap_or_else(|| panic!("n_probs answer: {done}"));
+        let lps: BTreeMap<String, f64> = top
+            .iter()
+            .filter_map(|t| Some((t["token"].as_str()?.to_owned(), t["logprob"].as_f64()?)))
+            .filter(|(t, _)| letters.contains(&t.trim().to_owned()))
+            .collect();
+        their_lps.push(lps);
+        let best = top
+            .iter()
+            .filter_map(|t| Some((t["token"].as_str()?.trim().to_owned(), t["logprob"].as_f64()?)))
+            .filter(|(t, _)| letters.contains(t))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(t, _)| t);
+        theirs.push(best);
+    }
+    let histogram = |letters: &[Option<String>]| {
+        let mut h = BTreeMap::new();
+        for l in letters {
+            *h.entry(l.clone().unwrap_or_default()).or_insert(0) += 1;
+        }
+        h
+    };
+    eprintln!("letters: evalgrid {picks:?}, llama.cpp n_probs {theirs:?}");
+    assert_eq!(picks, theirs, "item by item");
+    assert_eq!(histogram(&picks), histogram(&theirs));
+    assert!(histogram(&picks).len() > 1, "the hints make SmolLM2 pick more than one letter: {picks:?}");
+    // The cached alternatives are llama.cpp's own numbers: each letter token's log-probability.
+    let answers = shown["episode"]["answers"].as_array().expect("answers");
+    for (a, theirs) in answers.iter().zip(&their_lps) {
+        let ours: BTreeMap<String, f64> = a["logprobs"]
+            .as_array()
+            .expect("recorded alternatives")
+            .iter()
+            .filter_map(|t| Some((t["token"].as_str()?.to_owned(), t["logprob"].as_f64()?)))
+            .collect();
+        for (token, lp) in theirs {
+            let mine = ours.get(token).copied().unwrap_or(f64::NAN);
+            // Equal up to llama.cpp's own numerics: a prompt prefix reused from its cache or
+            // computed in another batch shifts a log-probability by up to about 0.01 here.
+            assert!((mine - lp).abs() < 0.05, "letter {token:?}: evalgrid recorded {mine}, llama.cpp n_probs {lp}");
+        }
+    }
+}
+
+/// What the server evalgrid last started for the `chat` lane counted in its log (appended to,
+/// a banner per start): requests taken and prompts refused as too long.
 fn served_counts(ws: &Workspace) -> (usize, usize) {
     let text = std::fs::read_to_string(ws.path("cache/logs/serve/chat.log")).unwrap_or_default();
-    (text.matches("launch_slot_").count(), text.matches("exceeds the available context size").count())
+    // The log is appended to, each start under a banner: count the last start's lines.
+    let last = text.rfind("===== evalgrid ").map_or(text.as_str(), |at| &text[at..]);
+    (last.matches("launch_slot_").count(), last.matches("exceeds the available context size").count())
 }
 
 /// The last lines of a run's stderr (it logs a line per warning).

@@ -236,6 +236,8 @@ fn ctrl_c_and_kill_9_leave_no_server_behind() {
     let gguf = need_model!();
     let ws = setup(&gguf, "", 40, 64);
     for signal in ["INT", "KILL"] {
+        // The log is appended to: this start's lines come after what is there now.
+        let before = std::fs::read_to_string(ws.path("cache/logs/serve/local.log")).map_or(0, |l| l.len());
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("evalgrid"))
             .current_dir(ws.dir.path())
             .env_remove("EVALGRID_CACHE")
@@ -250,7 +252,7 @@ fn ctrl_c_and_kill_9_leave_no_server_behind() {
         let up = wait_until(Duration::from_secs(60), || {
             groups = guard_groups(&ws);
             let log = std::fs::read_to_string(ws.path("cache/logs/serve/local.log")).unwrap_or_default();
-            !groups.is_empty() && log.contains("launch_slot_")
+            !groups.is_empty() && log.get(before..).unwrap_or_default().contains("launch_slot_")
         });
         assert!(up, "the server started and took a request");
         assert!(groups.iter().all(|&g| !members(g).is_empty()));
@@ -289,4 +291,50 @@ seeds: [0]
     let out = ws.run(&["k8s", "p.yaml", "--shards", "2", "--image", "img", "--dry-run"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("nvidia.com/gpu: 2"), "{text}");
+}
+
+/// Issue 48 item 5: results made with `serve:` are read on a machine without the engine. The
+/// run records the engine's version in the cache; with the engine hidden (no `llama-server`
+/// and a `python3` that cannot import xllamacpp first on PATH), `status`, `report`, `show`,
+/// `diff`, `export` and `run --dry-run` key the served model with the recorded version
+/// (saying so) and find every cell cached; a run, which may start the server, still probes.
+#[test]
+fn read_only_commands_work_without_the_engine_from_the_recorded_version() {
+    let gguf = need_model!();
+    let ws = setup(&gguf, "", 1, 8);
+    let (code, v, stderr) = run(&ws, &["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}\n{stderr}");
+    let hidden = ws.path("no-engine");
+    std::fs::create_dir_all(&hidden).unwrap();
+    let fake = hidden.join("python3");
+    std::fs::write(&fake, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let without = |args: &[&str]| {
+        let out = ws.cmd().env("PATH", &hidden).env("PYTHONPATH", &hidden).args(args).output().unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stdout, stderr) = without(&["status", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let status: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        (status["cells_cached"].as_u64(), status["cells_total"].as_u64()),
+        (Some(2), Some(2)),
+        "the recorded version keys the cells as the run did: {status}"
+    );
+    assert!(stderr.contains("version recorded in the cache (xllamacpp "), "{stderr}");
+    for args in [
+        &["report", "p.yaml"][..],
+        &["show", "p.yaml", "local/guess/range_10/0"],
+        &["diff", "p.yaml", "--against", "reports/served"],
+        &["export", "p.yaml", "--format", "inspect", "--out", "exported"],
+        &["run", "p.yaml", "--dry-run", "--json"],
+    ] {
+        let (code, stdout, stderr) = without(args);
+        assert!(!stderr.contains("cannot find engine"), "{args:?}: {stderr}");
+        assert_eq!(code, 0, "{args:?}:\n{stdout}\n{stderr}");
+    }
+    // A run may start the server: it probes, and says the engine is missing.
+    let (code, _, stderr) = without(&["run", "p.yaml"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cannot find engine llama.cpp"), "{stderr}");
 }

@@ -81,7 +81,16 @@ pub fn resolve_tasks(select: &Selection, params: &Params) -> Result<Vec<TaskInst
                 hint: None,
             }]);
         }
-        resolved.insert("compiler".into(), compiler.clone());
+        // Its price is checked here and kept out of the task (and so out of every key): the
+        // pipeline holds it as the `rule-compiler`'s helper price.
+        let mut keyed = compiler.clone();
+        if let Some(price) = keyed.as_object_mut().and_then(|c| c.remove("price"))
+            && let Err(message) = crate::spec::Price::from_param(&price)
+        {
+            let message = message.strip_prefix('`').map_or_else(|| message.clone(), |rest| format!("`compiler.{rest}"));
+            return Err(vec![CatalogIssue { site: IssueSite::Param("compiler".into()), message, hint: None }]);
+        }
+        resolved.insert("compiler".into(), keyed);
     }
     let params = resolved;
     Ok(rules
@@ -259,6 +268,17 @@ impl crate::envs::benchmark::Benchmark for Eleusis {
     }
     fn resolve_tasks(&self, _data_dir: &std::path::Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
         resolve_tasks(select, params)
+    }
+    /// The rule compiler, which compiles an API player's guesses.
+    fn helpers(&self, params: &Params) -> Vec<crate::spec::Helper> {
+        if !params.contains_key("compiler") {
+            return Vec::new();
+        }
+        crate::envs::eleusis::play::llm_episode::compiler_model(params)
+            .ok()
+            .map(|model| crate::spec::Helper { model, param: "compiler", for_builtin: false, site: "compile attempt" })
+            .into_iter()
+            .collect()
     }
     fn resolve_builtin(&self, agent: &str, params: &Params) -> Result<Params, Vec<CatalogIssue>> {
         resolve_builtin(agent, params)

@@ -12,11 +12,32 @@ use super::item::FieldMap;
 use crate::spec::diagnostic::suggestion;
 use crate::spec::{CatalogIssue, IssueSite, Params};
 
+/// The largest `template_file`: a prompt template is text a person wrote, so anything bigger
+/// is a wrong path.
+pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
+
+/// A `template_file`'s text: a regular file of at most [`MAX_TEMPLATE_BYTES`] in UTF-8 (a
+/// device or FIFO is refused before it is opened).
+fn read_template(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = super::dataset::open_regular(path, MAX_TEMPLATE_BYTES)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_TEMPLATE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {}", e.kind()))?;
+    if bytes.len() as u64 > MAX_TEMPLATE_BYTES {
+        return Err(format!("grew past the {MAX_TEMPLATE_BYTES} bytes a template may have while it was read"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("is not valid UTF-8 (byte {})", e.utf8_error().valid_up_to() + 1))
+}
+
 /// Task parameters a `qa` entry accepts.
-pub const PARAMS: &[&str] = &["dataset", "name", "fields", "template", "template_file", "system", "fewshot", "sample", "limit", "scorers"];
+pub const PARAMS: &[&str] =
+    &["dataset", "name", "fields", "template", "template_file", "system", "fewshot", "sample", "limit", "scorers", "where", "lm_eval_yaml"];
+
+/// The parameters an entry with `lm_eval_yaml` may add: the rest comes from the task file.
+const LM_EVAL_PARAMS: &[&str] = &["lm_eval_yaml", "name", "sample", "limit"];
 
 /// Scorer names, as Inspect AI names its built-ins.
-pub const SCORERS: &[&str] = &["match", "includes", "exact", "f1", "pattern", "answer", "choice", "judge"];
+pub const SCORERS: &[&str] = &["match", "includes", "exact", "f1", "pattern", "answer", "choice", "judge", "acc", "acc_norm"];
 
 /// Names the score record uses for itself, so no scorer column may take them.
 const RESERVED: &[&str] = &["n", "scorers", "items", "input_tokens", "output_tokens"];
@@ -66,9 +87,42 @@ pub enum ScorerKind {
         shuffle: bool,
         /// Several letters may be right.
         multiple_correct: bool,
+        /// How the pick is read: from the generated text (`ANSWER: X`, the default, left out
+        /// of keys so existing ones hold) or from the next token's log-probabilities.
+        #[serde(default, skip_serializing_if = "ChoiceMethod::is_generate")]
+        method: ChoiceMethod,
     },
+    /// `acc`: lm-evaluation-harness's accuracy: the choice (as written, not its letter) whose
+    /// text is the likeliest next token is the target.
+    Acc,
+    /// `acc_norm`: lm-evaluation-harness's `acc_norm`: as `acc`, each log-probability divided
+    /// by its choice's length in characters.
+    AccNorm,
     /// `judge`: a model grades the answer.
     Judge(Judge),
+    /// lm-evaluation-harness's `exact_match` after its filters (made from an lm-eval task file
+    /// only, `params.lm_eval_yaml`).
+    ExactMatch(super::lm_eval::ExactMatch),
+}
+
+/// How a `choice` scorer reads which option the model picked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChoiceMethod {
+    /// The letters the model writes after `ANSWER:`.
+    #[default]
+    Generate,
+    /// The option letter with the highest next-token log-probability after the prompt (a base
+    /// model that writes no `ANSWER: X` is scored this way); needs a server that gives them.
+    Logprobs,
+}
+
+impl ChoiceMethod {
+    /// True for the default, which keys leave out.
+    #[must_use]
+    pub fn is_generate(&self) -> bool {
+        *self == Self::Generate
+    }
 }
 
 /// The `judge` scorer's settings.
@@ -80,6 +134,10 @@ pub struct Judge {
     pub rubric: Option<String>,
     /// Grades the judge may give (`C`, `P`, `I`); `P` scores 0.5.
     pub grades: Vec<String>,
+    /// Inspect's `model_graded_fact` prompt (the targets as the expert answer) instead of
+    /// `model_graded_qa`'s; absent from the key when false, as before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fact: bool,
 }
 
 /// A named scorer: its column in `items.csv` is `name`.
@@ -92,6 +150,12 @@ pub struct Scorer {
 }
 
 impl Scorer {
+    /// Whether it reads next-token log-probabilities instead of generated text.
+    #[must_use]
+    pub fn uses_logprobs(&self) -> bool {
+        matches!(self.kind, ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. } | ScorerKind::Acc | ScorerKind::AccNorm)
+    }
+
     /// Whether its values are 0/1 (so McNemar applies); `f1` and `judge` are not.
     #[must_use]
     pub fn binary(&self) -> bool {
@@ -140,6 +204,13 @@ pub struct TaskConfig {
     pub limit: Option<u64>,
     /// Scorers, in column order.
     pub scorers: Vec<Scorer>,
+    /// `where:`: the rows kept, each column's accepted values (all must hold), so one file
+    /// can feed several tasks.
+    pub keep: Vec<(String, Vec<Value>)>,
+    /// The row mapping of an lm-eval task file (`lm_eval_yaml`), applied to each row as read.
+    pub docs: Option<std::sync::Arc<super::lm_eval::Docs>>,
+    /// Request parameters of the task (an lm-eval file's `generation_kwargs`), over the model's.
+    pub generation: Map<String, Value>,
 }
 
 impl TaskConfig {
@@ -147,19 +218,28 @@ impl TaskConfig {
     #[must_use]
     pub fn choice(&self) -> Option<(bool, bool)> {
         self.scorers.iter().find_map(|s| match s.kind {
-            ScorerKind::Choice { shuffle, multiple_correct } => Some((shuffle, multiple_correct)),
+            ScorerKind::Choice { shuffle, multiple_correct, .. } => Some((shuffle, multiple_correct)),
             _ => None,
         })
     }
 
-    /// What the task's key holds besides its items: everything but paths and a judge's
-    /// `batch:` (a transport knob: a batched grading is the live one).
+    /// Whether items are asked for the next token's log-probabilities (a `choice` scorer with
+    /// `method: logprobs`, or `acc`/`acc_norm`) instead of a generated answer.
+    #[must_use]
+    pub fn asks_logprobs(&self) -> bool {
+        self.scorers.iter().any(Scorer::uses_logprobs)
+    }
+
+    /// What the task's key holds besides its items: everything but paths, a judge's
+    /// `batch:` (a transport knob: a batched grading is the live one) and its `price:`
+    /// (what an answer costs never changes it).
     #[must_use]
     pub fn key_params(&self) -> Params {
         let mut scorers = self.scorers.clone();
         for scorer in &mut scorers {
             if let ScorerKind::Judge(judge) = &mut scorer.kind {
                 judge.model.remove("batch");
+                judge.model.remove("price");
             }
         }
         let mut p = Params::new();
@@ -169,6 +249,13 @@ impl TaskConfig {
         p.insert("sample".into(), json!(self.sample));
         p.insert("limit".into(), json!(self.limit));
         p.insert("scorers".into(), json!(scorers));
+        // Only for lm-eval task files, so every other task's key stays as it was.
+        if let Some(docs) = &self.docs {
+            p.insert("lm_eval".into(), json!(docs.as_ref()));
+        }
+        if !self.generation.is_empty() {
+            p.insert("generation".into(), Value::Object(self.generation.clone()));
+        }
         p
     }
 }
@@ -187,12 +274,49 @@ fn uint(param: &str, v: Option<&Value>, issues: &mut Vec<CatalogIssue>) -> Optio
     }
 }
 
+/// `where: {column: value}` or `{column: [value, …]}`: each column's accepted values.
+fn row_filter(v: Option<&Value>, issues: &mut Vec<CatalogIssue>) -> Vec<(String, Vec<Value>)> {
+    let scalar = |v: &Value| matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_));
+    match v {
+        None => Vec::new(),
+        Some(Value::Object(m)) if !m.is_empty() => {
+            let mut out = Vec::new();
+            for (column, wanted) in m {
+                match wanted {
+                    Value::Array(list) if !list.is_empty() && list.iter().all(scalar) => out.push((column.clone(), list.clone())),
+                    v if scalar(v) => out.push((column.clone(), vec![v.clone()])),
+                    _ => issues.push(issue("where", format!("`where.{column}` must be a value or a non-empty list of values (text, number, true/false)"))),
+                }
+            }
+            out
+        }
+        Some(_) => {
+            issues.push(issue("where", "`where` must map columns to the values kept, e.g. `{type: choice}` or `{type: [choice, mc]}`"));
+            Vec::new()
+        }
+    }
+}
+
+/// Whether a row is kept by `where:` (a value matches as JSON, or as text: CSV cells are text).
+#[must_use]
+pub fn keeps(keep: &[(String, Vec<Value>)], fields: &Map<String, Value>) -> bool {
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    };
+    keep.iter().all(|(column, wanted)| fields.get(column).is_some_and(|have| wanted.iter().any(|w| w == have || (text(w).is_some() && text(w) == text(have)))))
+}
+
 fn text(v: Option<&Value>) -> Option<String> {
     v.and_then(Value::as_str).map(str::to_owned)
 }
 
 /// Checks `params` of a task entry whose pipeline lies in `base_dir`.
 pub fn parse(base_dir: &Path, params: &Params) -> Result<TaskConfig, Vec<CatalogIssue>> {
+    if let Some(file) = params.get("lm_eval_yaml") {
+        return from_lm_eval(base_dir, params, file);
+    }
     let mut issues = Vec::new();
     for name in params.keys().filter(|k| !PARAMS.contains(&k.as_str())) {
         issues.push(CatalogIssue {
@@ -212,9 +336,9 @@ pub fn parse(base_dir: &Path, params: &Params) -> Result<TaskConfig, Vec<Catalog
     let dataset = base_dir.join(dataset);
     let name = match params.get("name") {
         None => dataset.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
-        Some(Value::String(s)) if !s.is_empty() && !s.contains('/') => s.clone(),
+        Some(Value::String(s)) if !s.is_empty() && !s.contains(['/', '\\']) && !s.bytes().all(|b| b == b'.') => s.clone(),
         Some(_) => {
-            issues.push(issue("name", "`name` must be a non-empty text without `/`"));
+            issues.push(issue("name", "`name` must be one path segment: a non-empty text without `/` or `\\`, and not `.` or `..`"));
             String::new()
         }
     };
@@ -223,6 +347,25 @@ pub fn parse(base_dir: &Path, params: &Params) -> Result<TaskConfig, Vec<Catalog
         None => {}
         Some(Value::Object(m)) => {
             for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("choice_columns", Value::Array(list)) if !list.is_empty() && list.iter().all(Value::is_string) => {
+                        fields.choice_columns = list.iter().filter_map(Value::as_str).map(str::to_owned).collect();
+                        continue;
+                    }
+                    ("choice_columns", _) => {
+                        issues.push(issue("fields", "`fields.choice_columns` must be a non-empty list of column names"));
+                        continue;
+                    }
+                    ("index_target", Value::Bool(b)) => {
+                        fields.index_target = *b;
+                        continue;
+                    }
+                    ("index_target", _) => {
+                        issues.push(issue("fields", "`fields.index_target` must be true or false"));
+                        continue;
+                    }
+                    _ => {}
+                }
                 match v.as_str() {
                     Some(col) if fields.set(k, col.to_owned()) => {}
                     Some(_) => issues.push(CatalogIssue {
@@ -246,10 +389,10 @@ pub fn parse(base_dir: &Path, params: &Params) -> Result<TaskConfig, Vec<Catalog
             issues.push(issue("template", "`template` must be text"));
             None
         }
-        (None, Some(Value::String(f))) => match fs_err::read_to_string(base_dir.join(f)) {
+        (None, Some(Value::String(f))) => match read_template(&base_dir.join(f)) {
             Ok(t) => Some(t),
             Err(e) => {
-                issues.push(issue("template_file", format!("cannot read `{f}`: {}", e.kind())));
+                issues.push(issue("template_file", format!("`{f}`: {e}")));
                 None
             }
         },
@@ -301,33 +444,113 @@ pub fn parse(base_dir: &Path, params: &Params) -> Result<TaskConfig, Vec<Catalog
         }
     };
     let limit = uint("limit", params.get("limit"), &mut issues);
-    let scorers = match params.get("scorers") {
-        None => vec![Scorer { name: "match".into(), kind: default_kind("match").unwrap_or(ScorerKind::Exact) }],
-        Some(Value::Array(list)) if !list.is_empty() => list.iter().filter_map(|s| scorer(s, &mut issues)).collect(),
+    let keep = row_filter(params.get("where"), &mut issues);
+    // Each scorer with its place in the list: its problems point at its own entry.
+    let scorers: Vec<(usize, Scorer)> = match params.get("scorers") {
+        None => vec![(0, Scorer { name: "match".into(), kind: default_kind("match").unwrap_or(ScorerKind::Exact) })],
+        Some(Value::Array(list)) if !list.is_empty() => {
+            let mut parsed = Vec::new();
+            for (i, entry) in list.iter().enumerate() {
+                let before = issues.len();
+                let s = scorer(entry, &mut issues);
+                at_entry(&mut issues[before..], i);
+                parsed.extend(s.map(|s| (i, s)));
+            }
+            parsed
+        }
         Some(_) => {
             issues.push(issue("scorers", "`scorers` must be a non-empty list, e.g. `[match, includes]`"));
             Vec::new()
         }
     };
-    for (i, s) in scorers.iter().enumerate() {
+    for (k, (i, s)) in scorers.iter().enumerate() {
+        let before = issues.len();
         if RESERVED.contains(&s.name.as_str()) || s.name.ends_with("_sum") || s.name.ends_with("_n") {
             issues.push(issue("scorers", format!("`{}` cannot name a scorer: the score record uses it (as it does names ending in `_sum` or `_n`)", s.name)));
         }
-        if scorers[..i].iter().any(|o| o.name == s.name) {
+        if scorers[..k].iter().any(|(_, o)| o.name == s.name) {
             issues.push(CatalogIssue {
                 site: IssueSite::Param("scorers".into()),
                 message: format!("two scorers are named `{}`", s.name),
                 hint: Some("give one a `name:`, e.g. `{match: {numeric: true}, name: match_numeric}`".into()),
             });
         }
+        if params.contains_key("scorers") {
+            at_entry(&mut issues[before..], *i);
+        }
     }
+    let scorers: Vec<Scorer> = scorers.into_iter().map(|(_, s)| s).collect();
     if scorers.iter().filter(|s| matches!(s.kind, ScorerKind::Choice { .. })).count() > 1 {
         issues.push(issue("scorers", "one `choice` scorer per task: it decides how choices are shown"));
+    }
+    if scorers.iter().any(Scorer::uses_logprobs)
+        && let Some(text) = scorers.iter().find(|s| !s.uses_logprobs())
+    {
+        issues.push(CatalogIssue {
+            site: IssueSite::Param("scorers".into()),
+            message: format!(
+                "scorer `{}` reads a generated answer, but this task's log-probability scorers ask each item for one token's log-probabilities only",
+                text.name
+            ),
+            hint: Some("give the log-probability scorers (`choice: {method: logprobs}`, `acc`, `acc_norm`) a task entry of their own".into()),
+        });
     }
     if !issues.is_empty() {
         return Err(issues);
     }
-    Ok(TaskConfig { dataset, name, fields, template, system, fewshot, sample, limit, scorers })
+    Ok(TaskConfig { dataset, name, fields, template, system, fewshot, sample, limit, scorers, keep, docs: None, generation: Map::new() })
+}
+
+/// An entry with `lm_eval_yaml: FILE`: the task file translated ([`super::lm_eval`]), with
+/// the entry's `name`, `sample` and `limit`.
+fn from_lm_eval(base_dir: &Path, params: &Params, file: &Value) -> Result<TaskConfig, Vec<CatalogIssue>> {
+    let mut issues: Vec<CatalogIssue> = params
+        .keys()
+        .filter(|k| !LM_EVAL_PARAMS.contains(&k.as_str()))
+        .map(|k| CatalogIssue {
+            site: IssueSite::Param(k.clone()),
+            message: format!("`{k}` cannot be given beside `lm_eval_yaml`: the lm-eval task file says it"),
+            hint: Some(format!("beside `lm_eval_yaml` a qa entry takes {}", LM_EVAL_PARAMS[1..].join(", "))),
+        })
+        .collect();
+    let Some(file) = file.as_str() else {
+        issues.push(issue("lm_eval_yaml", "`lm_eval_yaml` must be the path of an lm-eval task file"));
+        return Err(issues);
+    };
+    let translated = match super::lm_eval::translate(&base_dir.join(file)) {
+        Ok(t) => t,
+        Err(e) => {
+            issues.push(issue("lm_eval_yaml", e.to_string()));
+            return Err(issues);
+        }
+    };
+    if !issues.is_empty() {
+        return Err(issues);
+    }
+    let mut rest = Params::new();
+    rest.insert("dataset".into(), json!(translated.dataset.to_string_lossy()));
+    rest.insert("name".into(), params.get("name").cloned().unwrap_or_else(|| json!(translated.name)));
+    for k in ["sample", "limit"] {
+        if let Some(v) = params.get(k) {
+            rest.insert(k.into(), v.clone());
+        }
+    }
+    let mut config = parse(base_dir, &rest)?;
+    config.fields =
+        FieldMap { input: super::lm_eval::INPUT.into(), target: super::lm_eval::TARGET.into(), choices: super::lm_eval::CHOICES.into(), ..FieldMap::default() };
+    config.scorers = translated.scorers;
+    config.docs = Some(translated.docs);
+    config.generation = translated.generation;
+    Ok(config)
+}
+
+/// Points `issues` found in `scorers` at its entry `i`.
+fn at_entry(issues: &mut [CatalogIssue], i: usize) {
+    for issue in issues {
+        if matches!(&issue.site, IssueSite::Param(p) if p == "scorers") {
+            issue.site = IssueSite::ParamItem("scorers".into(), i);
+        }
+    }
 }
 
 fn default_kind(name: &str) -> Option<ScorerKind> {
@@ -336,7 +559,9 @@ fn default_kind(name: &str) -> Option<ScorerKind> {
         "includes" => ScorerKind::Includes { ignore_case: true },
         "exact" => ScorerKind::Exact,
         "f1" => ScorerKind::F1 { stop_words: Vec::new() },
-        "choice" => ScorerKind::Choice { shuffle: false, multiple_correct: false },
+        "choice" => ScorerKind::Choice { shuffle: false, multiple_correct: false, method: ChoiceMethod::Generate },
+        "acc" => ScorerKind::Acc,
+        "acc_norm" => ScorerKind::AccNorm,
         _ => return None,
     })
 }
@@ -413,8 +638,9 @@ fn options(kind: &str, o: &Map<String, Value>, issues: &mut Vec<CatalogIssue>) -
         "f1" => &["stop_words"],
         "pattern" => &["pattern", "ignore_case", "match_all"],
         "answer" => &["pattern"],
-        "choice" => &["shuffle", "multiple_correct"],
-        _ => &["model", "rubric", "grades"],
+        "choice" => &["shuffle", "multiple_correct", "method"],
+        "acc" | "acc_norm" => &[],
+        _ => &["model", "rubric", "grades", "fact"],
     };
     let before = issues.len();
     for k in o.keys().filter(|k| !allowed.contains(&k.as_str())) {
@@ -478,8 +704,30 @@ fn options(kind: &str, o: &Map<String, Value>, issues: &mut Vec<CatalogIssue>) -
                 return None;
             }
         },
-        "choice" => ScorerKind::Choice { shuffle: flag("shuffle", false), multiple_correct: flag("multiple_correct", false) },
+        "choice" => {
+            let (shuffle, multiple_correct) = (flag("shuffle", false), flag("multiple_correct", false));
+            let method = match o.get("method").map(|v| serde_json::from_value::<ChoiceMethod>(v.clone())) {
+                None => ChoiceMethod::Generate,
+                Some(Ok(m)) => m,
+                Some(Err(_)) => {
+                    let hint = if o.get("method").and_then(Value::as_str) == Some("loglikelihood") {
+                        " (`loglikelihood`, scoring each option's text from prompt log-probabilities, is not implemented: use `logprobs` on single-token options, or `acc`/`acc_norm`)"
+                    } else {
+                        ""
+                    };
+                    issues.push(issue("scorers", format!("`choice.method` must be generate or logprobs{hint}")));
+                    ChoiceMethod::Generate
+                }
+            };
+            if method == ChoiceMethod::Logprobs && multiple_correct {
+                issues.push(issue("scorers", "`choice: {method: logprobs}` picks one letter, so it cannot score `multiple_correct`"));
+            }
+            ScorerKind::Choice { shuffle, multiple_correct, method }
+        }
+        "acc" => ScorerKind::Acc,
+        "acc_norm" => ScorerKind::AccNorm,
         _ => {
+            let fact = flag("fact", false);
             let Some(Value::Object(model)) = o.get("model") else {
                 issues.push(issue("scorers", format!("`judge` needs an inline model entry, e.g. {}", example("judge"))));
                 return None;
@@ -506,7 +754,7 @@ fn options(kind: &str, o: &Map<String, Value>, issues: &mut Vec<CatalogIssue>) -
                     }
                 },
             };
-            ScorerKind::Judge(Judge { model: model.clone(), rubric, grades })
+            ScorerKind::Judge(Judge { model: model.clone(), rubric, grades, fact })
         }
     };
     (issues.len() == before).then_some(kind)

@@ -11,6 +11,38 @@ use serde_json::{Map, Value};
 /// broken file, and reading it whole would hold it in memory.
 pub const MAX_LINE_BYTES: usize = 4 << 20;
 
+/// The largest dataset file read: every row is held in memory, so a bigger one (or a sparse
+/// file, or a wrong path to a disk image) is refused before a byte is read.
+pub const MAX_DATASET_BYTES: u64 = 4 << 30;
+
+/// Opens `path` for reading when it is a regular file of at most `max` bytes. A device (the
+/// zero device never ends), a FIFO (blocks for ever) or a folder is refused from its metadata
+/// before it is opened, and once more from the open file in case it was swapped; the open
+/// itself never blocks. The error is what to say after the path.
+pub fn open_regular(path: &Path, max: u64) -> Result<std::fs::File, String> {
+    fn check(meta: &std::fs::Metadata, max: u64) -> Result<(), String> {
+        if meta.is_dir() {
+            return Err("is a folder, not a file".into());
+        }
+        if !meta.is_file() {
+            return Err("is not a regular file (a device, FIFO or socket cannot be read as one)".into());
+        }
+        if meta.len() > max {
+            return Err(format!("is {} bytes, more than the {max} bytes such a file may have", meta.len()));
+        }
+        Ok(())
+    }
+    let cannot = |e: std::io::Error| format!("cannot read: {}", e.kind());
+    check(&std::fs::metadata(path).map_err(cannot)?, max)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // A FIFO swapped in after the check must not block the open.
+    crate::platform::open_nonblocking(&mut options);
+    let file = options.open(path).map_err(cannot)?;
+    check(&file.metadata().map_err(cannot)?, max)?;
+    Ok(file)
+}
+
 /// Where a row sits in its file, as the user finds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Place {
@@ -123,14 +155,21 @@ pub fn read_rows(path: &Path, mut each: impl FnMut(Row) -> Result<(), DatasetErr
 }
 
 /// [`read_rows`] without parsing JSONL lines: the caller parses them with [`RawRow::parse`].
-pub fn read_raw_rows(path: &Path, mut each: impl FnMut(RawRow) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
+pub fn read_raw_rows(path: &Path, each: impl FnMut(RawRow) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
+    read_raw_rows_with(path, None, each)
+}
+
+/// [`read_raw_rows`] where the Parquet column `image` holds image bytes: its binary cells
+/// are read as `data:` URLs instead of text.
+pub fn read_raw_rows_with(path: &Path, image: Option<&str>, mut each: impl FnMut(RawRow) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
     let format = Format::of(path)?;
-    let file = std::fs::File::open(path).map_err(|e| DatasetError::file(path, format!("cannot read: {}", e.kind())))?;
+    let file = open_regular(path, MAX_DATASET_BYTES).map_err(|m| DatasetError::file(path, m))?;
     match format {
         Format::Jsonl => read_jsonl(path, BufReader::new(file), &mut each),
         Format::Csv => read_csv(path, BufReader::new(file), &mut |row| each(RawRow::Parsed(row))),
         Format::Parquet => super::parquet::read_parquet(
             file,
+            image,
             |row, message| match row {
                 None => DatasetError::file(path, format!("not a readable Parquet file: {message}")),
                 Some(index) => DatasetError::at(path, Place::Row(index), message),
@@ -140,19 +179,23 @@ pub fn read_raw_rows(path: &Path, mut each: impl FnMut(RawRow) -> Result<(), Dat
     }
 }
 
-/// Reads one line (without its `\n`/`\r\n`) into `buf`; `Ok(None)` at the end of the
-/// input, `Ok(Some(false))` for a line longer than [`MAX_LINE_BYTES`] (skipped to its end).
-fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+/// Reads one line (without its `\n`/`\r\n`, or with `cr` its lone `\r` too, as old
+/// spreadsheet exports end lines) into `buf`; `Ok(None)` at the end of the input,
+/// `Ok(Some(false))` for a line longer than [`MAX_LINE_BYTES`] (skipped to its end).
+fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>, cr: bool) -> std::io::Result<Option<bool>> {
     buf.clear();
     let mut any = false;
     let mut too_long = false;
+    let mut ended_by_cr = false;
     loop {
         let available = r.fill_buf()?;
         if available.is_empty() {
             break;
         }
         any = true;
-        let (chunk, done) = match memchr(available) {
+        let end = available.iter().position(|b| *b == b'\n' || (cr && *b == b'\r'));
+        ended_by_cr = end.is_some_and(|i| available[i] == b'\r');
+        let (chunk, done) = match end {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),
         };
@@ -173,14 +216,21 @@ fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Option<
     if !any {
         return Ok(None);
     }
-    if buf.last() == Some(&b'\r') {
+    if ended_by_cr {
+        // `\r\n`: the `\n` ends this line, not an empty one after it.
+        if r.fill_buf()?.first() == Some(&b'\n') {
+            r.consume(1);
+        }
+    } else if buf.last() == Some(&b'\r') {
         buf.pop();
     }
     Ok(Some(!too_long))
 }
 
-fn memchr(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|b| *b == b'\n')
+/// `bytes` without a leading UTF-8 byte-order mark, which Windows editors and Excel write at
+/// the start of a file.
+fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes)
 }
 
 fn too_long(path: &Path, line: u64) -> DatasetError {
@@ -195,12 +245,12 @@ fn read_jsonl(path: &Path, mut r: impl BufRead, each: &mut dyn FnMut(RawRow) -> 
     let mut buf = Vec::new();
     let mut line = 0u64;
     let io = |e: std::io::Error| DatasetError::file(path, format!("cannot read: {}", e.kind()));
-    while let Some(ok) = next_line(&mut r, &mut buf).map_err(io)? {
+    while let Some(ok) = next_line(&mut r, &mut buf, false).map_err(io)? {
         line += 1;
         if !ok {
             return Err(too_long(path, line));
         }
-        let text = utf8(path, line, &buf)?;
+        let text = utf8(path, line, if line == 1 { without_bom(&buf) } else { &buf })?;
         if text.trim().is_empty() {
             continue;
         }
@@ -226,7 +276,7 @@ impl<R: BufRead> CsvRecords<R> {
         let mut start = 0;
         let mut size = 0usize;
         loop {
-            let Some(ok) = next_line(&mut self.reader, &mut self.buf).map_err(io)? else {
+            let Some(ok) = next_line(&mut self.reader, &mut self.buf, true).map_err(io)? else {
                 if quoted {
                     return Err(DatasetError::at(path, Place::Line(start), "quoted field is never closed"));
                 }
@@ -243,7 +293,7 @@ impl<R: BufRead> CsvRecords<R> {
             if size > MAX_LINE_BYTES {
                 return Err(DatasetError::at(path, Place::Line(start), format!("record is longer than {} MiB", MAX_LINE_BYTES >> 20)));
             }
-            let text = utf8(path, self.line, &self.buf)?;
+            let text = utf8(path, self.line, if self.line == 1 { without_bom(&self.buf) } else { &self.buf })?;
             if !quoted && text.is_empty() {
                 continue;
             }
@@ -273,12 +323,7 @@ impl<R: BufRead> CsvRecords<R> {
 
 fn read_csv(path: &Path, reader: impl BufRead, each: &mut dyn FnMut(Row) -> Result<(), DatasetError>) -> Result<(), DatasetError> {
     let mut records = CsvRecords { reader, line: 0, buf: Vec::new() };
-    let Some((_, mut header)) = records.next(path)? else { return Ok(()) };
-    if let Some(first) = header.first_mut()
-        && let Some(rest) = first.strip_prefix('\u{feff}')
-    {
-        *first = rest.to_owned();
-    }
+    let Some((_, header)) = records.next(path)? else { return Ok(()) };
     for (i, name) in header.iter().enumerate() {
         if name.is_empty() {
             return Err(DatasetError::at(path, Place::Line(1), format!("column {} of the header has no name", i + 1)));
@@ -345,6 +390,41 @@ mod tests {
         assert_eq!(e.to_string().rsplit_once(".csv:").unwrap().1, "3: 1 fields, but the header has 2");
         let e = rows("d.csv", b"input,target\n\"a,b\n").unwrap_err();
         assert_eq!(e.place, Some(Place::Line(2)));
+    }
+
+    #[test]
+    fn a_leading_bom_and_cr_only_lines_are_read() {
+        let r = rows("d.jsonl", b"\xef\xbb\xbf{\"input\": \"a\"}\n{\"input\": \"b\"}\n").unwrap();
+        assert_eq!((r.len(), r[0].fields["input"].as_str()), (2, Some("a")));
+        let e = rows("d.jsonl", b"{\"input\": \"a\"}\n\xef\xbb\xbf{\"input\": \"b\"}\n").unwrap_err();
+        assert_eq!(e.place, Some(Place::Line(2)), "a BOM is a mark at the start of a file only");
+        let r = rows("d.csv", b"\xef\xbb\xbf\"input\",target\ra,1\r\"b\rc\",2\rd,3").unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0].fields["input"], "a");
+        assert_eq!((r[1].fields["input"].as_str(), r[1].place), (Some("b\nc"), Place::Line(3)));
+        assert_eq!((r[2].fields["target"].as_str(), r[2].place), (Some("3"), Place::Line(5)));
+        let r = rows("d.csv", b"input,target\r\na,1\r\n\r\nb,2\r\n").unwrap();
+        assert_eq!((r.len(), r[1].place), (2, Place::Line(4)), "CRLF still ends one line, not two");
+    }
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open_regular(dir.path(), 10).unwrap_err();
+        assert!(e.contains("folder"), "{e}");
+        let small = dir.path().join("d.jsonl");
+        std::fs::write(&small, b"{}\n").unwrap();
+        assert!(open_regular(&small, 10).is_ok());
+        assert!(open_regular(&small, 2).unwrap_err().contains("more than the 2 bytes"));
+        #[cfg(unix)]
+        {
+            let e = open_regular(Path::new("/dev/zero"), MAX_DATASET_BYTES).unwrap_err();
+            assert!(e.contains("not a regular file"), "{e}");
+            let fifo = dir.path().join("f.jsonl");
+            crate::platform::make_fifo(&fifo).unwrap();
+            let e = read_rows(&fifo, |_| Ok(())).unwrap_err();
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
     }
 
     #[test]

@@ -7,12 +7,14 @@ use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::inspect::target_positions;
 use super::item::Item;
 use super::judge;
 use super::task::{Task, choice_order, get, ideal_answer};
-use crate::envs::benchmark::all_items;
+use crate::envs::benchmark::{HelperCall, all_items};
 use crate::envs::splitmix::SplitMix64;
 use crate::exec::{CallSite, EpisodeContext, StepError};
+use crate::providers::logprobs::TokenLogprob;
 use crate::providers::{ChatRequest, Message};
 use crate::spec::{ModelConfig, TaskInstance};
 
@@ -50,6 +52,13 @@ pub struct Answer {
     /// Output tokens.
     #[serde(default)]
     pub output_tokens: u64,
+    /// The choices in the order shown, for the scorers that read their texts (`acc`,
+    /// `acc_norm`); only in records of tasks asked for log-probabilities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+    /// The next token's top alternatives with their log-probabilities (tasks asked for them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logprobs: Vec<TokenLogprob>,
     /// Each judge's reply, by scorer name.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub judged: Map<String, Value>,
@@ -62,7 +71,18 @@ fn shuffle(task: &Task) -> bool {
 /// The request for one item: system prompt, few-shot turns, the rendered question.
 fn item_call(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Result<(ChatRequest, CallSite), StepError> {
     let (system, messages) = prompt(task, item, order)?;
-    let params: Map<String, Value> = model.params.clone().into_iter().collect();
+    let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
+    params.extend(task.config.generation.clone());
+    if task.config.asks_logprobs() {
+        // What this model's protocol asks for (refused at `validate` where there is none).
+        let endpoint = crate::providers::route::endpoint(model, &ChatRequest::default()).map_err(|e| StepError::Unsupported(e.to_string()))?;
+        let asked = endpoint
+            .kind
+            .protocol()
+            .next_token_params()
+            .ok_or_else(|| StepError::Unsupported(format!("the `{}` protocol gives no next-token log-probabilities evalgrid reads", endpoint.kind)))?;
+        params.extend(asked);
+    }
     // Single-shot and independent: no scope, so identical prompts share one entry per seed.
     Ok((ChatRequest { messages, system, params, ..ChatRequest::default() }, CallSite { scope: None, position: String::new(), sample: seed }))
 }
@@ -79,7 +99,8 @@ fn random_answer(task: &Task, item: &Item, order: &[usize], salt: u64, seed: u64
     task.items.get(rng.index(task.items.len())).and_then(|o| o.targets.first()).cloned().unwrap_or_default()
 }
 
-fn answered(item: &Item, order: Vec<usize>, answer: String) -> Answer {
+fn answered(task: &Task, item: &Item, order: Vec<usize>, answer: String) -> Answer {
+    let choices = if task.config.asks_logprobs() { order.iter().filter_map(|&o| item.choices.get(o).cloned()).collect() } else { Vec::new() };
     Answer {
         index: item.index,
         id: item.id.clone(),
@@ -92,8 +113,28 @@ fn answered(item: &Item, order: Vec<usize>, answer: String) -> Answer {
         finish_reason: None,
         input_tokens: 0,
         output_tokens: 0,
+        choices,
+        logprobs: Vec::new(),
         judged: Map::new(),
     }
+}
+
+/// A built-in agent's next-token alternatives for a log-probability task: its pick (the
+/// target for `oracle`, a draw for `random`) at log-probability 0, as letter and as text;
+/// `echo` picks nothing.
+fn builtin_logprobs(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Vec<TokenLogprob> {
+    let pick = match model.model.as_str() {
+        "oracle" => target_positions(&item.targets).ok().and_then(|p| p.first().and_then(|t| order.iter().position(|o| o == t))),
+        "random" => {
+            let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
+            let drawn = random_answer(task, item, order, salt, seed);
+            drawn.strip_prefix("ANSWER: ").and_then(|l| (0..order.len()).find(|&i| super::inspect::letter(i) == l))
+        }
+        _ => None,
+    };
+    let Some(shown) = pick else { return Vec::new() };
+    let text = order.get(shown).and_then(|&o| item.choices.get(o)).cloned().unwrap_or_default();
+    vec![TokenLogprob { token: super::inspect::letter(shown), logprob: 0.0 }, TokenLogprob { token: text, logprob: 0.0 }]
 }
 
 /// The system prompt and turns an item is asked with: few-shot turns, then the rendered question.
@@ -104,8 +145,32 @@ fn prompt(task: &Task, item: &Item, order: &[usize]) -> Result<(Option<String>, 
         messages.push(Message::user(q.clone()));
         messages.push(Message::assistant(a.clone()));
     }
-    messages.push(Message::user(user));
+    let mut question = Message::user(user);
+    if let Some(image) = &item.image {
+        question.images.push((*image.part).clone());
+    }
+    messages.push(question);
     Ok((system, messages))
+}
+
+/// The turns as exports and `show` print them: each image is its label (source, type, size,
+/// hash) after the turn's text, never its bytes.
+fn labelled(mut messages: Vec<Message>, item: &Item) -> Vec<Message> {
+    for m in &mut messages {
+        if !m.images.is_empty() {
+            m.images.clear();
+            if let Some(image) = &item.image {
+                m.content = format!(
+                    "{}
+
+{}",
+                    m.content,
+                    image.label()
+                );
+            }
+        }
+    }
+    messages
 }
 
 /// Each answered item's prompt, targets and answer (for exports): the prompt rendered
@@ -114,12 +179,14 @@ fn prompt(task: &Task, item: &Item, order: &[usize]) -> Result<(Option<String>, 
 pub fn exchanges(instance: &TaskInstance, episode: &Value) -> Vec<crate::envs::Exchange> {
     let Ok(task) = get(instance) else { return Vec::new() };
     let answers: Vec<Answer> = serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+    let scorers = super::score::scorers(instance).unwrap_or_default();
     answers
         .into_iter()
         .map(|a| {
             let item = task.items.iter().find(|i| i.index == a.index);
-            let (system, prompt) = item.and_then(|i| prompt(&task, i, &a.order).ok()).unwrap_or_default();
+            let (system, prompt) = item.and_then(|i| prompt(&task, i, &a.order).ok().map(|(s, p)| (s, labelled(p, i)))).unwrap_or_default();
             let choices = item.map(|i| a.order.iter().filter_map(|&o| i.choices.get(o).cloned()).collect()).unwrap_or_default();
+            let details = scorers.iter().map(|s| super::score::detail(s, &a)).collect();
             crate::envs::Exchange {
                 item: a.index,
                 id: a.id,
@@ -132,6 +199,8 @@ pub fn exchanges(instance: &TaskInstance, episode: &Value) -> Vec<crate::envs::E
                 finish_reason: a.finish_reason,
                 input_tokens: a.input_tokens,
                 output_tokens: a.output_tokens,
+                details,
+                trajectory: Vec::new(),
             }
         })
         .collect()
@@ -143,17 +212,16 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
     let task = task.as_ref();
     let shuffled = shuffle(task);
     let results: Vec<Result<Answer, StepError>> = if model.is_builtin() {
-        let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
         task.items
             .iter()
             .map(|item| {
                 let order = choice_order(item, seed, shuffled);
-                let answer = match model.model.as_str() {
-                    "oracle" => ideal_answer(&task.config, item, &order),
-                    "random" => random_answer(task, item, &order, salt, seed),
-                    _ => item.input.clone(),
-                };
-                Ok(answered(item, order, answer))
+                let answer = builtin_answer(task, model, item, &order, seed);
+                let mut a = answered(task, item, order, answer);
+                if task.config.asks_logprobs() {
+                    a.logprobs = builtin_logprobs(task, model, item, &a.order, seed);
+                }
+                Ok(a)
             })
             .collect()
     } else {
@@ -162,7 +230,16 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
             let (request, site) = item_call(task, model, item, &order, seed)?;
             let response = ctx.chat(model, &request, &site).await?;
             let finish = response.finish_reason.class();
-            let mut a = answered(item, order, response.text);
+            if task.config.asks_logprobs() && response.logprobs.is_empty() && finish != "context_exceeded" {
+                // Never a column of zeros: an answer without them cannot be scored this way.
+                return Err(StepError::episode_msg(format!(
+                    "item {}: the server answered without log-probabilities (asked for the next token's top {}); it cannot serve this task's log-probability scorers",
+                    item.label(),
+                    crate::providers::logprobs::TOP_LOGPROBS
+                )));
+            }
+            let mut a = answered(task, item, order, response.text);
+            a.logprobs = response.logprobs;
             a.finish_reason = (finish != "stop").then(|| finish.to_owned());
             a.input_tokens = response.usage.input;
             a.output_tokens = response.usage.output;
@@ -180,17 +257,62 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
     Ok(json!({"task": instance.task, "answers": answers}))
 }
 
+/// A built-in agent's answer to `item`: `oracle` the target, `random` a draw, `echo` the question.
+fn builtin_answer(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> String {
+    let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
+    match model.model.as_str() {
+        "oracle" => ideal_answer(&task.config, item, order),
+        "random" => random_answer(task, item, order, salt, seed),
+        _ => item.input.clone(),
+    }
+}
+
+/// One judge's grading call for `answer` to the question `input` with these targets.
+fn grading(judge_model: &ModelConfig, j: &super::config::Judge, input: &str, answer: &str, targets: &[String]) -> (ChatRequest, CallSite) {
+    let text = judge::prompt_as(j.fact, input, answer, targets, j.rubric.as_deref(), &j.grades);
+    let request = ChatRequest { messages: vec![Message::user(text)], params: judge_model.params.clone().into_iter().collect(), ..ChatRequest::default() };
+    // Keyed by its prompt (answer, criterion, rubric) and the judge model only: the same
+    // answer graded by the same judge is one entry, whichever seed or model gave it.
+    (request, CallSite { scope: None, position: "judge".into(), sample: 0 })
+}
+
 /// Every judge's reply for one answer.
 async fn grade(ctx: EpisodeContext<'_>, task: &Task, a: &Answer) -> Result<Map<String, Value>, StepError> {
     let mut out = Map::new();
     for (name, model, j) in &task.judges {
-        let text = judge::prompt(&a.input, &a.answer, &a.targets, j.rubric.as_deref(), &j.grades);
-        let request = ChatRequest { messages: vec![Message::user(text)], params: model.params.clone().into_iter().collect(), ..ChatRequest::default() };
-        // Keyed by its prompt (answer, criterion, rubric) and the judge model only: the same
-        // answer graded by the same judge is one entry, whichever seed or model gave it.
-        let site = CallSite { scope: None, position: "judge".into(), sample: 0 };
+        let (request, site) = grading(model, j, &a.input, &a.answer, &a.targets);
         let reply = ctx.chat(model, &request, &site).await?;
         out.insert(name.clone(), Value::String(reply.text));
+    }
+    Ok(out)
+}
+
+/// Every grading a cell will ask for (`run --dry-run`): exact where the answer is known (a
+/// built-in agent's, or cached: `answered`), else made with an empty answer and marked so.
+pub fn planned_gradings(
+    model: &ModelConfig,
+    instance: &TaskInstance,
+    seed: u64,
+    answered: &dyn Fn(&ChatRequest, &CallSite) -> Option<String>,
+) -> Result<Vec<HelperCall>, StepError> {
+    let task = get(instance)?;
+    if task.judges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shuffled = shuffle(&task);
+    let mut out = Vec::new();
+    for item in &task.items {
+        let order = choice_order(item, seed, shuffled);
+        let answer = if model.is_builtin() {
+            Some(builtin_answer(&task, model, item, &order, seed))
+        } else {
+            let (request, site) = item_call(&task, model, item, &order, seed)?;
+            answered(&request, &site)
+        };
+        for (_, judge_model, j) in &task.judges {
+            let (request, site) = grading(judge_model, j, &item.input, answer.as_deref().unwrap_or_default(), &item.targets);
+            out.push(HelperCall { model: judge_model.clone(), request, site, known: answer.is_some() });
+        }
     }
     Ok(out)
 }

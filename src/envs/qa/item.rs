@@ -22,6 +22,18 @@ pub struct FieldMap {
     pub system: String,
     /// Anything else to keep with the row (hashed, shown to templates as `metadata`).
     pub metadata: String,
+    /// The choices as one column each, in order (an eval.yaml's `choices: [a, b, c]`);
+    /// when set, `choices` is not read. Absent from the key when empty, as before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choice_columns: Vec<String>,
+    /// An integer target names a choice by its 0-based index (`1` is `B`), as Inspect's Hub
+    /// loader reads one on a row with choices.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub index_target: bool,
+    /// The column holding the row's image (a path relative to the dataset, a `data:` URL or
+    /// Parquet bytes), sent after the question's text. Absent from the key when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_image: Option<String>,
 }
 
 impl Default for FieldMap {
@@ -33,13 +45,16 @@ impl Default for FieldMap {
             choices: "choices".into(),
             system: "system".into(),
             metadata: "metadata".into(),
+            choice_columns: Vec::new(),
+            index_target: false,
+            input_image: None,
         }
     }
 }
 
 impl FieldMap {
     /// The field names that may be remapped.
-    pub const NAMES: [&'static str; 6] = ["input", "target", "id", "choices", "system", "metadata"];
+    pub const NAMES: [&'static str; 7] = ["input", "target", "id", "choices", "system", "metadata", "input_image"];
 
     /// Sets field `name` to read column `column`; `false` for an unknown field.
     pub fn set(&mut self, name: &str, column: String) -> bool {
@@ -50,6 +65,10 @@ impl FieldMap {
             "choices" => &mut self.choices,
             "system" => &mut self.system,
             "metadata" => &mut self.metadata,
+            "input_image" => {
+                self.input_image = Some(column);
+                return true;
+            }
             _ => return false,
         };
         *slot = column;
@@ -80,6 +99,8 @@ pub struct Item {
     pub ask_hash: [u8; 32],
     /// Hash of the target (what the answer is scored against).
     pub target_hash: [u8; 32],
+    /// The row's image (`fields.input_image`), loaded and checked; its bytes are in `ask_hash`.
+    pub image: Option<super::image::RowImage>,
 }
 
 impl Item {
@@ -139,7 +160,25 @@ pub fn item(row: Row, index: u64, map: &FieldMap) -> Result<Item, ItemError> {
         None | Some(Value::Null) => return Err(err(format!("no `{}` (the question)", map.input))),
         Some(v) => scalar(v).ok_or_else(|| err(format!("`{}` must be text", map.input)))?,
     };
+    let choices = if map.choice_columns.is_empty() {
+        match fields.get(&map.choices) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => list(v).ok_or_else(|| err(format!("`{}` must be a list of texts", map.choices)))?,
+        }
+    } else {
+        let cell = |c: &String| match fields.get(c) {
+            None | Some(Value::Null) => Err(err(format!("no `{c}` (a choice)"))),
+            Some(v) => scalar(v).ok_or_else(|| err(format!("choice `{c}` must be text"))),
+        };
+        map.choice_columns.iter().map(cell).collect::<Result<Vec<_>, _>>()?
+    };
+    let literal = map.target.strip_prefix("literal:");
     let targets = match fields.get(&map.target) {
+        _ if literal.is_some() => vec![literal.unwrap_or_default().to_owned()],
+        Some(Value::Number(n)) if map.index_target && !choices.is_empty() => {
+            let letter = n.as_u64().and_then(|i| usize::try_from(i).ok()).filter(|i| *i < choices.len()).map(super::inspect::letter);
+            vec![letter.ok_or_else(|| err(format!("`{}` is {n}, not the 0-based index of one of the row's {} choices", map.target, choices.len())))?]
+        }
         None | Some(Value::Null) => return Err(err(format!("no `{}` (the answer)", map.target))),
         Some(Value::Array(_)) => list(&fields[&map.target]).ok_or_else(|| err(format!("`{}` must be text or a list of texts", map.target)))?,
         Some(v) => vec![scalar(v).ok_or_else(|| err(format!("`{}` must be text or a list of texts", map.target)))?],
@@ -150,10 +189,6 @@ pub fn item(row: Row, index: u64, map: &FieldMap) -> Result<Item, ItemError> {
     let id = match fields.get(&map.id) {
         None | Some(Value::Null) => None,
         Some(v) => Some(scalar(v).ok_or_else(|| err(format!("`{}` must be text or a number", map.id)))?),
-    };
-    let choices = match fields.get(&map.choices) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => list(v).ok_or_else(|| err(format!("`{}` must be a list of texts", map.choices)))?,
     };
     let system = match fields.get(&map.system) {
         None | Some(Value::Null) => None,
@@ -181,7 +216,23 @@ pub fn item(row: Row, index: u64, map: &FieldMap) -> Result<Item, ItemError> {
         fields,
         ask_hash: *ask.finalize().as_bytes(),
         target_hash: *target.finalize().as_bytes(),
+        image: None,
     })
+}
+
+impl Item {
+    /// Loads the row's image (read from `dataset`'s folder) and adds its bytes to the
+    /// question's hash, so replacing the image file re-asks the row.
+    pub fn load_image(&mut self, dataset: &std::path::Path, map: &FieldMap) -> Result<(), ItemError> {
+        let Some(column) = &map.input_image else { return Ok(()) };
+        let Some(image) = super::image::load(dataset, self.fields.get(column)).map_err(err)? else { return Ok(()) };
+        let mut ask = blake3::Hasher::new_derive_key("evalgrid qa item-image v1");
+        ask.update(&self.ask_hash);
+        ask.update(image.blake3.as_bytes());
+        self.ask_hash = *ask.finalize().as_bytes();
+        self.image = Some(image);
+        Ok(())
+    }
 }
 
 /// Feeds one column to a hasher: length-prefixed name and canonical JSON value (serde_json

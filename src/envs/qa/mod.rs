@@ -7,9 +7,12 @@
 pub mod config;
 pub mod dataset;
 pub mod episode;
+pub mod evalyaml;
+pub mod image;
 pub mod inspect;
 pub mod item;
 pub mod judge;
+pub mod lm_eval;
 mod parquet;
 pub mod prompt;
 pub mod reducers;
@@ -46,6 +49,12 @@ fn columns(tasks: &[&TaskInstance]) -> Vec<config::Scorer> {
     out
 }
 
+/// A mean for the cells table: three decimals, trailing zeros dropped.
+fn short(v: f64) -> String {
+    let text = format!("{v:.3}");
+    if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_owned() } else { text }
+}
+
 impl Benchmark for Qa {
     fn name(&self) -> &'static str {
         NAME
@@ -53,6 +62,22 @@ impl Benchmark for Qa {
 
     fn resolve_tasks(&self, data_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
         self.resolve_tasks_in(data_dir, Path::new("."), select, params)
+    }
+
+    /// Every `judge` scorer's model (entries that do not parse are the task's own error); with
+    /// `eval_yaml`, the entry's `judge:` (the model its `model_graded_*` scorers use).
+    fn helpers(&self, params: &Params) -> Vec<crate::spec::Helper> {
+        if params.contains_key("eval_yaml") {
+            let judge = params.get("judge").and_then(Value::as_object).and_then(|m| judge::judge_model(m).ok());
+            return judge.map(|model| crate::spec::Helper { model, param: "judge", for_builtin: true, site: "judge" }).into_iter().collect();
+        }
+        let scorers = params.get("scorers").and_then(Value::as_array).into_iter().flatten();
+        scorers
+            // As written (`{judge: {model}}`), or as resolved (`{name, kind: {judge: {model}}}`).
+            .filter_map(|s| s.get("judge").or_else(|| s.get("kind")?.get("judge"))?.get("model")?.as_object())
+            .filter_map(|m| judge::judge_model(m).ok())
+            .map(|model| crate::spec::Helper { model, param: "scorers", for_builtin: true, site: "judge" })
+            .collect()
     }
 
     fn resolve_tasks_in(&self, _data_dir: &Path, base_dir: &Path, select: &Selection, params: &Params) -> Result<Vec<TaskInstance>, Vec<CatalogIssue>> {
@@ -109,6 +134,32 @@ impl Benchmark for Qa {
         columns(tasks).iter().map(|s| UnitMetric::new(&s.name, &s.name, &s.name, s.binary())).collect()
     }
 
+    fn cell_headline(&self, score: &Value) -> Option<String> {
+        let names = score.get("scorers")?.as_array()?;
+        let shown: Vec<String> = names
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|n| match score.get(n).and_then(Value::as_f64) {
+                Some(v) => format!("{n} {}", short(v)),
+                None => format!("{n} –"),
+            })
+            .collect();
+        (!shown.is_empty()).then(|| shown.join(" · "))
+    }
+
+    fn ungraded(&self, task: &TaskInstance, score: &Value) -> Vec<(String, u64, u64)> {
+        let replies = score.get("n").and_then(Value::as_u64).unwrap_or(0);
+        score::scorers(task)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| matches!(s.kind, config::ScorerKind::Judge(_)))
+            .map(|s| {
+                let graded = score.get(format!("{}_n", s.name)).and_then(Value::as_u64).unwrap_or(0);
+                (s.name, replies.saturating_sub(graded), replies)
+            })
+            .collect()
+    }
+
     fn units_for(&self, score: &Value, metrics: &[UnitMetric]) -> Vec<Unit> {
         let Some(items) = score.get("items").and_then(Value::as_array) else { return Vec::new() };
         items
@@ -135,6 +186,36 @@ impl Benchmark for Qa {
         seed: u64,
     ) -> BoxFuture<'a, Result<Value, StepError>> {
         Box::pin(episode::run_episode(ctx, model, task, seed))
+    }
+
+    fn planned_helper_calls(
+        &self,
+        model: &ModelConfig,
+        task: &TaskInstance,
+        seed: u64,
+        answered: &dyn Fn(&ChatRequest, &CallSite) -> Option<String>,
+    ) -> Vec<super::benchmark::HelperCall> {
+        episode::planned_gradings(model, task, seed, answered).unwrap_or_default()
+    }
+
+    fn cannot_serve(&self, task: &TaskInstance, model: &ModelConfig) -> Option<String> {
+        let loaded = task::get(task).ok()?;
+        if model.is_builtin() || !loaded.config.asks_logprobs() {
+            return None;
+        }
+        if model.stream == crate::providers::StreamMode::On {
+            // A streamed answer is folded back without its log-probabilities.
+            return Some("its scorers read next-token log-probabilities, which evalgrid does not read from streamed answers: set `stream: auto` (a one-token call does not stream) or `false`".into());
+        }
+        let Ok(endpoint) = crate::providers::route::endpoint(model, &ChatRequest::default()) else {
+            return Some(format!("provider `{}` gives no log-probabilities", model.provider));
+        };
+        endpoint.kind.protocol().next_token_params().is_none().then(|| {
+            format!(
+                "its scorers read next-token log-probabilities, which evalgrid cannot get from the `{}` protocol (Chat Completions servers give them: OpenAI, vLLM, llama.cpp's llama-server, and Gemini does; Anthropic gives none)",
+                endpoint.kind
+            )
+        })
     }
 
     fn planned_calls(&self, _data_dir: &Path, model: &ModelConfig, task: &TaskInstance, seed: u64) -> Option<Vec<(ChatRequest, CallSite)>> {
@@ -172,7 +253,7 @@ impl Benchmark for Qa {
         Ok(reducers::sections(input))
     }
 
-    fn explain(&self, _data_dir: &Path, task: &TaskInstance, previous: &Value) -> Vec<String> {
+    fn explain(&self, task: &TaskInstance, previous: &Value) -> Vec<String> {
         task::get(task).map(|t| task::changed_rows(&t, previous)).unwrap_or_default()
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 /// file order; `failed` turns a file (`None`) or row failure into the caller's error.
 pub(super) fn read_parquet<E>(
     file: std::fs::File,
+    image: Option<&str>,
     failed: impl Fn(Option<u64>, String) -> E,
     each: &mut dyn FnMut(u64, Map<String, Value>) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -18,7 +19,10 @@ pub(super) fn read_parquet<E>(
         let mut fields = Map::new();
         for column in columns {
             let value = column.get(i).map_err(|e| failed(Some(i as u64), e.to_string()))?;
-            let value = json(&value);
+            let value = match image_cell(&value) {
+                Some(url) if image == Some(column.name().as_str()) => url,
+                _ => json(&value).map_err(|m| failed(Some(i as u64), format!("column `{}`: {m}", column.name())))?,
+            };
             if !value.is_null() {
                 fields.insert(column.name().to_string(), value);
             }
@@ -28,8 +32,28 @@ pub(super) fn read_parquet<E>(
     Ok(())
 }
 
-fn json(v: &AnyValue<'_>) -> Value {
-    match v {
+/// A binary cell of the image column as a `data:` URL (its type is told from its bytes
+/// when the image is loaded).
+fn image_cell(v: &AnyValue<'_>) -> Option<Value> {
+    use base64::Engine as _;
+    let bytes: &[u8] = match v {
+        AnyValue::Binary(bytes) => bytes,
+        AnyValue::BinaryOwned(bytes) => bytes,
+        _ => return None,
+    };
+    Some(Value::String(format!("data:application/octet-stream;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))))
+}
+
+/// A cell as JSON. Binary cells (Parquet `BYTE_ARRAY` without a string type, as some
+/// writers store text) are their UTF-8 text when they are valid UTF-8, and refused otherwise:
+/// never their debug form (`b"\xff\xfe"`) sent to a model as if it were the question.
+fn json(v: &AnyValue<'_>) -> Result<Value, String> {
+    let binary = |bytes: &[u8]| {
+        std::str::from_utf8(bytes)
+            .map(|s| Value::String(s.to_owned()))
+            .map_err(|e| format!("a binary value that is not UTF-8 text (byte {} of {}): store text as a string column", e.valid_up_to() + 1, bytes.len()))
+    };
+    Ok(match v {
         AnyValue::Null => Value::Null,
         AnyValue::Boolean(b) => Value::Bool(*b),
         AnyValue::String(s) => Value::String((*s).to_owned()),
@@ -44,9 +68,11 @@ fn json(v: &AnyValue<'_>) -> Value {
         AnyValue::UInt64(n) => Value::from(*n),
         AnyValue::Float32(x) => serde_json::Number::from_f64(f64::from(*x)).map_or(Value::Null, Value::Number),
         AnyValue::Float64(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
-        AnyValue::List(series) => Value::Array(series.iter().map(|v| json(&v)).collect()),
+        AnyValue::Binary(bytes) => binary(bytes)?,
+        AnyValue::BinaryOwned(bytes) => binary(bytes)?,
+        AnyValue::List(series) => Value::Array(series.iter().map(|v| json(&v)).collect::<Result<_, _>>()?),
         other => Value::String(other.to_string()),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -68,7 +94,7 @@ mod tests {
         ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
         let failed = |row: Option<u64>, message: String| format!("{row:?}: {message}");
         let mut rows = Vec::new();
-        read_parquet(std::fs::File::open(&path).unwrap(), failed, &mut |index, fields| {
+        read_parquet(std::fs::File::open(&path).unwrap(), None, failed, &mut |index, fields| {
             rows.push((index, fields));
             Ok(())
         })
@@ -80,9 +106,29 @@ mod tests {
         assert!(!rows[1].1.contains_key("hint"), "a null cell is absent");
         let bad = dir.path().join("bad.parquet");
         std::fs::write(&bad, b"not parquet").unwrap();
-        let e = read_parquet(std::fs::File::open(&bad).unwrap(), failed, &mut |_, _| Ok(())).unwrap_err();
+        let e = read_parquet(std::fs::File::open(&bad).unwrap(), None, failed, &mut |_, _| Ok(())).unwrap_err();
         assert!(e.starts_with("None: "), "a file failure, not a row's: {e}");
         let located = crate::envs::qa::dataset::read_rows(&bad, |_| Ok(())).unwrap_err();
         assert!(located.to_string().contains("not a readable Parquet file"), "{located}");
+    }
+
+    #[test]
+    fn binary_cells_are_their_utf8_text_or_refused_at_their_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.parquet");
+        let cells: [&[u8]; 2] = [b"caf\xc3\xa9?", b"\xff\xfe"];
+        let mut frame = DataFrame::new_infer_height(vec![Column::new("input".into(), cells), Column::new("target".into(), ["a", "b"])]).unwrap();
+        ParquetWriter::new(std::fs::File::create(&path).unwrap()).finish(&mut frame).unwrap();
+        let mut rows = Vec::new();
+        let e = crate::envs::qa::dataset::read_rows(&path, |r| {
+            rows.push(r);
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(rows[0].fields["input"], "café?");
+        assert!(
+            e.to_string().ends_with("b.parquet:row 1: column `input`: a binary value that is not UTF-8 text (byte 1 of 2): store text as a string column"),
+            "{e}"
+        );
     }
 }

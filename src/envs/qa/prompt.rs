@@ -16,6 +16,19 @@ pub const CHOICE_TEMPLATE: &str = "Answer the following multiple choice question
 /// Inspect's `MULTIPLE_ANSWER_TEMPLATE`, for `choice: {multiple_correct: true}`.
 pub const MULTIPLE_CHOICE_TEMPLATE: &str = "Answer the following multiple choice question where multiple answers may be correct. The entire content of your response should be of the following format: 'ANSWER: $LETTERS' (without quotes) where LETTERS is one or more of {{ letters }}.\n\n{{ input }}\n\n{{ choices }}";
 
+/// The template of `choice: {method: logprobs}`: the question, the lettered choices and
+/// `Answer:`, so the next token is the letter (lm-evaluation-harness's MMLU layout); no
+/// instruction to write `ANSWER: X`, which a base model would not follow.
+pub const LOGPROBS_TEMPLATE: &str = "{{ input }}\n\n{{ choices }}\nAnswer:";
+
+/// What one render may spend (minijinja fuel: about one per step, and one per 64 bytes of text
+/// it makes), so a pipeline author's loop of 1e10 or a 100 MB string ends at `validate` with an
+/// error instead of running for minutes or exhausting memory; ample for any real prompt.
+pub const FUEL: u64 = 1_000_000;
+
+/// The longest prompt a template may render: far above a model's context, far below memory.
+pub const MAX_PROMPT_BYTES: usize = 16 << 20;
+
 /// A task's compiled templates.
 pub struct Prompt {
     env: minijinja::Environment<'static>,
@@ -24,12 +37,29 @@ pub struct Prompt {
 
 /// A template that does not compile or does not render for one item.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PromptError(String);
+#[error("{message}")]
+pub struct PromptError {
+    /// Which template: `template` or `system`.
+    pub part: &'static str,
+    /// The template went past [`FUEL`] or [`MAX_PROMPT_BYTES`]: the template's fault, not a row's.
+    pub over_bounds: bool,
+    message: String,
+}
+
+impl PromptError {
+    fn new(part: &'static str, e: &minijinja::Error) -> Self {
+        let over_bounds = matches!(e.kind(), minijinja::ErrorKind::OutOfFuel);
+        Self { part, over_bounds, message: format!("{part}: {}", describe(e)) }
+    }
+}
 
 fn describe(e: &minijinja::Error) -> String {
     let mut text = match e.kind() {
         minijinja::ErrorKind::UndefinedError => "undefined value".to_owned(),
+        minijinja::ErrorKind::OutOfFuel => format!(
+            "the template ran out of fuel: more than {FUEL} steps or about {} MB of text in one render (a loop or a string too large for a prompt)",
+            FUEL * 64 / 1_000_000
+        ),
         _ => e.kind().to_string(),
     };
     if let Some(detail) = e.detail() {
@@ -52,9 +82,10 @@ impl Prompt {
     pub fn new(template: &str, system: Option<&str>) -> Result<Self, PromptError> {
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        env.add_template_owned("template", template.to_owned()).map_err(|e| PromptError(format!("template: {}", describe(&e))))?;
+        env.set_fuel(Some(FUEL));
+        env.add_template_owned("template", template.to_owned()).map_err(|e| PromptError::new("template", &e))?;
         if let Some(system) = system {
-            env.add_template_owned("system", system.to_owned()).map_err(|e| PromptError(format!("system: {}", describe(&e))))?;
+            env.add_template_owned("system", system.to_owned()).map_err(|e| PromptError::new("system", &e))?;
         }
         Ok(Self { env, has_system: system.is_some() })
     }
@@ -77,9 +108,14 @@ impl Prompt {
     /// The item's system prompt (the template's, else the row's) and user message.
     pub fn render(&self, item: &Item, order: &[usize]) -> Result<(Option<String>, String), PromptError> {
         let ctx = minijinja::Value::from(minijinja::value::Serde(Self::context(item, order)));
-        let render = |name: &str| -> Result<String, PromptError> {
-            let t = self.env.get_template(name).map_err(|e| PromptError(describe(&e)))?;
-            t.render(&ctx).map_err(|e| PromptError(format!("{name}: {}", describe(&e))))
+        let render = |name: &'static str| -> Result<String, PromptError> {
+            let t = self.env.get_template(name).map_err(|e| PromptError::new(name, &e))?;
+            let text = t.render(&ctx).map_err(|e| PromptError::new(name, &e))?;
+            if text.len() > MAX_PROMPT_BYTES {
+                let message = format!("{name}: the rendered prompt is {} bytes, more than the {} MiB a prompt may have", text.len(), MAX_PROMPT_BYTES >> 20);
+                return Err(PromptError { part: name, over_bounds: true, message });
+            }
+            Ok(text)
         };
         let system = if self.has_system { Some(render("system")?) } else { item.system.clone() };
         Ok((system, render("template")?))
@@ -115,5 +151,25 @@ mod tests {
         let e = p.render(&it(json!({"input": "q", "target": "a"})), &[]).unwrap_err();
         assert!(e.to_string().contains("undefined"), "{e}");
         assert!(Prompt::new("{{ input ", None).is_err());
+    }
+
+    #[test]
+    fn a_runaway_loop_or_a_huge_string_runs_out_of_fuel() {
+        let item = it(json!({"input": "q", "target": "a"}));
+        for template in [
+            "{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}",
+            "{% set s = 'x' * 100000000 %}{{ s }}",
+            "{% for i in range(10) %}{{ input * 100000000 }}{% endfor %}",
+        ] {
+            let e = Prompt::new(template, None).unwrap().render(&item, &[]).unwrap_err();
+            assert!(e.over_bounds && e.part == "template" && e.to_string().contains("ran out of fuel"), "{template}: {e}");
+        }
+        let e = Prompt::new("{{ input }}", Some("{% for i in range(100000) %}{% for j in range(1000) %}.{% endfor %}{% endfor %}")).unwrap();
+        let e = e.render(&item, &[]).unwrap_err();
+        assert!(e.over_bounds && e.part == "system", "{e}");
+        // A large but real prompt (4 MiB of input, a loop of a thousand) is fine.
+        let big = it(json!({"input": "y".repeat(4 << 20), "target": "a"}));
+        let (_, user) = Prompt::new("{% for i in range(1000) %}{{ i }}{% endfor %}{{ input }}", None).unwrap().render(&big, &[]).unwrap();
+        assert!(user.len() > 4 << 20);
     }
 }

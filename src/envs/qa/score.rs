@@ -3,11 +3,13 @@
 
 use serde_json::{Map, Value, json};
 
-use super::config::{Scorer, ScorerKind};
+use super::config::{ChoiceMethod, Scorer, ScorerKind};
 use super::episode::Answer;
 use super::inspect;
 use super::judge::grade_value;
+use crate::envs::ScoreDetail;
 use crate::exec::StepError;
+use crate::providers::logprobs::option_logprobs;
 use crate::spec::TaskInstance;
 
 /// The task's scorers, as its params hold them.
@@ -29,14 +31,109 @@ pub fn value(scorer: &Scorer, a: &Answer) -> Result<Option<f64>, StepError> {
             hit(inspect::pattern(&re, &a.answer, &a.targets, *ignore_case, *match_all))
         }
         ScorerKind::Answer { pattern } => hit(inspect::answer(*pattern, &a.answer, &a.targets)),
+        ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. } => {
+            let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
+            hit(likeliest_letter(a).and_then(|shown| a.order.get(shown)).is_some_and(|original| targets.contains(original)))
+        }
         ScorerKind::Choice { multiple_correct, .. } => {
             let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
             hit(inspect::choice(&a.answer, &targets, &a.order, *multiple_correct))
+        }
+        ScorerKind::Acc | ScorerKind::AccNorm => {
+            let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
+            let pred = choice_argmax(a, matches!(scorer.kind, ScorerKind::AccNorm));
+            hit(pred.and_then(|shown| a.order.get(shown)).is_some_and(|original| targets.contains(original)))
+        }
+        ScorerKind::ExactMatch(options) => {
+            let filtered = super::lm_eval::apply_filter(&options.filter, &a.answer);
+            hit(a.targets.iter().any(|t| super::lm_eval::exact_match(options, &filtered, t)))
         }
         ScorerKind::Judge(j) => {
             a.judged.get(&scorer.name).and_then(Value::as_str).and_then(|reply| inspect::parse_grade(reply, &j.grades)).map(|g| grade_value(&g))
         }
     })
+}
+
+/// What one scorer extracted from an answer and why, as Inspect's built-ins fill
+/// `Score.answer` and `Score.explanation` (exports show them beside the value).
+#[must_use]
+pub fn detail(scorer: &Scorer, a: &Answer) -> ScoreDetail {
+    let reply = Some(a.answer.clone());
+    let (answer, explanation, ungraded) = match &scorer.kind {
+        ScorerKind::Match { .. } | ScorerKind::Includes { .. } => (Some(crate::envs::pystr::py_strip(&a.answer).to_owned()), reply, false),
+        ScorerKind::Exact | ScorerKind::F1 { .. } => (reply, None, false),
+        ScorerKind::Pattern { pattern, ignore_case, .. } => {
+            let found = regex::RegexBuilder::new(pattern).case_insensitive(*ignore_case).size_limit(1 << 20).build().ok().and_then(|re| {
+                re.captures(&a.answer).map(|c| {
+                    let groups: Vec<&str> = c.iter().skip(1).flatten().map(|m| m.as_str()).collect();
+                    if groups.is_empty() { c.get(0).map_or_else(String::new, |m| m.as_str().to_owned()) } else { groups.join(", ") }
+                })
+            });
+            let why = if found.is_some() { reply } else { Some(format!("Scoring pattern not matched in output: {}", a.answer)) };
+            (found, why, false)
+        }
+        ScorerKind::Answer { pattern } => (inspect::extract_answer(*pattern, &a.answer).map(str::to_owned), reply, false),
+        ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. } => {
+            let letters: Vec<String> = (0..a.order.len()).map(inspect::letter).collect();
+            (likeliest_letter(a).map(inspect::letter), Some(explain_logprobs(&letters, &option_logprobs(&a.logprobs, &letters))), false)
+        }
+        ScorerKind::Choice { multiple_correct, .. } => {
+            let letters = inspect::parse_choice_answers(&a.answer, a.order.len(), *multiple_correct);
+            (Some(letters.join(", ")), reply, false)
+        }
+        ScorerKind::Acc | ScorerKind::AccNorm => {
+            let pred = choice_argmax(a, matches!(scorer.kind, ScorerKind::AccNorm));
+            (pred.and_then(|p| a.choices.get(p).cloned()), Some(explain_logprobs(&a.choices, &option_logprobs(&a.logprobs, &a.choices))), false)
+        }
+        ScorerKind::ExactMatch(options) => (Some(super::lm_eval::apply_filter(&options.filter, &a.answer)), reply, false),
+        ScorerKind::Judge(j) => match a.judged.get(&scorer.name).and_then(Value::as_str) {
+            None => (reply, None, false),
+            Some(said) if inspect::parse_grade(said, &j.grades).is_some() => (reply, Some(said.to_owned()), false),
+            Some(said) => (reply, Some(format!("Grade not found in model output: {said}")), true),
+        },
+    };
+    ScoreDetail { scorer: scorer.name.clone(), answer, explanation, ungraded }
+}
+
+/// The shown position of the option letter with the highest next-token log-probability
+/// (ties to the first); `None` when no letter is among the alternatives the server sent.
+fn likeliest_letter(a: &Answer) -> Option<usize> {
+    let letters: Vec<String> = (0..a.order.len()).map(inspect::letter).collect();
+    let lps = option_logprobs(&a.logprobs, &letters);
+    let mut best: Option<(usize, f64)> = None;
+    for (i, lp) in lps.into_iter().enumerate() {
+        if let Some(lp) = lp
+            && best.is_none_or(|(_, b)| lp > b)
+        {
+            best = Some((i, lp));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// lm-evaluation-harness's pick among the choices (`np.argmax` over each choice's
+/// log-likelihood, divided by the choice's length in characters for `acc_norm`): a choice
+/// not among the next token's alternatives has log-likelihood `-inf`, and ties go to the
+/// first, as `argmax` does. `None` only for an item without choices.
+#[must_use]
+pub fn choice_argmax(a: &Answer, norm: bool) -> Option<usize> {
+    let lls = option_logprobs(&a.logprobs, &a.choices);
+    let mut best: Option<(usize, f64)> = None;
+    for (i, (ll, choice)) in lls.into_iter().zip(&a.choices).enumerate() {
+        let ll = ll.unwrap_or(f64::NEG_INFINITY);
+        // Python's `len` of a str counts code points.
+        let v = if norm { ll / choice.chars().count() as f64 } else { ll };
+        // `np.argmax`: the first maximum; a NaN (0 / 0) wins, as it does in numpy.
+        if best.is_none_or(|(_, b)| v > b || (v.is_nan() && !b.is_nan())) {
+            best = Some((i, v));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Each option with its log-probability (`–` when absent), for exports' explanation.
+fn explain_logprobs(options: &[String], lps: &[Option<f64>]) -> String {
+    options.iter().zip(lps).map(|(o, lp)| format!("{o}: {}", lp.map_or_else(|| "–".to_owned(), |v| format!("{v:.4}")))).collect::<Vec<_>>().join(", ")
 }
 
 /// The answer's identity for `maj@k`: its text, trimmed and case-folded, hashed.
@@ -58,10 +155,10 @@ pub fn score(task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         serde_json::from_value(episode.get("answers").cloned().unwrap_or(Value::Null)).map_err(|e| StepError::score_in("not a qa episode record", e))?;
     let mut sums = vec![(0.0f64, 0u64); scorers.len()];
     let mut items = Vec::with_capacity(answers.len());
-    let (mut tokens_in, mut tokens_out) = (0, 0);
+    let (mut tokens_in, mut tokens_out) = (0_u64, 0_u64);
     for a in &answers {
-        tokens_in += a.input_tokens;
-        tokens_out += a.output_tokens;
+        tokens_in = tokens_in.saturating_add(a.input_tokens);
+        tokens_out = tokens_out.saturating_add(a.output_tokens);
         let mut scores = Map::new();
         for (s, sum) in scorers.iter().zip(&mut sums) {
             let v = value(s, a)?;
@@ -72,6 +169,10 @@ pub fn score(task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
             scores.insert(s.name.clone(), v.map_or(Value::Null, Value::from));
         }
         let mut row = json!({"index": a.index, "answer": answer_key(&a.answer), "line": answer_line(&a.answer), "scores": scores});
+        // The letter a log-probability `choice` scorer picked (`null`: none among the alternatives).
+        if scorers.iter().any(|s| matches!(s.kind, ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. })) {
+            row["pick"] = json!(likeliest_letter(a).map(inspect::letter));
+        }
         if let Some(id) = &a.id {
             row["id"] = json!(id);
         }

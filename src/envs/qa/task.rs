@@ -10,12 +10,13 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde_json::{Value, json};
 
 use super::config::{Judge, ScorerKind, TaskConfig};
-use super::dataset::{DatasetError, Place, RawRow, read_raw_rows};
+use super::dataset::{DatasetError, Place, RawRow, read_raw_rows_with};
 use super::inspect::{letter, target_positions};
 use super::item::{FieldMap, Item, item};
-use super::prompt::{CHOICE_TEMPLATE, DEFAULT_TEMPLATE, MULTIPLE_CHOICE_TEMPLATE, Prompt};
+use super::prompt::{CHOICE_TEMPLATE, DEFAULT_TEMPLATE, LOGPROBS_TEMPLATE, MULTIPLE_CHOICE_TEMPLATE, Prompt};
 use crate::envs::splitmix::SplitMix64;
 use crate::exec::StepError;
+use crate::spec::diagnostic::suggestion;
 use crate::spec::{CatalogIssue, IssueSite, ModelConfig, Params, Provider, TaskInstance};
 use rayon::prelude::*;
 
@@ -75,51 +76,158 @@ pub fn choice_order(item: &Item, seed: u64, shuffle: bool) -> Vec<usize> {
 /// Rows parsed and mapped together on all cores while the file is read on.
 const BATCH_ROWS: usize = 4096;
 
-/// Reads `path`'s rows as items (first `limit` rows), refusing duplicate ids. Lines are
-/// parsed and mapped in batches on all cores; the first problem in file order is reported.
-fn read_items(path: &Path, fields: &FieldMap, limit: Option<u64>) -> Result<Vec<Item>, DatasetError> {
+/// Most problems of one dataset reported in one pass (`validate` lists them all at once).
+const MAX_PROBLEMS: usize = 20;
+
+/// A dataset's problems in file order: the first [`MAX_PROBLEMS`] kept, the rest counted.
+#[derive(Default)]
+struct Problems {
+    kept: Vec<DatasetError>,
+    more: usize,
+}
+
+impl Problems {
+    fn push(&mut self, e: DatasetError) {
+        if self.kept.len() < MAX_PROBLEMS {
+            self.kept.push(e);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// The problems as issues at `site` (the `dataset` or `fewshot` parameter), the count of
+    /// those left out last.
+    fn issues(self, path: &Path, site: &str) -> Vec<CatalogIssue> {
+        let at = |message: String| CatalogIssue { site: IssueSite::Param(site.into()), message, hint: None };
+        let mut out: Vec<CatalogIssue> = self.kept.iter().map(|e| at(e.to_string())).collect();
+        if self.more > 0 {
+            out.push(at(format!("{}: … and {} more problems in this dataset (the first {MAX_PROBLEMS} are shown)", path.display(), self.more)));
+        }
+        out
+    }
+}
+
+/// The rows a task keeps (`where:`), and the columns seen in the file (to name a column
+/// `where:` asks for that no row has).
+struct Keep<'a> {
+    rules: &'a [(String, Vec<Value>)],
+    columns: std::collections::BTreeSet<String>,
+}
+
+/// Reads `path`'s rows as items (the first `limit` rows `keep` keeps), refusing duplicate
+/// ids. Lines are parsed and mapped in batches on all cores; every problem is collected in
+/// file order (a file that cannot be read on stops the reading there). An item's index is its
+/// row's position in the file, kept or not, so a row filtered out never renumbers another.
+fn read_items(
+    path: &Path,
+    (fields, docs): (&FieldMap, Option<&super::lm_eval::Docs>),
+    limit: Option<u64>,
+    rules: &[(String, Vec<Value>)],
+) -> Result<(Vec<Item>, Vec<String>), Problems> {
     let mut items = Vec::new();
     let mut ids: HashMap<String, Place> = HashMap::new();
     let mut batch = Vec::with_capacity(BATCH_ROWS);
-    let mut read = 0u64;
-    read_raw_rows(path, |raw| {
-        if limit.is_some_and(|l| read >= l) {
+    let mut problems = Problems::default();
+    let mut keep = Keep { rules, columns: std::collections::BTreeSet::new() };
+    let (mut read, mut first) = (0u64, 0u64);
+    let reading = read_raw_rows_with(path, fields.input_image.as_deref(), |raw| {
+        // With `where:`, `limit` counts kept rows, so every row is read.
+        if rules.is_empty() && limit.is_some_and(|l| read >= l) {
             return Ok(());
         }
         read += 1;
         batch.push(raw);
-        if batch.len() == BATCH_ROWS { map_batch(path, fields, &mut batch, &mut items, &mut ids) } else { Ok(()) }
-    })?;
-    map_batch(path, fields, &mut batch, &mut items, &mut ids)?;
-    Ok(items)
+        if batch.len() == BATCH_ROWS {
+            let n = batch.len() as u64;
+            map_batch(path, (fields, docs), (&mut batch, first), &mut keep, (&mut items, &mut ids), &mut problems);
+            first += n;
+        }
+        Ok(())
+    });
+    map_batch(path, (fields, docs), (&mut batch, first), &mut keep, (&mut items, &mut ids), &mut problems);
+    if let Err(e) = reading {
+        problems.push(e);
+    }
+    if let Some(l) = limit.filter(|_| !rules.is_empty()) {
+        items.truncate(usize::try_from(l).unwrap_or(usize::MAX));
+    }
+    // A row without an id is named by its index: an id equal to one would give two rows one
+    // name in `items.csv`, and `diff` would compare one of them silently.
+    if !ids.is_empty() {
+        for (unnamed, place) in items.iter().filter(|it| it.id.is_none()).filter_map(|it| ids.get(&it.index.to_string()).map(|p| (it, *p))) {
+            problems.push(DatasetError::at(
+                path,
+                place,
+                format!(
+                    "id `{}` is also the name of the row without an id at {} (rows without an `id` are named by their 0-based index); give that row an id or this one another",
+                    unnamed.index,
+                    where_is(unnamed.place)
+                ),
+            ));
+        }
+    }
+    if problems.kept.is_empty() { Ok((items, keep.columns.into_iter().collect())) } else { Err(problems) }
 }
 
-/// Parses and maps `batch` (numbered on from `items.len()`) into `items`, in order.
-fn map_batch(path: &Path, fields: &FieldMap, batch: &mut Vec<RawRow>, items: &mut Vec<Item>, ids: &mut HashMap<String, Place>) -> Result<(), DatasetError> {
-    let first = items.len() as u64;
-    let mapped: Vec<Result<Item, DatasetError>> = std::mem::take(batch)
+fn where_is(place: Place) -> String {
+    match place {
+        Place::Line(n) => format!("line {n}"),
+        Place::Row(r) => format!("row {r}"),
+    }
+}
+
+/// Parses `batch` (its first row at file position `first`), keeps the rows `keep` keeps and
+/// maps them into `items`, in order; a row with a problem is left out and its problem kept.
+fn map_batch(
+    path: &Path,
+    (fields, docs): (&FieldMap, Option<&super::lm_eval::Docs>),
+    (batch, first): (&mut Vec<RawRow>, u64),
+    keep: &mut Keep<'_>,
+    (items, ids): (&mut Vec<Item>, &mut HashMap<String, Place>),
+    problems: &mut Problems,
+) {
+    let rules = keep.rules;
+    /// A row mapped (`None`: left out by `where:`), with its columns.
+    type Mapped = Result<(Option<Item>, Vec<String>), DatasetError>;
+    let mapped: Vec<Mapped> = std::mem::take(batch)
         .into_par_iter()
         .enumerate()
         .map(|(k, raw)| {
-            let row = raw.parse(path)?;
+            let mut row = raw.parse(path)?;
+            let seen: Vec<String> = if rules.is_empty() { Vec::new() } else { row.fields.keys().cloned().collect() };
+            if !super::config::keeps(rules, &row.fields) {
+                return Ok((None, seen));
+            }
             let place = row.place;
-            item(row, first + k as u64, fields).map_err(|e| DatasetError::at(path, place, e.message))
+            if let Some(docs) = docs {
+                docs.map(&mut row.fields).map_err(|e| DatasetError::at(path, place, e))?;
+            }
+            let mut it = item(row, first + k as u64, fields).map_err(|e| DatasetError::at(path, place, e.message))?;
+            it.load_image(path, fields).map_err(|e| DatasetError::at(path, place, e.message))?;
+            Ok((Some(it), seen))
         })
         .collect();
     for it in mapped {
-        let it = it?;
+        let (it, seen) = match it {
+            Ok(it) => it,
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        keep.columns.extend(seen);
+        let Some(it) = it else { continue };
         if let Some(id) = &it.id
-            && let Some(earlier) = ids.insert(id.clone(), it.place)
+            && let Some(earlier) = ids.get(id)
         {
-            let earlier = match earlier {
-                Place::Line(n) => format!("line {n}"),
-                Place::Row(r) => format!("row {r}"),
-            };
-            return Err(DatasetError::at(path, it.place, format!("duplicate id `{id}` (first at {earlier})")));
+            problems.push(DatasetError::at(path, it.place, format!("duplicate id `{id}` (first at {})", where_is(*earlier))));
+            continue;
+        }
+        if let Some(id) = &it.id {
+            ids.insert(id.clone(), it.place);
         }
         items.push(it);
     }
-    Ok(())
 }
 
 /// Keeps `n` items chosen by `seed` (by each item's label, so editing a row never changes
@@ -146,6 +254,7 @@ fn sample(items: Vec<Item>, n: u64, seed: u64) -> Vec<Item> {
 fn template_for(config: &TaskConfig) -> String {
     match (&config.template, config.choice()) {
         (Some(t), _) => t.clone(),
+        (None, Some(_)) if config.asks_logprobs() => LOGPROBS_TEMPLATE.to_owned(),
         (None, Some((_, true))) => MULTIPLE_CHOICE_TEMPLATE.to_owned(),
         (None, Some(_)) => CHOICE_TEMPLATE.to_owned(),
         (None, None) => DEFAULT_TEMPLATE.to_owned(),
@@ -169,11 +278,12 @@ pub fn ideal_answer(config: &TaskConfig, item: &Item, order: &[usize]) -> String
 
 /// Checks one item against the task: choices present and targets naming them.
 fn check_item(config: &TaskConfig, it: &Item) -> Result<(), String> {
-    if config.choice().is_none() {
+    if config.choice().is_none() && !config.asks_logprobs() {
         return Ok(());
     }
     if it.choices.is_empty() {
-        return Err(format!("the `choice` scorer needs `{}` on every row", config.fields.choices));
+        let scorer = if config.choice().is_some() { "`choice`" } else { "`acc`/`acc_norm`" };
+        return Err(format!("the {scorer} scorer needs `{}` on every row", config.fields.choices));
     }
     let positions = target_positions(&it.targets).map_err(|t| format!("target `{t}` is not a choice letter"))?;
     if let Some(p) = positions.iter().find(|p| **p >= it.choices.len()) {
@@ -185,12 +295,37 @@ fn check_item(config: &TaskConfig, it: &Item) -> Result<(), String> {
     Ok(())
 }
 
-/// Loads and checks the task an entry declares (its pipeline lies in `base_dir`).
+/// Loads and checks the task an entry declares (its pipeline lies in `base_dir`): its own
+/// `qa` parameters, or those its `eval_yaml` amounts to (problems then shown in that file).
 pub fn load(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<CatalogIssue>> {
+    if params.contains_key("eval_yaml") {
+        let (translated, origins) = super::evalyaml::translate(base_dir, params)?;
+        return load_params(base_dir, &translated).map_err(|issues| origins.relocate(issues));
+    }
+    load_params(base_dir, params)
+}
+
+fn load_params(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<CatalogIssue>> {
     let mut config = super::config::parse(base_dir, params)?;
-    let mut items = read_items(&config.dataset, &config.fields, config.limit).map_err(|e| vec![dataset_issue(&e)])?;
+    let (mut items, columns) =
+        read_items(&config.dataset, (&config.fields, config.docs.as_deref()), config.limit, &config.keep).map_err(|p| p.issues(&config.dataset, "dataset"))?;
+    if let Some((column, _)) = config.keep.iter().find(|(c, _)| !columns.contains(c)) {
+        return Err(vec![CatalogIssue {
+            site: IssueSite::Param("where".into()),
+            message: format!("`where` names column `{column}`, which no row of {} has", config.dataset.display()),
+            hint: suggestion(column, &columns.iter().map(String::as_str).collect::<Vec<_>>())
+                .or_else(|| Some(format!("its columns are {}", columns.join(", ")))),
+        }]);
+    }
     if let Some(s) = config.sample {
         items = sample(items, s.n, s.seed);
+    }
+    if items.is_empty() && !config.keep.is_empty() {
+        return Err(vec![CatalogIssue {
+            site: IssueSite::Param("where".into()),
+            message: format!("no row of {} matches `where`", config.dataset.display()),
+            hint: None,
+        }]);
     }
     if items.is_empty() {
         return Err(vec![dataset_issue(&DatasetError::file(&config.dataset, "the dataset has no rows"))]);
@@ -198,20 +333,41 @@ pub fn load(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<Catalo
     let prompt = Prompt::new(&template_for(&config), config.system.as_deref()).map_err(|e| {
         vec![CatalogIssue { site: IssueSite::Param(if config.template.is_some() { "template" } else { "system" }.into()), message: e.to_string(), hint: None }]
     })?;
-    // Every item rendered once, on all cores; the first problem in file order is reported.
-    let problem = items.par_iter().find_map_first(|it| {
-        let order: Vec<usize> = (0..it.choices.len()).collect();
-        let problem = check_item(&config, it).err().or_else(|| prompt.render(it, &order).err().map(|e| e.to_string()));
-        problem.map(|p| (it.place, p))
-    });
-    if let Some((place, problem)) = problem {
-        return Err(vec![dataset_issue(&DatasetError::at(&config.dataset, place, problem))]);
+    // Every item rendered once, on all cores; every problem is reported, in file order.
+    let problems: Vec<_> = items
+        .par_iter()
+        .filter_map(|it| {
+            let order: Vec<usize> = (0..it.choices.len()).collect();
+            let problem = match check_item(&config, it) {
+                Err(p) => Some((p, None)),
+                Ok(()) => prompt.render(it, &order).err().map(|e| (e.to_string(), e.over_bounds.then_some(e.part))),
+            };
+            problem.map(|p| (it.place, p))
+        })
+        .collect();
+    if let Some((place, (problem, over_bounds))) = problems.first().cloned() {
+        let located = DatasetError::at(&config.dataset, place, problem);
+        // A template past its bounds is the template's fault: shown at the template.
+        if let Some(part) = over_bounds {
+            let param = if part == "system" {
+                "system"
+            } else if params.contains_key("template_file") {
+                "template_file"
+            } else {
+                "template"
+            };
+            return Err(vec![CatalogIssue { site: IssueSite::Param(param.into()), message: format!("rendering {located}"), hint: None }]);
+        }
+        let mut all = Problems::default();
+        for (place, (problem, _)) in problems {
+            all.push(DatasetError::at(&config.dataset, place, problem));
+        }
+        return Err(all.issues(&config.dataset, "dataset"));
     }
     let fewshot = match &config.fewshot {
         None => Vec::new(),
         Some(f) => {
-            let examples = read_items(&f.from, &config.fields, None)
-                .map_err(|e| vec![CatalogIssue { site: IssueSite::Param("fewshot".into()), message: e.to_string(), hint: None }])?;
+            let (examples, _) = read_items(&f.from, (&config.fields, None), None, &[]).map_err(|p| p.issues(&f.from, "fewshot"))?;
             let mut turns = Vec::new();
             for it in sample(examples, f.n, f.seed) {
                 let order: Vec<usize> = (0..it.choices.len()).collect();
@@ -253,6 +409,10 @@ pub fn load(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<Catalo
     params.insert("items".into(), json!(items.len()));
     if let Some(f) = &config.fewshot {
         params.insert("fewshot".into(), json!({"n": f.n, "seed": f.seed}));
+    }
+    // The grading prompt's defence changes every judge's prompt: judged tasks grade again.
+    if !judges.is_empty() {
+        params.insert("judge_prompt".into(), json!(super::judge::PROMPT_DEFENCE));
     }
     let instance = TaskInstance {
         benchmark: NAME.into(),

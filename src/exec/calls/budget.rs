@@ -4,6 +4,11 @@
 //! (counted, [`crate::providers::tokens`]) plus its output cap, at the model's price; an
 //! answer then adds what it really cost. So the spend never passes the budget by more than
 //! the in-flight worst cases overestimate, whatever the provider bills within them.
+//!
+//! A provider may bill more than the worst case (usage past `max_tokens`): once the answers
+//! settled so far plus the calls still held pass the limit, the budget is checked again at
+//! the moment each held call would be sent, and none is ([`Hold::settle`] says so, and the
+//! caller halts the transport). Every sum saturates: a usage of 2^63 tokens never wraps.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -16,11 +21,15 @@ use crate::spec::{ModelConfig, Price, Provider};
 /// The output bound assumed for a request that sets no output cap (`params.max_tokens`).
 pub const UNCAPPED_OUTPUT_TOKENS: u64 = 32_768;
 
+/// How the reason a budget passed by its answers halts the transport with begins.
+pub(super) const PASSED: &str = "the budget of $";
+
 /// Micro-dollars: what the gate adds and compares, so sums are exact.
 type Micro = u64;
 
-#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "costs are small and non-negative")]
-fn micro(usd: f64) -> Micro {
+/// Micro-dollars of `usd`, saturating: NaN or negative is 0, a huge cost is `u64::MAX`.
+#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a float-to-int cast saturates, NaN is 0")]
+pub(crate) fn micro(usd: f64) -> Micro {
     (usd * 1e6).round().max(0.0) as Micro
 }
 
@@ -77,7 +86,7 @@ impl Budget {
     pub(super) fn hold(&self, worst: Micro) -> Result<Hold<'_>, StepError> {
         let mut tally = self.lock();
         let (spent, held) = *tally;
-        if self.reached() || spent + held + worst > self.limit {
+        if self.reached() || spent.saturating_add(held).saturating_add(worst) > self.limit {
             self.reached.store(true, Ordering::SeqCst);
             #[expect(clippy::cast_precision_loss, reason = "micro-dollars far below 2^52")]
             let usd = |m: Micro| m as f64 / 1e6;
@@ -89,15 +98,33 @@ impl Budget {
                 usd(worst)
             )));
         }
-        tally.1 += worst;
+        tally.1 = tally.1.saturating_add(worst);
         Ok(Hold { budget: self, worst })
     }
 }
 
 impl Hold<'_> {
-    /// The call is done: what its answer cost is spent.
-    pub(super) fn settle(self, cost: Micro) {
-        self.budget.lock().0 += cost;
+    /// The call is done: what its answer cost is spent, and its worst case given back.
+    /// `Some(reason)` when the spend plus the calls still held now passes the limit (the
+    /// provider billed more than a worst case): no held call may be sent any more.
+    pub(super) fn settle(mut self, cost: Micro) -> Option<String> {
+        let mut tally = self.budget.lock();
+        tally.0 = tally.0.saturating_add(cost);
+        tally.1 = tally.1.saturating_sub(self.worst);
+        self.worst = 0;
+        let (spent, held) = *tally;
+        drop(tally);
+        if spent.saturating_add(held) <= self.budget.limit {
+            return None;
+        }
+        self.budget.reached.store(true, Ordering::SeqCst);
+        #[expect(clippy::cast_precision_loss, reason = "dollars, for a message")]
+        let usd = |m: Micro| m as f64 / 1e6;
+        Some(format!(
+            "{PASSED}{:.2} is passed: answers cost more than the worst case held for them (billed past their output cap, or a prompt counted short): ${:.4} spent, so the calls held for sending are not sent",
+            usd(self.budget.limit),
+            usd(spent)
+        ))
     }
 }
 
@@ -109,10 +136,10 @@ impl Drop for Hold<'_> {
 }
 
 /// The worst case of one request `body` to `model` under `protocol`: every prompt token
-/// counted, and the output cap (or [`UNCAPPED_OUTPUT_TOKENS`]) all used, at its price.
+/// counted, and the output cap (or [`UNCAPPED_OUTPUT_TOKENS`]) all used, at `price`.
 #[must_use]
-pub fn worst_case(model: &ModelConfig, protocol: &dyn Protocol, body: &serde_json::Value) -> Micro {
-    let Some(price) = &model.price else { return 0 };
+pub fn worst_case(model: &ModelConfig, price: Option<&Price>, protocol: &dyn Protocol, body: &serde_json::Value) -> Micro {
+    let Some(price) = price else { return 0 };
     let tokenizer = Tokenizer::for_model(model.provider == Provider::OpenAi, &model.model);
     let input = body_tokens(tokenizer, body);
     let output =
@@ -149,6 +176,24 @@ mod tests {
         assert!((budget.spent_usd() - 0.35).abs() < 1e-9);
         // Once reached, nothing more is sent even where it would now fit.
         assert!(budget.hold(1).is_err());
+    }
+
+    #[test]
+    fn an_answer_billed_past_its_worst_case_stops_the_held_calls() {
+        let budget = Budget::new(1.0, 0.0);
+        let first = budget.hold(1_000).unwrap();
+        let second = budget.hold(1_000).unwrap();
+        assert!(first.settle(500).is_none(), "within its worst case");
+        // Billed a thousand times its worst case: the second may no longer go out.
+        assert!(budget.hold(1_000).is_ok_and(|third| third.settle(1_000_000).is_some()));
+        assert!(budget.reached());
+        drop(second);
+        // Saturating: a cost of u64::MAX micro-dollars neither wraps nor panics.
+        let huge = Budget::new(1.0, 0.0);
+        assert!(huge.hold(u64::MAX).is_err());
+        assert!(Budget::new(1.0, 0.0).hold(10).unwrap().settle(u64::MAX).is_some());
+        assert_eq!(micro(f64::NAN), 0);
+        assert_eq!(micro(f64::INFINITY), u64::MAX);
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub struct CallContext {
     scripts: crate::providers::scripted::Scripts,
     /// `budget.usd`: calls that would not fit are not sent ([`budget`]).
     budget: Option<budget::Budget>,
+    /// Prices of the helper models (a `qa` judge, the Eleusis rule compiler) by the id
+    /// their calls are counted under, for a helper whose entry carries none.
+    helper_prices: std::collections::BTreeMap<String, crate::spec::Price>,
     /// The collectors of models in batch mode ([`batch`]).
     batcher: batch::Batcher,
     /// Counters.
@@ -91,6 +94,7 @@ impl CallContext {
             retry_outcomes: Vec::new(),
             scripts: crate::providers::scripted::Scripts::default(),
             budget: None,
+            helper_prices: std::collections::BTreeMap::new(),
             batcher: batch::Batcher::default(),
             usage: Usage::default(),
         }
@@ -101,6 +105,26 @@ impl CallContext {
     pub fn with_budget(mut self, budget: budget::Budget) -> Self {
         self.budget = Some(budget);
         self
+    }
+
+    /// Batch output lines this run ignored because an earlier line of their batch answered
+    /// the same `custom_id` (the first line answers).
+    #[must_use]
+    pub fn batch_duplicate_lines(&self) -> u64 {
+        self.batcher.duplicate_lines()
+    }
+
+    /// Prices the calls of helper models (a `qa` judge, the Eleusis rule compiler) whose
+    /// entry has no `price` at `prices`, by their id: the pipeline's `report.prices`.
+    #[must_use]
+    pub fn with_helper_prices(mut self, prices: std::collections::BTreeMap<String, crate::spec::Price>) -> Self {
+        self.helper_prices = prices;
+        self
+    }
+
+    /// The price of `model`'s calls: its own, else its helper price.
+    fn price_of(&self, model: &ModelConfig) -> Option<crate::spec::Price> {
+        model.price.or_else(|| self.helper_prices.get(&model.id).copied())
     }
 
     /// The run's budget, if it has one.
@@ -146,6 +170,13 @@ impl CallContext {
         }
     }
 
+    /// Calls sent so far (answered or failed), which the progress ETA measures against the
+    /// calls expected.
+    #[must_use]
+    pub fn calls_made(&self) -> u64 {
+        self.usage.live_calls.load(Ordering::Relaxed) + self.usage.failed_calls.load(Ordering::Relaxed)
+    }
+
     /// Call counters plus how every rate-limited lane is being paced ([`Usage::progress_line`]).
     #[must_use]
     pub fn progress_line(&self) -> String {
@@ -161,9 +192,18 @@ impl CallContext {
     /// Sends (or replays) one chat call for `model` at `site`, as a sub-step
     /// of `episode` (recorded under it for `cache gc --keep`).
     pub async fn chat(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<ChatResponse, StepError> {
+        self.chat_traced(episode, model, request, site).await.map(|(answer, _)| answer)
+    }
+
+    /// [`Self::chat`], also saying whether the answer was read from the cache (an agent's
+    /// replay shows where it stopped replaying).
+    ///
+    /// # Errors
+    /// As [`Self::chat`].
+    pub async fn chat_traced(&self, episode: StepKey, model: &ModelConfig, request: &ChatRequest, site: &CallSite) -> Result<(ChatResponse, bool), StepError> {
         if model.provider.is_scripted() {
             self.usage.live_calls.fetch_add(1, Ordering::Relaxed);
-            return scripted::scripted_reply(&self.scripts, model, request);
+            return scripted::scripted_reply(&self.scripts, model, request).map(|answer| (answer, false));
         }
         let endpoint = endpoint(model, request)?;
         // A batched call waits for its batch, not for a slot: the batch is one request.
@@ -190,7 +230,8 @@ impl CallContext {
                 self.settled(done, ledger.as_ref());
             })
             .await?;
-        Ok(self.served(done, &call))
+        let hit = done.hit;
+        Ok((self.served(done, &call), hit))
     }
 
     /// Whether a cached answer is one `--retry-outcome` asks to re-ask.

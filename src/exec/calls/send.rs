@@ -34,12 +34,13 @@ impl CallContext {
             return Err(refusal);
         }
         let endpoint = with_key(call.endpoint.clone(), model)?;
-        let price = if call.batched { model.price.map(|price| price.batched()) } else { model.price };
+        let base_price = self.price_of(model);
+        let price = if call.batched { base_price.map(|price| price.batched()) } else { base_price };
         let hold = match &self.budget {
             Some(budget) => {
-                let worst = budget::worst_case(model, call.endpoint.kind.protocol(), &body);
+                let worst = budget::worst_case(model, base_price.as_ref(), call.endpoint.kind.protocol(), &body);
                 // A batch's calls each hold their worst case at the batch price before joining it.
-                let share = if call.batched { model.price.map_or(1.0, |price| price.batch_factor.unwrap_or(0.5)) } else { 1.0 };
+                let share = if call.batched { base_price.map_or(1.0, |price| price.batch_factor.unwrap_or(0.5)) } else { 1.0 };
                 Some(budget.hold(budget::scaled(worst, share))?)
             }
             None => None,
@@ -57,12 +58,28 @@ impl CallContext {
                 model.id
             ));
         }
+        // Held back at the moment of sending because the answers already passed the budget:
+        // not sent, so not a failure of the call (the cell is not started, not failed).
+        if let (Err(CallError::Halted { .. }), Some(budget)) = (&record.result, &self.budget)
+            && budget.reached()
+            && self.client.halted_reason().is_some_and(|reason| reason.starts_with(budget::PASSED))
+        {
+            return Err(StepError::Budget(format!("the budget of ${:.2} is passed (${:.4} spent): call not sent", budget.limit_usd(), budget.spent_usd())));
+        }
+        self.overbilled(model, &record, call.endpoint.kind.protocol());
         let stalls = self.usage.record(&record, price.as_ref());
         if call.batched {
-            self.usage.record_batched(&record, model.price.as_ref());
+            self.usage.record_batched(&record, base_price.as_ref());
         }
-        if let Some(hold) = hold {
-            hold.settle(budget::cost(&record, price.as_ref()));
+        if let Some(hold) = hold
+            && let Some(reason) = hold.settle(budget::cost(&record, price.as_ref()))
+        {
+            // The budget is checked again when each held call would be sent: none is.
+            let first = self.client.halted_reason().is_none();
+            self.client.halt(&reason);
+            if first {
+                self.note(&format!("error: {reason}"));
+            }
         }
         if stalls > 0 {
             self.note(&usage::stall_note(&model.id, stalls, &record, self.client.config().stream_idle_timeout));
@@ -79,6 +96,21 @@ impl CallContext {
             ledger.answered();
         }
         self.accept(model, response, record.answered)
+    }
+
+    /// Counts an answer billed past its request's output cap, and says so once per run: the
+    /// cost shown is what the provider billed, however implausible.
+    fn overbilled(&self, model: &ModelConfig, record: &CallRecord, protocol: &dyn crate::providers::Protocol) {
+        let Ok(response) = &record.result else { return };
+        let cap = protocol.output_cap_fields().iter().find_map(|field| record.request_body.pointer(field).and_then(serde_json::Value::as_u64));
+        if let Some(cap) = cap.filter(|cap| response.usage.output > *cap)
+            && self.usage.overbilled_calls.fetch_add(1, Ordering::Relaxed) == 0
+        {
+            self.note(&format!(
+                "warning: model `{}`: the provider billed {} output tokens for a call capped at {cap}; costs and the budget count what it billed",
+                model.id, response.usage.output
+            ));
+        }
     }
 
     /// A batched call's answer as a live call's record: its response line read by the
@@ -145,11 +177,12 @@ impl CallContext {
     /// those already waiting for a slot, and says so once in the run log.
     pub(super) fn stop(&self, model: &ModelConfig, reason: &str) {
         if self.lanes.switch(&model.id).stop(reason) {
-            self.note(&format!(
-                "error: model `{}`: {}\n  every call of it would fail the same way, so its calls not yet sent are not sent (other models go on); `evalgrid check <pipeline>` tries each endpoint with one small request",
-                model.id,
-                crate::text::one_line(reason)
-            ));
+            // Two notes, not one with a line break: each note is printed on one line with its
+            // controls escaped, so an embedded `\n` would read as a literal `\x0a` (issue 48).
+            self.note(&format!("error: model `{}`: {}", model.id, crate::text::one_line(reason)));
+            self.note(
+                "  every call of it would fail the same way, so its calls not yet sent are not sent (other models go on); `evalgrid check <pipeline>` tries each endpoint with one small request",
+            );
         }
     }
 }

@@ -37,6 +37,7 @@ fn config(id: &str, provider: Provider, model: &str) -> ModelConfig {
         stream: crate::providers::StreamMode::Auto,
         batch: None,
         serve: None,
+        agent: None,
     }
 }
 
@@ -192,19 +193,7 @@ async fn a_cached_answer_from_before_the_think_split_is_split_when_served() {
     let (episode, site) = (StepKey::compute(&json!("e")), CallSite::default());
     let stored = |request: &ChatRequest, text: &str, reasoning: Option<&str>| {
         let step = SubStep::new(episode, StepKind::Call, call_components(&endpoint(&model, request).unwrap(), request, &site));
-        let response = ChatResponse {
-            text: text.into(),
-            reasoning: reasoning.map(str::to_owned),
-            tool_calls: Vec::new(),
-            usage: crate::providers::Usage::default(),
-            answered_model: "mock-1".into(),
-            finish_reason: crate::providers::FinishReason::Stop,
-            latency_ms: 0,
-            refusal: None,
-            usage_reported: true,
-            items: Vec::new(),
-            paid: None,
-        };
+        let response = ChatResponse { reasoning: reasoning.map(str::to_owned), ..ChatResponse::text_from("mock-1", text) };
         step.store_blocking(ctx.store(), response, 0).unwrap();
     };
     let old = ask("old");

@@ -43,10 +43,15 @@ pub struct Usage {
     pub batched_calls: AtomicU64,
     /// What those would have cost at the normal price minus what they cost (micro-dollars).
     pub batch_saved_micro_usd: AtomicU64,
+    /// Answers billed more output tokens than their request's cap (`max_tokens`): their cost
+    /// counts what the provider billed, and the run log says so once.
+    pub overbilled_calls: AtomicU64,
 }
 
+/// Adds `n`, saturating: a provider's absurd usage (2^63 tokens) pins a counter at
+/// `u64::MAX` instead of wrapping it to a small, plausible-looking number.
 fn add(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Ordering::Relaxed);
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| Some(now.saturating_add(n)));
 }
 
 impl Usage {
@@ -66,9 +71,7 @@ impl Usage {
         add(&self.input_tokens, response.usage.input);
         add(&self.output_tokens, response.usage.output);
         if let Some(price) = price {
-            let usd = price.cost(response.usage.input, response.usage.cached, response.usage.output);
-            #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "cost is small and non-negative")]
-            add(&self.cost_micro_usd, (usd * 1e6).round() as u64);
+            add(&self.cost_micro_usd, super::budget::micro(price.cost(response.usage.input, response.usage.cached, response.usage.output)));
         }
         stalls
     }
@@ -81,8 +84,7 @@ impl Usage {
         if let Some(price) = price {
             let (input, cached, output) = (response.usage.input, response.usage.cached, response.usage.output);
             let saved = price.cost(input, cached, output) - price.batched().cost(input, cached, output);
-            #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "savings are small and non-negative")]
-            add(&self.batch_saved_micro_usd, (saved.max(0.0) * 1e6).round() as u64);
+            add(&self.batch_saved_micro_usd, super::budget::micro(saved));
         }
     }
 

@@ -181,3 +181,52 @@ fn gemini_second_round_carries_the_thought_signatures() {
     let body = request_body(&Endpoint::new(ProviderKind::Gemini, "gemini-3-pro-preview"), &request);
     insta::assert_json_snapshot!("gemini_second_round_signatures", body);
 }
+
+/// The second round of a Chat Completions tool loop, from the answer in OpenAI's function
+/// calling guide: the assistant turn carries its `tool_calls` (arguments as compact JSON
+/// text, the same for the same call), each result is a `tool` message with its
+/// `tool_call_id`, then the next user turn.
+#[test]
+fn chat_completions_second_round_carries_the_calls_and_tool_messages() {
+    let answer = br#"{"id":"chatcmpl-abc123","object":"chat.completion","created":1699896916,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc123","type":"function","function":{"name":"get_current_weather","arguments":"{\n\"location\": \"Boston, MA\"\n}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":82,"completion_tokens":17,"total_tokens":99}}"#;
+    let ok = reqwest::StatusCode::OK;
+    let called = super::openai::ChatCompletions.parse(ok, &reqwest::header::HeaderMap::new(), answer, &Shaping::default()).unwrap();
+    let request = ChatRequest {
+        messages: vec![
+            Message::user("What's the weather like in Boston today?"),
+            Message::assistant_turn(&called),
+            Message::tool_outputs([("call_abc123", "{\"temperature\": 22, \"unit\": \"celsius\"}")], ""),
+            Message::user("And tomorrow?"),
+        ],
+        system: None,
+        params: Map::new(),
+        json_mode: false,
+        tools: Some(weather_tool("get_current_weather")),
+    };
+    let body = request_body(&Endpoint::new(ProviderKind::OpenAi, "gpt-4o-mini"), &request);
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.iter().map(|m| m["role"].as_str().unwrap()).collect::<Vec<_>>(), ["user", "assistant", "tool", "user"]);
+    assert_eq!(messages[1]["tool_calls"][0]["function"]["arguments"], "{\"location\":\"Boston, MA\"}");
+    insta::assert_json_snapshot!("chat_completions_second_round_tool_messages", body);
+}
+
+/// A user turn with an image: a text part, then the image in each protocol's own shape
+/// (Chat Completions `image_url` data URL, Responses `input_image`, Anthropic base64 `image`
+/// source, Gemini `inline_data`); a text-only turn keeps its plain form (its key unchanged).
+#[test]
+fn an_image_is_a_part_after_the_text_on_every_protocol() {
+    let mut question = Message::user("What colour is this square?");
+    question.images.push(super::types::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() });
+    let request = ChatRequest { messages: vec![question], system: None, params: Map::new(), json_mode: false, tools: None };
+    for (kind, name) in [
+        (ProviderKind::OpenAi, "image_chat_completions"),
+        (ProviderKind::OpenAiResponses, "image_responses"),
+        (ProviderKind::Anthropic, "image_anthropic"),
+        (ProviderKind::Gemini, "image_gemini"),
+    ] {
+        let sent = request_body(&Endpoint::new(kind, "m"), &request);
+        insta::assert_json_snapshot!(name, sent);
+        let plain = ChatRequest { messages: vec![Message::user("What colour is this square?")], ..request.clone() };
+        assert!(!request_body(&Endpoint::new(kind, "m"), &plain).to_string().contains("image"), "{kind}: a text turn has no image part");
+    }
+}

@@ -9,7 +9,7 @@ use super::mock::{MockConfig, MockOutcome, MockReply, MockServer, Script};
 use super::openai::ChatCompletions;
 use super::protocol::Protocol;
 use super::testing::{ask, mock_endpoint, quick_client};
-use super::types::{ChatRequest, ChatResponse, FinishReason, ProviderKind, Usage};
+use super::types::{ChatRequest, ChatResponse, ProviderKind};
 use crate::providers::shaping::{Shaping, split_reasoning};
 
 /// A Chat Completions body parsed and settled, as the transport reads it.
@@ -18,19 +18,7 @@ fn parse_shaped(status: StatusCode, headers: &HeaderMap, body: &[u8], shaping: &
 }
 
 fn answer(text: &str) -> ChatResponse {
-    ChatResponse {
-        text: text.into(),
-        reasoning: None,
-        tool_calls: Vec::new(),
-        usage: Usage::default(),
-        answered_model: "m".into(),
-        finish_reason: FinishReason::Stop,
-        latency_ms: 0,
-        refusal: None,
-        usage_reported: true,
-        items: Vec::new(),
-        paid: None,
-    }
+    ChatResponse::text_from("m", text)
 }
 
 #[test]

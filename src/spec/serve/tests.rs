@@ -120,4 +120,13 @@ fn keys_hold_the_weights_and_settings_not_the_placement() {
     }
     let template = key(&entry(", args: [--chat-template-file, template.jinja]"), "w1");
     assert_eq!(template["serve"]["args"], serde_json::json!(["--chat-template-file", format!("blake3:{}", "f".repeat(64))]));
+    // The `=` spelling is the same key, the file keyed by its content, not its path.
+    let joined = entry(", args: ['--chat-template-file=template.jinja']");
+    assert_eq!(key(&joined, "w1"), template, "`--flag=FILE` is `--flag FILE`");
+    let args = &joined.models[0].serve.as_ref().unwrap().args;
+    assert_eq!((args.len(), args[1].file.as_deref()), (2, Some(std::path::absolute(dir.path().join("template.jinja")).unwrap().as_path())));
+    assert_eq!(joined.models[0].serve.as_ref().unwrap().engine_args()[0], "--chat-template-file");
+    // A value that names no file stays one word, keyed as written.
+    let plain = key(&entry(", args: ['--temp=0.2']"), "w1");
+    assert_eq!(plain["serve"]["args"], serde_json::json!(["--temp=0.2"]));
 }

@@ -11,19 +11,7 @@ use super::*;
 use crate::providers::{FinishReason, ToolCall, Usage};
 
 fn response(text: &str, calls: Vec<ToolCall>) -> ChatResponse {
-    ChatResponse {
-        text: text.into(),
-        reasoning: None,
-        tool_calls: calls,
-        usage: Usage { input: 10, output: 5, ..Usage::default() },
-        answered_model: "fake".into(),
-        finish_reason: FinishReason::Stop,
-        latency_ms: 0,
-        refusal: None,
-        usage_reported: true,
-        items: Vec::new(),
-        paid: None,
-    }
+    ChatResponse { tool_calls: calls, usage: Usage { input: 10, output: 5, ..Usage::default() }, ..ChatResponse::text_from("fake", text) }
 }
 
 fn tool(name: &str, arguments: Value) -> ChatResponse {

@@ -64,6 +64,9 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
     let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
     let name = text("provider").unwrap_or_else(|| "openai".into());
     let provider = crate::spec::Provider::parse(&name).ok_or_else(|| StepError::Unsupported(format!("provider `{name}` makes no API calls")))?;
+    // Checked when the task was resolved; a task's resolved params no longer hold it (a
+    // price is in no key), and the run reads it from the pipeline's helper prices.
+    let price = c.get("price").and_then(|p| crate::spec::Price::from_param(p).ok());
     Ok(ModelConfig {
         id: "rule-compiler".into(),
         provider,
@@ -71,7 +74,7 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         base_url: text("base_url"),
         api_key_env: text("api_key_env"),
         params: c.get("params").and_then(Value::as_object).map(|m| m.clone().into_iter().collect()).unwrap_or_default(),
-        price: None,
+        price,
         accept_other_model: c.get("accept_other_model").and_then(Value::as_bool).unwrap_or(false),
         headers: std::collections::BTreeMap::new(),
         api: crate::providers::OpenAiApi::Auto,
@@ -79,6 +82,7 @@ pub fn compiler_model(params: &crate::spec::Params) -> Result<ModelConfig, StepE
         stream: crate::providers::StreamMode::Auto,
         batch: None,
         serve: None,
+        agent: None,
     })
 }
 

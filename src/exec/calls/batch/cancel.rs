@@ -33,7 +33,8 @@ pub async fn cancel_batches(client: &Arc<ProviderClient>, store: &Store, model: 
     let mut out = Vec::new();
     for record in BatchLedger::of(store).list().into_iter().filter(|record| record.lane == lane) {
         let Some(id) = record.batch_id else { continue };
-        if state_ended(&record.state) {
+        // A batch the provider answered 404 for cannot be cancelled there either.
+        if state_ended(&record.state) || record.state == "not_found" {
             continue;
         }
         let outcome = api.cancel(&id).await.map(|batch| batch.status).map_err(|e| e.to_string());

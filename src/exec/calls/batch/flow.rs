@@ -140,6 +140,7 @@ pub(super) async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
                     break batch;
                 }
             }
+            Err(BatchError::Status { status: 404, .. }) => return not_found(&lane, record, &id),
             Err(error) => {
                 failures += 1;
                 if failures >= POLL_FAILURES {
@@ -155,7 +156,7 @@ pub(super) async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
             for problem in problems {
                 tracing::warn!(batch = %id, "{problem}");
             }
-            lines.into_iter().map(|line| (line.custom_id, line.result)).collect()
+            first_answers(&lane, &id, lines)
         }
         Err(error) => {
             let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
@@ -163,6 +164,44 @@ pub(super) async fn poll(lane: Arc<BatchLane>, mut record: BatchRecord) {
         }
     };
     answer(&lane, record, answers, &batch.status);
+}
+
+/// The provider does not know batch `id` (HTTP 404: created under another key or project, or
+/// deleted). Nothing says it did not run and bill, so its calls are not sent again: they fail
+/// for this run, the record stays (state `not_found`, shown by `status`), and the user
+/// releases them with `evalgrid batch forget`.
+fn not_found(lane: &BatchLane, mut record: BatchRecord, id: &str) {
+    record.state = "not_found".into();
+    let _kept = lane.ledger.record(&record);
+    let open: Vec<String> = record.keys.iter().filter(|key| !record.unanswered.contains(key)).cloned().collect();
+    let message = format!(
+        "batch {id} is unknown to the provider (HTTP 404: created under another API key or project, or deleted); its {} call(s) are not sent again, \
+         since it may have run and been billed. If it is gone for good, `evalgrid batch forget {}` releases them for the next run",
+        open.len(),
+        record.tag
+    );
+    tracing::warn!("{message}");
+    fail_all(lane, &open, &message);
+}
+
+/// The answers of a batch's output lines by `custom_id`: the FIRST line of each id answers;
+/// later ones repeating it are ignored, counted for the run summary and logged.
+pub(super) fn first_answers(lane: &BatchLane, id: &str, lines: Vec<crate::providers::batch::OutputLine>) -> HashMap<String, LineAnswer> {
+    let mut answers = HashMap::with_capacity(lines.len());
+    let mut repeated = 0_u64;
+    for line in lines {
+        match answers.entry(line.custom_id) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(line.result);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => repeated += 1,
+        }
+    }
+    if repeated > 0 {
+        lane.duplicates.fetch_add(repeated, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(batch = %id, "{repeated} output line(s) repeat a custom_id answered by an earlier line: the first line of each was kept");
+    }
+    answers
 }
 
 /// Hands each call of an ended batch its line; calls without one go back to the queue once

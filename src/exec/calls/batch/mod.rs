@@ -13,10 +13,13 @@
 //! (input file, keys, tag) is synced before the create request, the batch id once it
 //! returns. A lane's first call resumes the ledger's batches of the lane: an intent without
 //! id is looked up in the account's batch list (by tag; Anthropic, which keeps none: by time
-//! and request count, adopted once its results hold the intent's keys; found: polled; not
-//! found: it was never created, and its calls queue normally), every batch with an id is
-//! polled, and the keys
-//! they cover are never submitted again. A batch that ends (expired, failed, cancelled)
+//! and request count, adopted once its results hold the intent's keys; found: polled), again
+//! and again with backoff until `lookup_ms` after the intent, since a list shows a new batch
+//! late (not found by then: it was never created, and its calls queue normally); every batch
+//! with an id is polled, and the keys they cover are never submitted again. A batch the
+//! provider answers 404 for, and a damaged record (which may be any of the lane's calls),
+//! hold their calls back until `evalgrid batch forget` releases them. Duplicate output lines
+//! of one `custom_id`: the first answers, the rest are counted. A batch that ends (expired, failed, cancelled)
 //! without answering a call sends it back to the queue once (recorded), then fails it as an
 //! error, never cached. Ctrl-C leaves batches running: the next run collects them. A record
 //! is removed once every answer it holds is in the cache.
@@ -27,6 +30,7 @@ mod resume;
 mod state;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
@@ -45,6 +49,8 @@ use crate::spec::BatchMode;
 #[derive(Default)]
 pub(super) struct Batcher {
     lanes: Mutex<HashMap<String, Arc<BatchLane>>>,
+    /// Output lines that repeated a `custom_id` already answered (ignored: the first wins).
+    duplicates: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Batcher {
@@ -63,6 +69,8 @@ pub(super) struct BatchLane {
     client: Arc<ProviderClient>,
     resumed: tokio::sync::OnceCell<()>,
     state: Mutex<LaneState>,
+    /// The run's count of repeated output lines ([`Batcher::duplicate_lines`]).
+    duplicates: Arc<AtomicU64>,
 }
 
 /// The lane name a ledger record carries: `provider model base_url`.
@@ -101,6 +109,12 @@ impl Batcher {
         }
     }
 
+    /// Output lines of this run's batches that repeated a `custom_id` an earlier line of the
+    /// batch answered: ignored (the first line answers), counted for the run summary.
+    pub(super) fn duplicate_lines(&self) -> u64 {
+        self.duplicates.load(Ordering::Relaxed)
+    }
+
     /// Call `key` of `endpoint`'s lane is settled (cached, or failed for good): a batch
     /// whose calls are all settled leaves the ledger.
     pub(super) fn settled(&self, endpoint: &Endpoint, key: StepKey) {
@@ -129,6 +143,7 @@ impl Batcher {
             client: Arc::clone(client),
             resumed: tokio::sync::OnceCell::new(),
             state: Mutex::new(LaneState::default()),
+            duplicates: Arc::clone(&self.duplicates),
         });
         lanes.insert(name, Arc::clone(&lane));
         Ok(lane)

@@ -28,6 +28,9 @@ pub(super) struct LaneState {
     pub generation: u64,
     /// Per batch tag, its keys whose answers are not yet settled in the cache.
     pub unsettled: HashMap<String, HashSet<String>>,
+    /// Why no new batch may be submitted for this lane (a damaged ledger record may hold its
+    /// calls): a call no batch covers fails with it instead of queueing.
+    pub blocked: Option<String>,
 }
 
 /// What a new call must do.
@@ -43,6 +46,11 @@ impl LaneState {
     pub(super) fn join(&mut self, key: &str, body: &Value) -> Joined {
         if let Some(answer) = self.stash.remove(key) {
             return Joined::Ready(answer);
+        }
+        if let Some(message) = &self.blocked
+            && !self.covered.contains(key)
+        {
+            return Joined::Ready(Err(message.clone()));
         }
         let (sender, receiver) = oneshot::channel();
         self.waiters.entry(key.to_owned()).or_insert_with(|| (Vec::new(), body.clone())).0.push(sender);
@@ -142,5 +150,10 @@ mod tests {
         state.unsettled.insert("t".into(), ["k1".to_owned(), "k2".to_owned()].into());
         assert!(state.settle("k1").is_empty());
         assert_eq!(state.settle("k2"), vec!["t".to_owned()]);
+        state.covered.insert("k3".into());
+        state.blocked = Some("damaged".into());
+        let Joined::Ready(Err(message)) = state.join("k4", &json!(4)) else { panic!("a blocked lane queues nothing") };
+        assert_eq!((message.as_str(), state.queue.len()), ("damaged", 0));
+        let Joined::Wait { queued: false, .. } = state.join("k3", &json!(3)) else { panic!("a covered call still waits for its batch") };
     }
 }
