@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use evalgrid::exec::check::{EndpointCheck, RuntimeCheck, check_endpoint, check_runtime, runtimes_needed};
+use evalgrid::exec::check::{EndpointCheck, LogprobProbe, RuntimeCheck, check_endpoint, check_runtime, runtimes_needed};
 use evalgrid::providers::{ProviderClient, RetryPolicy, install_crypto_provider};
 use evalgrid::spec::ModelConfig;
 use serde_json::json;
@@ -33,7 +33,9 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
     let runtimes_ok = runtimes.iter().all(RuntimeCheck::ok);
     let models = endpoints(&pipeline);
     // Entries playing a task that reads next-token log-probabilities are probed for them.
-    let reads_logprobs = pipeline.tasks.iter().any(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_logprobs()));
+    let reads_logprobs =
+        pipeline.tasks.iter().any(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_logprobs() && !t.config.asks_loglikelihood()));
+    let reads_loglikelihoods = pipeline.tasks.iter().any(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_loglikelihood()));
     let players: BTreeSet<String> = pipeline.models.iter().map(|m| m.id.clone()).collect();
     if models.is_empty() {
         if args.json {
@@ -55,7 +57,11 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
             .into_iter()
             .map(|model| {
                 let client = Arc::clone(&client);
-                let probe = reads_logprobs && players.contains(&model.id);
+                let probe = match (players.contains(&model.id), reads_loglikelihoods, reads_logprobs) {
+                    (true, true, _) => LogprobProbe::Loglikelihood,
+                    (true, false, true) => LogprobProbe::NextToken,
+                    _ => LogprobProbe::None,
+                };
                 tokio::spawn(async move { check_endpoint(&client, &model, probe).await })
             })
             .collect();
@@ -185,7 +191,7 @@ fn print_table(checks: &[EndpointCheck]) {
     output::line(
         "logprobs: `next-token` serves `choice: {method: logprobs}`, `acc` and `acc_norm` (Chat Completions servers: OpenAI, vLLM, llama.cpp's llama-server; Gemini on some models); \
          Anthropic gives none, and evalgrid reads none from the Responses API; \
-         continuation log-likelihoods (lm-eval's `loglikelihood`) are not implemented (llama-server does not give them: ggml-org/llama.cpp#27174)",
+         `loglikelihood` (`method: loglikelihood`: each choice's whole continuation, lm-eval's scoring) needs an OpenAI-compatible `/v1/completions` that echoes the prompt's log-probabilities (vLLM; not llama-server: ggml-org/llama.cpp#27174)",
     );
     let bad = checks.iter().filter(|c| !c.ok()).count();
     output::line(&if bad == 0 {

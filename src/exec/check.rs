@@ -57,10 +57,58 @@ impl EndpointCheck {
 /// The tokens each check request may generate: enough for "OK", little to pay.
 const CHECK_TOKENS: u64 = 16;
 
+/// Which log-probabilities a model's tasks read, so `check` asks its endpoint for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogprobProbe {
+    /// None: no probe.
+    None,
+    /// The next token's top alternatives (`method: logprobs`, `acc`, `acc_norm`).
+    NextToken,
+    /// The prompt's own tokens, echoed (`method: loglikelihood`).
+    Loglikelihood,
+}
+
+/// One prompt-scoring request (`echo: true` at the completions endpoint): the column's text,
+/// and a problem when the server refuses it or answers without the prompt's log-probabilities.
+async fn loglikelihood_probe(client: &ProviderClient, model: &ModelConfig, problems: &mut Vec<String>) -> String {
+    let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
+    params.extend(crate::providers::logprobs::loglikelihood_params());
+    let ask = ChatRequest { messages: vec![Message::user("The capital of France is Paris")], params, ..ChatRequest::default() };
+    let target = match endpoint(model, &ask).and_then(|t| with_key(t, model)) {
+        Ok(target) => target,
+        Err(error) => {
+            problems.push(format!("loglikelihood: {error}"));
+            return "NO".into();
+        }
+    };
+    if !target.kind.protocol().scores_prompts() {
+        problems.push(format!(
+            "loglikelihood: the `{}` protocol gives no prompt log-probabilities (OpenAI-compatible completions servers with `echo` do: vLLM)",
+            target.kind
+        ));
+        return "NO: none from this protocol".into();
+    }
+    let plain = Endpoint { stream: StreamMode::Off, ..target };
+    match client.call(&plain, &ask).await {
+        Ok(outcome) if outcome.response.logprobs.iter().any(|t| t.offset.is_some()) => {
+            format!("loglikelihood ({} prompt tokens echoed)", outcome.response.logprobs.len())
+        }
+        Ok(_) => {
+            problems.push("the server answered an `echo: true, logprobs: 1` completions request without the prompt's log-probabilities, which this pipeline's `method: loglikelihood` scorers need".into());
+            "NO: answered without them".into()
+        }
+        Err(error) => {
+            problems.push(format!("loglikelihood: {}", crate::text::one_line(&error.to_string())));
+            "NO: refused".into()
+        }
+    }
+}
+
 /// Checks `model`'s endpoint with a plain, a streamed and a tool-offering request (the
 /// latter two only when the plain one is answered), and with a one-token request for the next
 /// token's log-probabilities when `probe_logprobs` (a task of the pipeline reads them).
-pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe_logprobs: bool) -> EndpointCheck {
+pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe: LogprobProbe) -> EndpointCheck {
+    let probe_logprobs = probe == LogprobProbe::NextToken;
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
     params.insert("max_tokens".into(), json!(CHECK_TOKENS));
     let ask = ChatRequest { messages: vec![Message::user("Reply with the single word OK.")], params, ..ChatRequest::default() };
@@ -138,6 +186,9 @@ pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe_
         Ok(_) => "accepted, not called".into(),
         Err(error) => format!("refused: {}", crate::text::one_line(&error.to_string())),
     });
+    if probe == LogprobProbe::Loglikelihood {
+        check.logprobs = loglikelihood_probe(client, model, &mut check.problems).await;
+    }
     if probe_logprobs && let Some(asked) = logprob_params {
         let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
         params.extend(asked);

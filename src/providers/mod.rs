@@ -25,6 +25,7 @@ mod base_url;
 pub mod batch;
 mod bench;
 mod client;
+pub mod completions;
 mod error;
 pub mod families;
 pub mod gemini;

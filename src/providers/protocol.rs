@@ -75,6 +75,11 @@ pub trait Protocol: Sync {
     fn next_token_params(&self) -> Option<Map<String, Value>> {
         None
     }
+    /// Whether its answers carry the prompt's own token log-probabilities (echoed), what
+    /// `method: loglikelihood` reads: only the completions protocol.
+    fn scores_prompts(&self) -> bool {
+        false
+    }
     /// The batch API this protocol's calls can go through; `None`: none evalgrid speaks.
     fn batch_kind(&self) -> Option<super::batch::BatchKind> {
         None

@@ -3,6 +3,7 @@
 //! is its own file plus one arm here (`docs/adding-a-protocol.md`).
 
 use super::anthropic::Messages;
+use super::completions::Completions;
 use super::gemini::GenerateContent;
 use super::openai::ChatCompletions;
 use super::protocol::Protocol;
@@ -24,6 +25,7 @@ impl ProviderKind {
             Self::Anthropic => &Messages,
             Self::Gemini => &GenerateContent,
             Self::OpenAiResponses => &Responses,
+            Self::OpenAiCompletions => &Completions,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! (keyed), and, at call time only, the key and secret headers read from the environment.
 
 use super::ChatRequest;
-use super::types::{Endpoint, HeaderValueOf, Secret};
+use super::types::{Endpoint, HeaderValueOf, ProviderKind, Secret};
 use crate::spec::{HeaderSource, ModelConfig, Provider};
 
 /// Where a served model's calls point before its server is started (never contacted: a
@@ -50,6 +50,11 @@ pub fn endpoint(model: &ModelConfig, request: &ChatRequest) -> Result<Endpoint, 
     }
     if model.provider == Provider::OpenAi {
         kind = super::responses::route(model.api, &model.model, &endpoint.base_url, request);
+        // A prompt-scoring call (`echo: true`, `method: loglikelihood`) goes to completions:
+        // chat endpoints give no log-probabilities of the prompt's own tokens.
+        if request.params.get("echo").and_then(serde_json::Value::as_bool) == Some(true) {
+            kind = ProviderKind::OpenAiCompletions;
+        }
         endpoint.kind = kind;
         // Transport: the endpoint's fingerprint (the call key) leaves it out.
         endpoint.background = kind.protocol().polls_in_background() && model.background.applies(&model.model, &endpoint.base_url);

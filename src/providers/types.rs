@@ -60,6 +60,11 @@ pub enum ProviderKind {
     /// `auto` routing a model that Chat Completions cannot serve).
     #[serde(rename = "openai_responses")]
     OpenAiResponses,
+    /// OpenAI completions (`/v1/completions`) with `echo`: a prompt's own token
+    /// log-probabilities, what `method: loglikelihood` reads (vLLM, lm-eval's `gguf`/
+    /// `local-completions` servers). Picked per request, never by a model entry.
+    #[serde(rename = "openai_completions")]
+    OpenAiCompletions,
 }
 
 impl ProviderKind {
@@ -71,6 +76,7 @@ impl ProviderKind {
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
             Self::OpenAiResponses => "openai_responses",
+            Self::OpenAiCompletions => "openai_completions",
         }
     }
 }

@@ -170,7 +170,7 @@ mod tests {
             let declined = client.call(&endpoint, &ask("x")).await.unwrap().response;
             // Anthropic has one `refusal` stop reason for both; Gemini one `SAFETY`.
             let expected = match kind {
-                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => ("content_filter", "refusal"),
+                ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::OpenAiCompletions => ("content_filter", "refusal"),
                 ProviderKind::Anthropic => ("refusal", "refusal"),
                 ProviderKind::Gemini => ("content_filter", "content_filter"),
             };

@@ -66,6 +66,7 @@ mod qa_inspect;
 mod qa_logprobs;
 // lm-eval task files as qa tasks, against lm-eval's own ConfigurableTask (skipped without it).
 mod qa_lm_eval;
+mod qa_loglikelihood;
 // Issue 48's smaller `qa` surprises: diff rows, show as sent, empty filters, every bad row.
 mod qa_surprises;
 // Shards and resource classes: disjoint parts, one report from the shared cache.

@@ -34,7 +34,7 @@ pub const PARAMS: &[&str] =
     &["dataset", "name", "fields", "template", "template_file", "system", "fewshot", "sample", "limit", "scorers", "where", "lm_eval_yaml"];
 
 /// The parameters an entry with `lm_eval_yaml` may add: the rest comes from the task file.
-const LM_EVAL_PARAMS: &[&str] = &["lm_eval_yaml", "name", "sample", "limit"];
+const LM_EVAL_PARAMS: &[&str] = &["lm_eval_yaml", "name", "sample", "limit", "method"];
 
 /// Scorer names, as Inspect AI names its built-ins.
 pub const SCORERS: &[&str] = &["match", "includes", "exact", "f1", "pattern", "answer", "choice", "judge", "acc", "acc_norm"];
@@ -98,6 +98,13 @@ pub enum ScorerKind {
     /// `acc_norm`: lm-evaluation-harness's `acc_norm`: as `acc`, each log-probability divided
     /// by its choice's length in characters.
     AccNorm,
+    /// `acc`/`acc_norm` with `method: loglikelihood`: lm-evaluation-harness's definitions over
+    /// each choice's whole continuation (`" "` + its text), scored from the prompt's own token
+    /// log-probabilities; `norm` divides by the choice's length in characters.
+    AccLoglikelihood {
+        /// `acc_norm`.
+        norm: bool,
+    },
     /// `judge`: a model grades the answer.
     Judge(Judge),
     /// lm-evaluation-harness's `exact_match` after its filters (made from an lm-eval task file
@@ -115,6 +122,10 @@ pub enum ChoiceMethod {
     /// The option letter with the highest next-token log-probability after the prompt (a base
     /// model that writes no `ANSWER: X` is scored this way); needs a server that gives them.
     Logprobs,
+    /// The option letter whose continuation (`" A"`, `" B"`, …) after the prompt has the
+    /// highest log-likelihood, read from the prompt's own token log-probabilities (a
+    /// completions endpoint with `echo`).
+    Loglikelihood,
 }
 
 impl ChoiceMethod {
@@ -153,7 +164,13 @@ impl Scorer {
     /// Whether it reads next-token log-probabilities instead of generated text.
     #[must_use]
     pub fn uses_logprobs(&self) -> bool {
-        matches!(self.kind, ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. } | ScorerKind::Acc | ScorerKind::AccNorm)
+        self.uses_loglikelihood() || matches!(self.kind, ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. } | ScorerKind::Acc | ScorerKind::AccNorm)
+    }
+
+    /// Whether it reads each choice's continuation log-likelihood (`method: loglikelihood`).
+    #[must_use]
+    pub fn uses_loglikelihood(&self) -> bool {
+        matches!(self.kind, ScorerKind::Choice { method: ChoiceMethod::Loglikelihood, .. } | ScorerKind::AccLoglikelihood { .. })
     }
 
     /// Whether its values are 0/1 (so McNemar applies); `f1` and `judge` are not.
@@ -228,6 +245,20 @@ impl TaskConfig {
     #[must_use]
     pub fn asks_logprobs(&self) -> bool {
         self.scorers.iter().any(Scorer::uses_logprobs)
+    }
+
+    /// Whether items are scored from each choice's continuation log-likelihood (`method:
+    /// loglikelihood`): one prompt-scoring call per choice instead of one call per item.
+    #[must_use]
+    pub fn asks_loglikelihood(&self) -> bool {
+        self.scorers.iter().any(Scorer::uses_loglikelihood)
+    }
+
+    /// Whether the continuations scored are the option letters (`choice: {method:
+    /// loglikelihood}`) rather than the choices' texts (`acc`/`acc_norm`).
+    #[must_use]
+    pub fn loglikelihood_of_letters(&self) -> bool {
+        self.scorers.iter().any(|s| matches!(s.kind, ScorerKind::Choice { method: ChoiceMethod::Loglikelihood, .. }))
     }
 
     /// What the task's key holds besides its items: everything but paths, a judge's
@@ -495,6 +526,14 @@ pub fn parse(base_dir: &Path, params: &Params) -> Result<TaskConfig, Vec<Catalog
             hint: Some("give the log-probability scorers (`choice: {method: logprobs}`, `acc`, `acc_norm`) a task entry of their own".into()),
         });
     }
+    if scorers.iter().any(Scorer::uses_loglikelihood)
+        && let Some(next) = scorers.iter().find(|s| s.uses_logprobs() && !s.uses_loglikelihood())
+    {
+        issues.push(issue(
+            "scorers",
+            format!("scorer `{}` reads the next token's log-probabilities, but this task's `method: loglikelihood` scorers score each choice's continuation: give each method a task entry of its own", next.name),
+        ));
+    }
     if !issues.is_empty() {
         return Err(issues);
     }
@@ -539,6 +578,33 @@ fn from_lm_eval(base_dir: &Path, params: &Params, file: &Value) -> Result<TaskCo
     config.fields =
         FieldMap { input: super::lm_eval::INPUT.into(), target: super::lm_eval::TARGET.into(), choices: super::lm_eval::CHOICES.into(), ..FieldMap::default() };
     config.scorers = translated.scorers;
+    match params.get("method").map(|m| m.as_str()) {
+        None | Some(Some("logprobs")) => {}
+        Some(Some("loglikelihood")) => {
+            if translated.target_delimiter != " " {
+                return Err(vec![issue(
+                    "method",
+                    format!(
+                        "`method: loglikelihood` scores `\" \" + choice` (lm-eval's default `target_delimiter`); this task file sets {:?}",
+                        translated.target_delimiter
+                    ),
+                )]);
+            }
+            for scorer in &mut config.scorers {
+                scorer.kind = match scorer.kind {
+                    ScorerKind::Acc => ScorerKind::AccLoglikelihood { norm: false },
+                    ScorerKind::AccNorm => ScorerKind::AccLoglikelihood { norm: true },
+                    ref other => other.clone(),
+                };
+            }
+        }
+        Some(_) => {
+            return Err(vec![issue(
+                "method",
+                "`method` must be logprobs (the next token, the default) or loglikelihood (each choice's whole continuation, lm-eval's own scoring)",
+            )]);
+        }
+    }
     config.docs = Some(translated.docs);
     config.generation = translated.generation;
     Ok(config)
@@ -639,7 +705,7 @@ fn options(kind: &str, o: &Map<String, Value>, issues: &mut Vec<CatalogIssue>) -
         "pattern" => &["pattern", "ignore_case", "match_all"],
         "answer" => &["pattern"],
         "choice" => &["shuffle", "multiple_correct", "method"],
-        "acc" | "acc_norm" => &[],
+        "acc" | "acc_norm" => &["method"],
         _ => &["model", "rubric", "grades", "fact"],
     };
     let before = issues.len();
@@ -710,22 +776,35 @@ fn options(kind: &str, o: &Map<String, Value>, issues: &mut Vec<CatalogIssue>) -
                 None => ChoiceMethod::Generate,
                 Some(Ok(m)) => m,
                 Some(Err(_)) => {
-                    let hint = if o.get("method").and_then(Value::as_str) == Some("loglikelihood") {
-                        " (`loglikelihood`, scoring each option's text from prompt log-probabilities, is not implemented: use `logprobs` on single-token options, or `acc`/`acc_norm`)"
-                    } else {
-                        ""
-                    };
-                    issues.push(issue("scorers", format!("`choice.method` must be generate or logprobs{hint}")));
+                    issues.push(issue("scorers", "`choice.method` must be generate, logprobs or loglikelihood"));
                     ChoiceMethod::Generate
                 }
             };
-            if method == ChoiceMethod::Logprobs && multiple_correct {
-                issues.push(issue("scorers", "`choice: {method: logprobs}` picks one letter, so it cannot score `multiple_correct`"));
+            if method != ChoiceMethod::Generate && multiple_correct {
+                issues.push(issue("scorers", "`choice` with a log-probability `method` picks one letter, so it cannot score `multiple_correct`"));
             }
             ScorerKind::Choice { shuffle, multiple_correct, method }
         }
-        "acc" => ScorerKind::Acc,
-        "acc_norm" => ScorerKind::AccNorm,
+        "acc" | "acc_norm" => {
+            let norm = kind == "acc_norm";
+            match o.get("method").map(|m| m.as_str()) {
+                None | Some(Some("logprobs")) => {
+                    if norm {
+                        ScorerKind::AccNorm
+                    } else {
+                        ScorerKind::Acc
+                    }
+                }
+                Some(Some("loglikelihood")) => ScorerKind::AccLoglikelihood { norm },
+                Some(_) => {
+                    issues.push(issue(
+                        "scorers",
+                        format!("`{kind}.method` must be logprobs (the next token, the default) or loglikelihood (each choice's whole continuation)"),
+                    ));
+                    return None;
+                }
+            }
+        }
         _ => {
             let fact = flag("fact", false);
             let Some(Value::Object(model)) = o.get("model") else {

@@ -59,6 +59,9 @@ pub struct Answer {
     /// The next token's top alternatives with their log-probabilities (tasks asked for them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logprobs: Vec<TokenLogprob>,
+    /// Each shown choice's continuation log-likelihood (`method: loglikelihood` tasks only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loglikelihoods: Vec<f64>,
     /// Each judge's reply, by scorer name.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub judged: Map<String, Value>,
@@ -115,8 +118,81 @@ fn answered(task: &Task, item: &Item, order: Vec<usize>, answer: String) -> Answ
         output_tokens: 0,
         choices,
         logprobs: Vec::new(),
+        loglikelihoods: Vec::new(),
         judged: Map::new(),
     }
+}
+
+/// One prompt-scoring call of `method: loglikelihood`: the request, where it is asked, and
+/// where its continuation starts and ends in the prompt (characters).
+struct Scoring {
+    request: ChatRequest,
+    site: CallSite,
+    context_chars: u64,
+    prompt_chars: u64,
+}
+
+/// The prompt-scoring calls of one item, one per choice in the order shown: the rendered
+/// prompt as one text (the context, as a completions call sends it), then `" "` and the
+/// choice's text (`acc`, `acc_norm`) or its letter (`choice`), as lm-eval's
+/// `multiple_choice` requests are built.
+fn loglikelihood_calls(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Result<Vec<Scoring>, StepError> {
+    if item.image.is_some() {
+        return Err(StepError::episode_msg(format!("item {}: `method: loglikelihood` scores text only (a completions call takes no image)", item.label())));
+    }
+    let (system, messages) = prompt(task, item, order)?;
+    let context = crate::providers::completions::prompt_text(&ChatRequest { system, messages, ..ChatRequest::default() });
+    let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
+    params.extend(task.config.generation.clone());
+    params.extend(crate::providers::logprobs::loglikelihood_params());
+    let letters = task.config.loglikelihood_of_letters();
+    Ok(order
+        .iter()
+        .enumerate()
+        .map(|(shown, &o)| {
+            let continuation = if letters { super::inspect::letter(shown) } else { item.choices.get(o).cloned().unwrap_or_default() };
+            let text = format!("{context} {continuation}");
+            Scoring {
+                context_chars: context.chars().count() as u64,
+                prompt_chars: text.chars().count() as u64,
+                request: ChatRequest { messages: vec![Message::user(text)], params: params.clone(), ..ChatRequest::default() },
+                site: CallSite { scope: None, position: String::new(), sample: seed },
+            }
+        })
+        .collect())
+}
+
+/// Asks each choice's continuation log-likelihood of one item; the pick's text is the answer.
+async fn ask_loglikelihoods(ctx: EpisodeContext<'_>, task: &Task, model: &ModelConfig, item: &Item, order: Vec<usize>, seed: u64) -> Result<Answer, StepError> {
+    let calls = loglikelihood_calls(task, model, item, &order, seed)?;
+    let answers = join_all(calls.iter().map(|c| ctx.chat(model, &c.request, &c.site))).await;
+    let mut a = answered(task, item, order, String::new());
+    for (call, response) in calls.iter().zip(answers) {
+        let response = response?;
+        a.input_tokens = a.input_tokens.saturating_add(response.usage.input);
+        a.output_tokens = a.output_tokens.saturating_add(response.usage.output);
+        // Never a column of zeros: a server that echoed no log-probabilities fails the item.
+        let ll = crate::providers::logprobs::continuation_loglikelihood(&response.logprobs, call.context_chars, call.prompt_chars).ok_or_else(|| {
+            StepError::episode_msg(format!(
+                "item {}: the server answered without the prompt's token log-probabilities (asked `echo: true`, `logprobs: 1` at /completions); it cannot serve `method: loglikelihood`",
+                item.label()
+            ))
+        })?;
+        a.loglikelihoods.push(ll);
+    }
+    let norm = task.config.scorers.iter().all(|s| matches!(s.kind, super::config::ScorerKind::AccLoglikelihood { norm: true }));
+    let pick = super::score::loglikelihood_argmax(&a, norm.then_some(a.choices.as_slice()));
+    a.answer = pick
+        .map(|p| if task.config.loglikelihood_of_letters() { super::inspect::letter(p) } else { a.choices.get(p).cloned().unwrap_or_default() })
+        .unwrap_or_default();
+    Ok(a)
+}
+
+/// A built-in agent's continuation log-likelihoods: 0 for its pick (as in
+/// [`builtin_logprobs`]), -10 for every other choice; `echo` picks nothing (all equal).
+fn builtin_loglikelihoods(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Vec<f64> {
+    let picked = builtin_logprobs(task, model, item, order, seed).first().and_then(|t| (0..order.len()).find(|&i| super::inspect::letter(i) == t.token));
+    (0..order.len()).map(|i| if Some(i) == picked { 0.0 } else { -10.0 }).collect()
 }
 
 /// A built-in agent's next-token alternatives for a log-probability task: its pick (the
@@ -134,7 +210,7 @@ fn builtin_logprobs(task: &Task, model: &ModelConfig, item: &Item, order: &[usiz
     };
     let Some(shown) = pick else { return Vec::new() };
     let text = order.get(shown).and_then(|&o| item.choices.get(o)).cloned().unwrap_or_default();
-    vec![TokenLogprob { token: super::inspect::letter(shown), logprob: 0.0 }, TokenLogprob { token: text, logprob: 0.0 }]
+    vec![TokenLogprob { token: super::inspect::letter(shown), logprob: 0.0, offset: None }, TokenLogprob { token: text, logprob: 0.0, offset: None }]
 }
 
 /// The system prompt and turns an item is asked with: few-shot turns, then the rendered question.
@@ -218,7 +294,9 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
                 let order = choice_order(item, seed, shuffled);
                 let answer = builtin_answer(task, model, item, &order, seed);
                 let mut a = answered(task, item, order, answer);
-                if task.config.asks_logprobs() {
+                if task.config.asks_loglikelihood() {
+                    a.loglikelihoods = builtin_loglikelihoods(task, model, item, &a.order, seed);
+                } else if task.config.asks_logprobs() {
                     a.logprobs = builtin_logprobs(task, model, item, &a.order, seed);
                 }
                 Ok(a)
@@ -227,6 +305,9 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
     } else {
         join_all(task.items.iter().map(|item| async move {
             let order = choice_order(item, seed, shuffled);
+            if task.config.asks_loglikelihood() {
+                return ask_loglikelihoods(ctx, task, model, item, order, seed).await;
+            }
             let (request, site) = item_call(task, model, item, &order, seed)?;
             let response = ctx.chat(model, &request, &site).await?;
             let finish = response.finish_reason.class();
@@ -321,6 +402,14 @@ pub fn planned_gradings(
 pub fn planned_calls(model: &ModelConfig, instance: &TaskInstance, seed: u64) -> Result<Vec<(ChatRequest, CallSite)>, StepError> {
     let task = get(instance)?;
     let shuffled = shuffle(&task);
+    if task.config.asks_loglikelihood() {
+        let mut calls = Vec::new();
+        for item in &task.items {
+            let order = choice_order(item, seed, shuffled);
+            calls.extend(loglikelihood_calls(&task, model, item, &order, seed)?.into_iter().map(|c| (c.request, c.site)));
+        }
+        return Ok(calls);
+    }
     task.items
         .iter()
         .map(|item| {

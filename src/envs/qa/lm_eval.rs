@@ -114,6 +114,9 @@ pub struct Translated {
     pub scorers: Vec<Scorer>,
     /// `generation_kwargs` as request parameters (`stop`, `max_tokens`, `temperature`).
     pub generation: Map<String, Value>,
+    /// `target_delimiter` (lm-eval's default `" "`): what `method: loglikelihood` puts
+    /// between the context and each choice.
+    pub target_delimiter: String,
 }
 
 /// Where a `doc_to_*` value comes from.
@@ -333,7 +336,8 @@ pub fn translate(path: &Path) -> Result<Translated, LmEvalError> {
     let scorers = metrics(path, raw.metric_list.as_deref(), multiple_choice, &filters)?;
     let generation = if multiple_choice { Map::new() } else { generation(path, raw.generation_kwargs.as_ref(), raw.fewshot_delimiter.as_deref())? };
     let docs = Docs { text, target, choice, description: raw.description.clone().unwrap_or_default(), multiple_choice, env };
-    Ok(Translated { name, dataset, docs: Arc::new(docs), scorers, generation })
+    let target_delimiter = raw.target_delimiter.clone().unwrap_or_else(|| " ".to_owned());
+    Ok(Translated { name, dataset, docs: Arc::new(docs), scorers, generation, target_delimiter })
 }
 
 /// The evaluated split's data file: `dataset_path: json|csv|parquet` with

@@ -207,6 +207,16 @@ impl Benchmark for Qa {
             // A streamed answer is folded back without its log-probabilities.
             return Some("its scorers read next-token log-probabilities, which evalgrid does not read from streamed answers: set `stream: auto` (a one-token call does not stream) or `false`".into());
         }
+        if loaded.config.asks_loglikelihood() {
+            let ask = ChatRequest { params: crate::providers::logprobs::loglikelihood_params(), ..ChatRequest::default() };
+            let scores = crate::providers::route::endpoint(model, &ask).is_ok_and(|e| e.kind.protocol().scores_prompts());
+            return (!scores).then(|| {
+                format!(
+                    "its scorers use `method: loglikelihood`, which needs the prompt's own token log-probabilities from an OpenAI-compatible `/v1/completions` with `echo` (`provider: openai` at vLLM, SGLang or llama-cpp-python); provider `{}` gives none",
+                    model.provider
+                )
+            });
+        }
         let Ok(endpoint) = crate::providers::route::endpoint(model, &ChatRequest::default()) else {
             return Some(format!("provider `{}` gives no log-probabilities", model.provider));
         };

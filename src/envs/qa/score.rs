@@ -35,6 +35,15 @@ pub fn value(scorer: &Scorer, a: &Answer) -> Result<Option<f64>, StepError> {
             let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
             hit(likeliest_letter(a).and_then(|shown| a.order.get(shown)).is_some_and(|original| targets.contains(original)))
         }
+        ScorerKind::Choice { method: ChoiceMethod::Loglikelihood, .. } => {
+            let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
+            hit(loglikelihood_argmax(a, None).and_then(|shown| a.order.get(shown)).is_some_and(|original| targets.contains(original)))
+        }
+        ScorerKind::AccLoglikelihood { norm } => {
+            let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
+            let pred = loglikelihood_argmax(a, norm.then_some(a.choices.as_slice()));
+            hit(pred.and_then(|shown| a.order.get(shown)).is_some_and(|original| targets.contains(original)))
+        }
         ScorerKind::Choice { multiple_correct, .. } => {
             let targets = inspect::target_positions(&a.targets).map_err(|t| StepError::score_msg(format!("target `{t}` is not a choice letter")))?;
             hit(inspect::choice(&a.answer, &targets, &a.order, *multiple_correct))
@@ -77,6 +86,11 @@ pub fn detail(scorer: &Scorer, a: &Answer) -> ScoreDetail {
             let letters: Vec<String> = (0..a.order.len()).map(inspect::letter).collect();
             (likeliest_letter(a).map(inspect::letter), Some(explain_logprobs(&letters, &option_logprobs(&a.logprobs, &letters))), false)
         }
+        ScorerKind::Choice { method: ChoiceMethod::Loglikelihood, .. } => {
+            let letters: Vec<String> = (0..a.order.len()).map(inspect::letter).collect();
+            let lls: Vec<Option<f64>> = a.loglikelihoods.iter().copied().map(Some).collect();
+            (loglikelihood_argmax(a, None).map(inspect::letter), Some(explain_logprobs(&letters, &lls)), false)
+        }
         ScorerKind::Choice { multiple_correct, .. } => {
             let letters = inspect::parse_choice_answers(&a.answer, a.order.len(), *multiple_correct);
             (Some(letters.join(", ")), reply, false)
@@ -84,6 +98,11 @@ pub fn detail(scorer: &Scorer, a: &Answer) -> ScoreDetail {
         ScorerKind::Acc | ScorerKind::AccNorm => {
             let pred = choice_argmax(a, matches!(scorer.kind, ScorerKind::AccNorm));
             (pred.and_then(|p| a.choices.get(p).cloned()), Some(explain_logprobs(&a.choices, &option_logprobs(&a.logprobs, &a.choices))), false)
+        }
+        ScorerKind::AccLoglikelihood { norm } => {
+            let pred = loglikelihood_argmax(a, norm.then_some(a.choices.as_slice()));
+            let lls: Vec<Option<f64>> = a.loglikelihoods.iter().copied().map(Some).collect();
+            (pred.and_then(|p| a.choices.get(p).cloned()), Some(explain_logprobs(&a.choices, &lls)), false)
         }
         ScorerKind::ExactMatch(options) => (Some(super::lm_eval::apply_filter(&options.filter, &a.answer)), reply, false),
         ScorerKind::Judge(j) => match a.judged.get(&scorer.name).and_then(Value::as_str) {
@@ -124,6 +143,25 @@ pub fn choice_argmax(a: &Answer, norm: bool) -> Option<usize> {
         // Python's `len` of a str counts code points.
         let v = if norm { ll / choice.chars().count() as f64 } else { ll };
         // `np.argmax`: the first maximum; a NaN (0 / 0) wins, as it does in numpy.
+        if best.is_none_or(|(_, b)| v > b || (v.is_nan() && !b.is_nan())) {
+            best = Some((i, v));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// lm-evaluation-harness's pick from each shown choice's continuation log-likelihood
+/// (`np.argmax`, the first maximum; a NaN wins), each divided by its choice's length in
+/// characters when `norm` gives the choices (`acc_norm`). `None` for an item without them.
+#[must_use]
+pub fn loglikelihood_argmax(a: &Answer, norm: Option<&[String]>) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, &ll) in a.loglikelihoods.iter().enumerate() {
+        // Python's `len` of a str counts code points.
+        let v = match norm {
+            Some(choices) => ll / choices.get(i).map_or(0, |c| c.chars().count()) as f64,
+            None => ll,
+        };
         if best.is_none_or(|(_, b)| v > b || (v.is_nan() && !b.is_nan())) {
             best = Some((i, v));
         }
@@ -172,6 +210,9 @@ pub fn score(task: &TaskInstance, episode: &Value) -> Result<Value, StepError> {
         // The letter a log-probability `choice` scorer picked (`null`: none among the alternatives).
         if scorers.iter().any(|s| matches!(s.kind, ScorerKind::Choice { method: ChoiceMethod::Logprobs, .. })) {
             row["pick"] = json!(likeliest_letter(a).map(inspect::letter));
+        }
+        if scorers.iter().any(|s| matches!(s.kind, ScorerKind::Choice { method: ChoiceMethod::Loglikelihood, .. })) {
+            row["pick"] = json!(loglikelihood_argmax(a, None).map(inspect::letter));
         }
         if let Some(id) = &a.id {
             row["id"] = json!(id);

@@ -48,12 +48,19 @@ pub fn get(task: &TaskInstance) -> Result<Arc<Task>, StepError> {
     LOADED
         .lock()
         .ok()
-        .and_then(|m| m.get(&task.content_hash).cloned())
+        .and_then(|m| m.get(&loaded_key(task)).cloned())
         .ok_or_else(|| StepError::Unsupported(format!("qa task `{}` was not loaded from its dataset in this process", task.task)))
 }
 
 fn dataset_issue(e: &DatasetError) -> CatalogIssue {
     CatalogIssue { site: IssueSite::Param("dataset".into()), message: e.to_string(), hint: None }
+}
+
+/// Where a loaded task is found again: its items and everything else its key holds (name,
+/// scorers, prompt settings), so two entries over one dataset never share a loaded task.
+fn loaded_key(task: &TaskInstance) -> String {
+    let params = serde_json::to_string(&task.params).unwrap_or_default();
+    format!("{}:{}:{}", task.content_hash, task.task, blake3::hash(params.as_bytes()).to_hex())
 }
 
 /// The order the model sees choices in: file order, or (shuffled) a permutation drawn
@@ -417,7 +424,7 @@ fn load_params(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<Cat
     let instance = TaskInstance {
         benchmark: NAME.into(),
         task: config.name.clone(),
-        content_hash: content_hash.clone(),
+        content_hash,
         params,
         episode_version: EPISODE_VERSION,
         score_version: SCORE_VERSION,
@@ -425,7 +432,7 @@ fn load_params(base_dir: &Path, params: &Params) -> Result<TaskInstance, Vec<Cat
     };
     let task = Arc::new(Task { config, items, prompt, fewshot, judges });
     if let Ok(mut m) = LOADED.lock() {
-        m.insert(content_hash, task);
+        m.insert(loaded_key(&instance), task);
     }
     Ok(instance)
 }

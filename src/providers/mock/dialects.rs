@@ -16,7 +16,8 @@ use super::wire::MockWire;
 /// The mock's side of `kind`: the one place in the mock that matches on a provider kind.
 pub(super) fn wire(kind: ProviderKind) -> &'static dyn MockWire {
     match kind {
-        ProviderKind::OpenAi => &Chat,
+        // The mock speaks no completions dialect: tests of it use an independent server.
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompletions => &Chat,
         ProviderKind::OpenAiResponses => &Responses,
         ProviderKind::Anthropic => &Anthropic,
         ProviderKind::Gemini => &Gemini,

@@ -592,7 +592,9 @@ async fn a_stream_fails_as_soon_as_its_answer_passes_the_cap() {
     let cap: u64 = 64 * 1024;
     for kind in KINDS {
         let frame = match kind {
-            ProviderKind::OpenAi => json!({"model": "m", "choices": [{"index": 0, "delta": {"content": "a".repeat(1000)}, "finish_reason": null}]}),
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompletions => {
+                json!({"model": "m", "choices": [{"index": 0, "delta": {"content": "a".repeat(1000)}, "finish_reason": null}]})
+            }
             ProviderKind::Anthropic => json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a".repeat(1000)}}),
             ProviderKind::Gemini => json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "a".repeat(1000)}]}, "index": 0}]}),
             ProviderKind::OpenAiResponses => {
