@@ -123,12 +123,6 @@ fn reply(req: &MockRequest) -> MockOutcome {
     MockOutcome::Recorded { status: 200, body: body.to_string() }
 }
 
-fn items(ws: &Workspace) -> Vec<BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(ws.path("reports/lm/items.csv")).unwrap();
-    let header: Vec<String> = text.lines().next().unwrap().split(',').map(str::to_owned).collect();
-    text.lines().skip(1).map(|l| header.iter().cloned().zip(l.split(',').map(str::to_owned)).collect()).collect()
-}
-
 /// lm-eval's rows for `task` (`None`: lm-eval is missing, SKIPPED printed).
 fn lm_eval(ws: &Workspace, task: &str, recorded: &Value) -> Option<Vec<Value>> {
     let file = ws.write(&format!("{task}.recorded.json"), &recorded.to_string());
@@ -173,7 +167,7 @@ fn lm_eval_task_files_score_as_lm_eval_scores_them() {
     assert_eq!(gen_body["stop"], json!(["\n\n", "Q:"]), "{gen_body}");
     assert_eq!((gen_body["max_tokens"].as_u64(), gen_body["temperature"].as_f64()), (Some(32), Some(0.0)), "{gen_body}");
     assert!(gen_body.get("logprobs").is_none(), "{gen_body}");
-    let rows = items(&ws);
+    let rows = crate::support::items_csv(&ws, "lm");
     let mc: Vec<&BTreeMap<String, String>> = rows.iter().filter(|r| r["task"] == "capitals_mc").collect();
     let generated: Vec<&BTreeMap<String, String>> = rows.iter().filter(|r| r["task"] == "arithmetic_gen").collect();
     let col = |rows: &[&BTreeMap<String, String>], c: &str| rows.iter().map(|r| r[c].parse::<f64>().unwrap()).collect::<Vec<_>>();

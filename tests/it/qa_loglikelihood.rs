@@ -5,11 +5,10 @@
 //! in the shape OpenAI documents and vLLM serves), and its `process_results` gives the same
 //! `acc` and `acc_norm` per item as evalgrid's `items.csv`.
 
-use std::collections::BTreeMap;
 use std::io::BufRead as _;
 use std::process::Command;
 
-use crate::support::{Workspace, repo};
+use crate::support::{Workspace, items_csv, repo};
 
 /// Ten questions, some with a hint the toy model copies, whose choices are one to six tokens
 /// long, so `acc` (the sum) and `acc_norm` (per character) disagree on the last two.
@@ -78,12 +77,6 @@ impl Drop for Server {
     }
 }
 
-fn items(ws: &Workspace, report: &str) -> Vec<BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(ws.path(&format!("reports/{report}/items.csv"))).unwrap();
-    let header: Vec<String> = text.lines().next().unwrap().split(',').map(str::to_owned).collect();
-    text.lines().skip(1).map(|l| header.iter().cloned().zip(l.split(',').map(str::to_owned)).collect()).collect()
-}
-
 fn pipeline(origin: &str, provider: &str, method: &str) -> String {
     format!(
         "name: ll\nmodels:\n  - {{id: base, provider: {provider}, model: toy-base, base_url: \"{origin}/v1\"}}\ntasks:\n  - benchmark: qa\n    params: {{lm_eval_yaml: task.yaml, method: {method}}}\nseeds: [0]\n"
@@ -102,7 +95,7 @@ fn loglikelihood_scores_every_choice_as_lm_eval_does_and_reruns_from_the_cache()
     let sent = server.requests();
     assert_eq!(sent.len(), 40, "one prompt-scoring call per choice: {sent:?}");
     assert!(sent.iter().all(|p| p == "/v1/completions"), "{sent:?}");
-    let rows = items(&ws, "ll");
+    let rows = items_csv(&ws, "ll");
     assert_eq!(rows.len(), 10);
     let col = |c: &str| rows.iter().map(|r| r[c].parse::<f64>().unwrap()).collect::<Vec<_>>();
     let (acc, acc_norm) = (col("acc"), col("acc_norm"));
@@ -169,7 +162,7 @@ fn an_endpoint_that_cannot_score_prompts_is_refused_before_any_call_and_one_with
     assert_ne!(code, 0, "{v}");
     assert_eq!(v["cells_failed"].as_u64(), Some(1), "{v}");
     assert!(v.to_string().contains("without the prompt's token log-probabilities"), "{v}");
-    assert!(!ws.path("reports/ll/items.csv").exists() || items(&ws, "ll").is_empty(), "no scores from a failed cell");
+    assert!(!ws.path("reports/ll/items.csv").exists() || items_csv(&ws, "ll").is_empty(), "no scores from a failed cell");
 }
 
 /// A `qa` dataset scored both ways, by two entries over the same file: `choice: {method:
@@ -200,7 +193,7 @@ fn a_qa_dataset_scores_letters_or_texts_by_their_continuations() {
     // Letters follow the lettered prompt; texts follow the question as the template gives it.
     let lettered = prompts.iter().filter(|(_, p)| p.contains("\nA) ") && p.contains("\nAnswer:")).count();
     assert_eq!(lettered, 6, "{prompts:?}");
-    let rows = items(&ws, "q");
+    let rows = items_csv(&ws, "q");
     let value = |model: &str, task: &str, item: &str, col: &str| {
         rows.iter().find(|r| r["model"] == model && r["task"] == task && r["item"] == item).map(|r| r[col].clone()).unwrap()
     };

@@ -54,6 +54,13 @@ impl Workspace {
     }
 }
 
+/// The rows of `reports/<report>/items.csv` (a simple CSV: no quoted commas), by column.
+pub(crate) fn items_csv(ws: &Workspace, report: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(ws.path(&format!("reports/{report}/items.csv"))).unwrap();
+    let header: Vec<String> = text.lines().next().unwrap().split(',').map(str::to_owned).collect();
+    text.lines().skip(1).map(|l| header.iter().cloned().zip(l.split(',').map(str::to_owned)).collect()).collect()
+}
+
 /// Repository root.
 pub(crate) fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
