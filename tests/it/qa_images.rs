@@ -152,3 +152,39 @@ fn oversized_truncated_and_non_image_files_are_located_errors() {
     );
     check(&|| std::fs::remove_file(ws.path("pics/blue.png")).unwrap(), "d.jsonl:2: image `pics/blue.png` (");
 }
+
+/// The Hub's `Image` feature in Parquet (a struct of `bytes` and `path`, as `datasets`
+/// writes it), written by pyarrow: a row with bytes sends them, a row with only a path sends
+/// that file, a null image is asked as text only.
+#[test]
+fn the_hubs_image_struct_in_parquet_is_read_by_bytes_or_path() {
+    let mock = Mock::start(MockConfig { script: Script::function(reply), ..MockConfig::default() });
+    let ws = workspace(mock.server().base_url().trim_end_matches('/'));
+    let (red, blue) = (png(b"red"), png(b"blue"));
+    let script = format!(
+        "import base64, pyarrow as pa, pyarrow.parquet as pq\nred = base64.b64decode('{}')\nimage = pa.struct([('bytes', pa.binary()), ('path', pa.string())])\nt = pa.table({{'question': ['Which colour is the square?'] * 2 + ['No picture here'], 'image': pa.array([{{'bytes': red, 'path': 'red.png'}}, {{'bytes': None, 'path': 'pics/blue.png'}}, None], type=image), 'answer': ['red', 'blue', 'text']}})\npq.write_table(t, 'hub.parquet')\n",
+        b64(&red)
+    );
+    let out = std::process::Command::new("python3").arg("-c").arg(&script).current_dir(ws.path(".")).output().expect("python3 runs");
+    if !out.status.success() {
+        eprintln!("SKIPPED: pyarrow cannot write the Hub's image layout here: {}", String::from_utf8_lossy(&out.stderr));
+        return;
+    }
+    let v1 = format!("{}/v1", mock.server().base_url().trim_end_matches('/'));
+    ws.write(
+        "hub.yaml",
+        &format!(
+            "name: hub\nmodels:\n  - {{id: chat, provider: openai, model: m, base_url: \"{v1}\"}}\ntasks:\n  - benchmark: qa\n    params: {{dataset: hub.parquet, fields: {{input: question, target: answer, input_image: image}}, scorers: [includes]}}\nseeds: [0]\n"
+        ),
+    );
+    let (code, v) = ws.run_json(&["run", "hub.yaml", "--json"]);
+    assert_eq!((code, mock.server().calls()), (0, 3), "{v}");
+    let parts: Vec<Option<Value>> = mock.server().request_log().iter().map(|r| image_part(&r.path, &r.body)).collect();
+    for bytes in [&red, &blue] {
+        let url = format!("data:image/png;base64,{}", b64(bytes));
+        assert_eq!(parts.iter().filter(|p| **p == Some(json!({"type": "image_url", "image_url": {"url": url}}))).count(), 1, "{parts:?}");
+    }
+    assert_eq!(parts.iter().filter(|p| p.is_none()).count(), 1, "the null image is text only: {parts:?}");
+    let items = std::fs::read_to_string(ws.path("reports/hub/items.csv")).unwrap();
+    assert_eq!(items.lines().filter(|l| l.ends_with(",1.0")).count(), 3, "{items}");
+}

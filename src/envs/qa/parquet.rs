@@ -32,16 +32,44 @@ pub(super) fn read_parquet<E>(
     Ok(())
 }
 
-/// A binary cell of the image column as a `data:` URL (its type is told from its bytes
-/// when the image is loaded).
+/// A cell of the image column as the image's source: a binary cell's bytes as a `data:` URL
+/// (its type is told from its bytes when the image is loaded), or the Hub's `Image` feature
+/// (a struct of `bytes` and `path`): its bytes, else its path (relative to the dataset, as a
+/// text cell's), else no image (`null`). `None`: not an image cell (the caller says so).
 fn image_cell(v: &AnyValue<'_>) -> Option<Value> {
+    match v {
+        AnyValue::Binary(bytes) => Some(data_url(bytes)),
+        AnyValue::BinaryOwned(bytes) => Some(data_url(bytes)),
+        AnyValue::Struct(_, _, fields) => hub_image(fields.iter().map(|f| f.name().as_str()).zip(v._iter_struct_av())),
+        AnyValue::StructOwned(payload) => hub_image(payload.1.iter().map(|f| f.name().as_str()).zip(payload.0.iter().cloned())),
+        _ => None,
+    }
+}
+
+fn data_url(bytes: &[u8]) -> Value {
     use base64::Engine as _;
-    let bytes: &[u8] = match v {
-        AnyValue::Binary(bytes) => bytes,
-        AnyValue::BinaryOwned(bytes) => bytes,
-        _ => return None,
-    };
-    Some(Value::String(format!("data:application/octet-stream;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))))
+    Value::String(format!("data:application/octet-stream;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes)))
+}
+
+/// The Hub's `Image` struct: `None` when it has neither a `bytes` nor a `path` field.
+fn hub_image<'a>(fields: impl Iterator<Item = (&'a str, AnyValue<'a>)>) -> Option<Value> {
+    let (mut known, mut bytes, mut path) = (false, None, None);
+    for (name, value) in fields {
+        match (name, value) {
+            ("bytes", AnyValue::Binary(b)) => bytes = Some(b.to_vec()),
+            ("bytes", AnyValue::BinaryOwned(b)) => bytes = Some(b),
+            ("path", AnyValue::String(s)) => path = Some(s.to_owned()),
+            ("path", AnyValue::StringOwned(s)) => path = Some(s.to_string()),
+            ("bytes" | "path", _) => {}
+            _ => continue,
+        }
+        known = true;
+    }
+    known.then(|| match (bytes, path) {
+        (Some(b), _) if !b.is_empty() => data_url(&b),
+        (_, Some(p)) if !p.is_empty() => Value::String(p),
+        _ => Value::Null,
+    })
 }
 
 /// A cell as JSON. Binary cells (Parquet `BYTE_ARRAY` without a string type, as some
