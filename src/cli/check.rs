@@ -36,6 +36,7 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
     let reads_logprobs =
         pipeline.tasks.iter().any(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_logprobs() && !t.config.asks_loglikelihood()));
     let reads_loglikelihoods = pipeline.tasks.iter().any(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_loglikelihood()));
+    let only_loglikelihoods = pipeline.tasks.iter().all(|t| evalgrid::envs::qa::task::get(t).is_ok_and(|t| t.config.asks_loglikelihood()));
     let players: BTreeSet<String> = pipeline.models.iter().map(|m| m.id.clone()).collect();
     if models.is_empty() {
         if args.json {
@@ -58,6 +59,7 @@ pub(crate) fn check(env: &Env, args: &CheckArgs) -> Result<Exit, Failure> {
             .map(|model| {
                 let client = Arc::clone(&client);
                 let probe = match (players.contains(&model.id), reads_loglikelihoods, reads_logprobs) {
+                    (true, true, _) if only_loglikelihoods => LogprobProbe::LoglikelihoodOnly,
                     (true, true, _) => LogprobProbe::Loglikelihood,
                     (true, false, true) => LogprobProbe::NextToken,
                     _ => LogprobProbe::None,

@@ -64,41 +64,54 @@ pub enum LogprobProbe {
     None,
     /// The next token's top alternatives (`method: logprobs`, `acc`, `acc_norm`).
     NextToken,
-    /// The prompt's own tokens, echoed (`method: loglikelihood`).
+    /// The prompt's own tokens, echoed (`method: loglikelihood`), besides the chat checks.
     Loglikelihood,
+    /// Only the prompt's own tokens: every task of the pipeline scores by `method:
+    /// loglikelihood`, so the model is never asked at its chat endpoint (a base model's
+    /// server may have no chat template).
+    LoglikelihoodOnly,
 }
 
 /// One prompt-scoring request (`echo: true` at the completions endpoint): the column's text,
 /// and a problem when the server refuses it or answers without the prompt's log-probabilities.
-async fn loglikelihood_probe(client: &ProviderClient, model: &ModelConfig, problems: &mut Vec<String>) -> String {
+async fn loglikelihood_probe(client: &ProviderClient, model: &ModelConfig, check: &mut EndpointCheck) -> String {
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
     params.extend(crate::providers::logprobs::loglikelihood_params());
-    let ask = ChatRequest { messages: vec![Message::user("The capital of France is Paris")], params, ..ChatRequest::default() };
+    const PROMPT: &str = "The capital of France is Paris";
+    let ask = ChatRequest { messages: vec![Message::user(PROMPT)], params, ..ChatRequest::default() };
     let target = match endpoint(model, &ask).and_then(|t| with_key(t, model)) {
         Ok(target) => target,
         Err(error) => {
-            problems.push(format!("loglikelihood: {error}"));
+            check.problems.push(format!("loglikelihood: {error}"));
             return "NO".into();
         }
     };
     if !target.kind.protocol().scores_prompts() {
-        problems.push(format!(
+        check.problems.push(format!(
             "loglikelihood: the `{}` protocol gives no prompt log-probabilities (OpenAI-compatible completions servers with `echo` do: vLLM)",
             target.kind
         ));
         return "NO: none from this protocol".into();
     }
+    if check.protocol.is_empty() {
+        check.protocol = target.kind.to_string();
+        check.url = crate::providers::request_url(&target);
+    }
     let plain = Endpoint { stream: StreamMode::Off, ..target };
     match client.call(&plain, &ask).await {
-        Ok(outcome) if outcome.response.logprobs.iter().any(|t| t.offset.is_some()) => {
-            format!("loglikelihood ({} prompt tokens echoed)", outcome.response.logprobs.len())
-        }
-        Ok(_) => {
-            problems.push("the server answered an `echo: true, logprobs: 1` completions request without the prompt's log-probabilities, which this pipeline's `method: loglikelihood` scorers need".into());
-            "NO: answered without them".into()
+        Ok(outcome) => {
+            (check.reachable, check.key_accepted) = (true, Some(true));
+            // The prompt's own tokens, not only the generated one (which starts at its end).
+            let echoed = outcome.response.logprobs.iter().filter(|t| t.offset.is_some_and(|o| o < PROMPT.len() as u64)).count();
+            if echoed > 0 {
+                format!("loglikelihood ({echoed} prompt tokens echoed)")
+            } else {
+                check.problems.push("the server answered an `echo: true, logprobs: 1` completions request without the prompt's log-probabilities, which this pipeline's `method: loglikelihood` scorers need".into());
+                "NO: answered without them".into()
+            }
         }
         Err(error) => {
-            problems.push(format!("loglikelihood: {}", crate::text::one_line(&error.to_string())));
+            note_failure(check, &error);
             "NO: refused".into()
         }
     }
@@ -109,6 +122,24 @@ async fn loglikelihood_probe(client: &ProviderClient, model: &ModelConfig, probl
 /// token's log-probabilities when `probe_logprobs` (a task of the pipeline reads them).
 pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe: LogprobProbe) -> EndpointCheck {
     let probe_logprobs = probe == LogprobProbe::NextToken;
+    if probe == LogprobProbe::LoglikelihoodOnly {
+        let mut check = EndpointCheck {
+            model: model.id.clone(),
+            protocol: String::new(),
+            url: String::new(),
+            reachable: false,
+            key_accepted: None,
+            answered_model: None,
+            answered_as: None,
+            context_window: None,
+            streaming: None,
+            tools: None,
+            logprobs: String::new(),
+            problems: Vec::new(),
+        };
+        check.logprobs = loglikelihood_probe(client, model, &mut check).await;
+        return check;
+    }
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
     params.insert("max_tokens".into(), json!(CHECK_TOKENS));
     let ask = ChatRequest { messages: vec![Message::user("Reply with the single word OK.")], params, ..ChatRequest::default() };
@@ -187,7 +218,7 @@ pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe:
         Err(error) => format!("refused: {}", crate::text::one_line(&error.to_string())),
     });
     if probe == LogprobProbe::Loglikelihood {
-        check.logprobs = loglikelihood_probe(client, model, &mut check.problems).await;
+        check.logprobs = loglikelihood_probe(client, model, &mut check).await;
     }
     if probe_logprobs && let Some(asked) = logprob_params {
         let mut params: Map<String, Value> = model.params.clone().into_iter().collect();

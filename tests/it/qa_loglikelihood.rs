@@ -128,6 +128,13 @@ fn loglikelihood_scores_every_choice_as_lm_eval_does_and_reruns_from_the_cache()
         eprintln!("lm-eval agrees on acc {acc:?} and acc_norm {acc_norm:?}");
     }
 
+    // `check` asks the completions endpoint for an echoed prompt (the only endpoint these
+    // tasks use: the server has no chat route).
+    let (code, c) = ws.run_json(&["check", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{c}");
+    assert!(c["endpoints"][0]["logprobs"].as_str().unwrap().starts_with("loglikelihood ("), "{c}");
+    assert!(c["endpoints"][0]["url"].as_str().unwrap().ends_with("/v1/completions"), "{c}");
+
     // The same pipeline again is answered from the cache: no call.
     let before = server.requests().len();
     let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
@@ -154,15 +161,20 @@ fn an_endpoint_that_cannot_score_prompts_is_refused_before_any_call_and_one_with
     let out = ws.run(&["validate", "bad.yaml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`method` must be logprobs"), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(server.requests().is_empty());
-    // A server that ignores `echo` answers without the prompt's log-probabilities: the cell
-    // fails with that reason, never a column of zeros.
+    assert!(server.requests().is_empty(), "nothing sent before a refusal");
+    // A server that ignores `echo` answers without the prompt's log-probabilities: `check`
+    // says so, and the cell fails with that reason, never a column of zeros.
     ws.write("p.yaml", &pipeline(&server.origin(), "openai", "loglikelihood"));
+    let (code, c) = ws.run_json(&["check", "p.yaml", "--json"]);
+    assert_eq!(code, 1, "{c}");
+    assert_eq!(c["endpoints"][0]["logprobs"], "NO: answered without them", "{c}");
+    let before = server.requests().len();
     let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
     assert_ne!(code, 0, "{v}");
     assert_eq!(v["cells_failed"].as_u64(), Some(1), "{v}");
     assert!(v.to_string().contains("without the prompt's token log-probabilities"), "{v}");
     assert!(!ws.path("reports/ll/items.csv").exists() || items_csv(&ws, "ll").is_empty(), "no scores from a failed cell");
+    assert!(server.requests().len() > before);
 }
 
 /// A `qa` dataset scored both ways, by two entries over the same file: `choice: {method:
