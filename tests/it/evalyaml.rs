@@ -360,3 +360,64 @@ fn unsupported_parts_are_errors_at_their_place_in_the_file() {
         "bench/eval.yaml:25:9: pattern `(unclosed` does not compile",
     );
 }
+
+/// A dataset card's `configs:` (README.md front matter) names the split's file where the
+/// folder is not in the default layout; `datasets.load_dataset` (what Inspect's Hub loader
+/// calls) reads the same folder, and both find the same rows in the same order. A config
+/// whose split has several files is an error naming them.
+#[test]
+fn the_dataset_cards_configs_name_the_split_files_as_datasets_reads_them() {
+    let ws = Workspace::new();
+    let card = "---\nlicense: mit\nconfigs:\n- config_name: default\n  data_files:\n  - split: test\n    path: holdout/qs-*.jsonl\n  - split: dev\n    path: [dev/a.jsonl, dev/b.jsonl]\n---\n# Tiny\n";
+    for dir in ["bench/holdout", "bench/data", "bench/dev"] {
+        std::fs::create_dir_all(ws.path(dir)).unwrap();
+    }
+    ws.write("bench/README.md", card);
+    ws.write(
+        "bench/holdout/qs-00000.jsonl",
+        "{\"question\": \"Capital of Peru?\", \"answer\": \"Lima\"}\n{\"question\": \"Capital of Chile?\", \"answer\": \"Santiago\"}\n",
+    );
+    // A decoy in the default layout: the card takes precedence, as on the Hub.
+    ws.write("bench/data/test.jsonl", "{\"question\": \"decoy\", \"answer\": \"x\"}\n");
+    ws.write("bench/dev/a.jsonl", "{\"question\": \"a\", \"answer\": \"a\"}\n");
+    ws.write("bench/dev/b.jsonl", "{\"question\": \"b\", \"answer\": \"b\"}\n");
+    let eval_yaml = |split: &str| {
+        format!(
+            "name: Tiny\nevaluation_framework: inspect-ai\ntasks:\n  - id: capitals\n    config: default\n    split: {split}\n    field_spec: {{input: question, target: answer}}\n    solvers: [{{name: generate}}]\n    scorers: [{{name: match}}]\n"
+        )
+    };
+    ws.write("bench/eval.yaml", &eval_yaml("test"));
+    ws.write(
+        "p.yaml",
+        "name: card\nmodels:\n  - {id: oracle, provider: builtin, model: oracle}\ntasks:\n  - benchmark: qa\n    params: {eval_yaml: bench/eval.yaml}\nseeds: [0]\n",
+    );
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let out = ws.run(&["show", "p.yaml", "oracle/qa/capitals/0"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let ours: Vec<&str> = ["Capital of Peru?", "Capital of Chile?", "decoy"].into_iter().filter(|q| shown.contains(q)).collect();
+    assert_eq!(ours, ["Capital of Peru?", "Capital of Chile?"], "{shown}");
+    // `datasets` (Inspect's loader underneath) resolves the same card to the same rows.
+    let peer = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import datasets, json, sys\nds = datasets.load_dataset(sys.argv[1], 'default', split='test')\nprint(json.dumps([r['question'] for r in ds]))",
+            ws.path("bench").to_str().unwrap(),
+        ])
+        .env("HF_DATASETS_OFFLINE", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .expect("python3 runs");
+    if peer.status.success() {
+        let theirs: Vec<String> = serde_json::from_slice(&peer.stdout).unwrap();
+        assert_eq!(theirs, ours, "datasets reads the card the same way");
+    } else {
+        eprintln!("SKIPPED: `datasets` cannot read the folder here: {}", String::from_utf8_lossy(&peer.stderr));
+    }
+    // Two files for one split: an error naming both, at the eval.yaml's `split`.
+    ws.write("bench/eval.yaml", &eval_yaml("dev"));
+    let out = ws.run(&["validate", "p.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("dev/a.jsonl, dev/b.jsonl") && stderr.contains("eval.yaml:6:"), "{stderr}");
+}

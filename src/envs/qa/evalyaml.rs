@@ -352,6 +352,33 @@ fn split_file(base_dir: &Path, folder: &Path, task: &HfTask, p: &mut Problems<'_
     let config = task.config.as_ref().map_or("default", |c| c.value.as_str());
     let split = task.split.as_ref().map_or("test", |s| s.value.as_str());
     let at = task.split.as_ref().or(task.config.as_ref()).map_or(task.field_spec.referenced, |s| s.referenced);
+    // The dataset card's `configs:` first, as the Hub and `datasets.load_dataset` read it.
+    match card_files(&base_dir.join(folder), config, split) {
+        Some(Ok(files)) => match files.as_slice() {
+            [one] => return Some(folder.join(one)),
+            [] => {
+                p.hint(at, format!("the dataset card (README.md) names no file for split `{split}` of config `{config}` that exists"), None);
+                return None;
+            }
+            many => {
+                p.hint(
+                    at,
+                    format!(
+                        "split `{split}` of config `{config}` has {} files by the dataset card (README.md): {}; evalgrid reads one file per split",
+                        many.len(),
+                        many.join(", ")
+                    ),
+                    Some("join the shards into one file, or name one with the entry's `params.dataset`".into()),
+                );
+                return None;
+            }
+        },
+        Some(Err(message)) => {
+            p.hint(at, format!("the dataset card (README.md) of {}: {message}", folder.display()), None);
+            return None;
+        }
+        None => {}
+    }
     let dirs: Vec<PathBuf> =
         if config == "default" { vec![folder.join("data"), folder.to_path_buf()] } else { vec![folder.join(config), folder.join("data").join(config)] };
     for dir in &dirs {
@@ -387,6 +414,90 @@ fn split_file(base_dir: &Path, folder: &Path, task: &HfTask, p: &mut Problems<'_
         Some(format!("the Hub's layout is `data/{split}-00000-of-00001.parquet` (or `{split}.jsonl`, `.csv`); or name a file with `params.dataset`")),
     );
     None
+}
+
+/// The files of `split` of `config` as the dataset card in `dir` (`README.md`, its YAML front
+/// matter) declares them under `configs:` (`config_name`, `data_files`: a path or glob, a
+/// list of them, a list of `{split, path}`, or a `{split: path}` mapping; a bare path or list
+/// is the `train` split, as `datasets` reads it), sorted, relative to `dir`. `None` when there
+/// is no card, no `configs:`, or no entry for `config` (the folder layout decides then).
+fn card_files(dir: &Path, config: &str, split: &str) -> Option<Result<Vec<String>, String>> {
+    let text = std::fs::read_to_string(dir.join("README.md")).ok()?;
+    let body = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))?;
+    let end = body.find("\n---")?;
+    let front: Value = match serde_saphyr::from_str(&body[..end]) {
+        Ok(v) => v,
+        Err(e) => return Some(Err(format!("its YAML front matter does not parse: {}", e.to_string().lines().next().unwrap_or_default()))),
+    };
+    let entry = front.get("configs")?.as_array()?.iter().find(|c| c.get("config_name").and_then(Value::as_str).unwrap_or("default") == config)?;
+    let strings = |v: &Value| -> Option<Vec<String>> {
+        match v {
+            Value::String(s) => Some(vec![s.clone()]),
+            Value::Array(list) => list.iter().map(|x| x.as_str().map(str::to_owned)).collect(),
+            _ => None,
+        }
+    };
+    let patterns = match entry.get("data_files") {
+        None => return Some(Err(format!("config `{config}` has no `data_files`"))),
+        Some(Value::Object(by_split)) => by_split.get(split).and_then(strings),
+        Some(Value::Array(list)) if list.iter().all(Value::is_object) => {
+            list.iter().find(|f| f.get("split").and_then(Value::as_str) == Some(split)).and_then(|f| f.get("path")).and_then(strings)
+        }
+        Some(other) => (split == "train").then(|| strings(other)).flatten(),
+    };
+    let Some(patterns) = patterns else {
+        return Some(Err(format!("config `{config}` declares no `data_files` for split `{split}`")));
+    };
+    let mut files = Vec::new();
+    for pattern in &patterns {
+        if pattern.contains("://") || pattern.starts_with('/') || pattern.split('/').any(|part| part == "..") {
+            return Some(Err(format!("`{pattern}` is not a path inside the dataset's folder")));
+        }
+        files.extend(glob_files(dir, pattern));
+    }
+    files.sort();
+    files.dedup();
+    Some(Ok(files))
+}
+
+/// The files under `dir` whose path relative to it matches `pattern` (`*` and `?` within one
+/// path part, `**` for any folders), read one folder level per pattern part.
+fn glob_files(dir: &Path, pattern: &str) -> Vec<String> {
+    let mut found = vec![String::new()];
+    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let mut next = Vec::new();
+        for prefix in &found {
+            let here = dir.join(prefix);
+            let join = |name: &str| if prefix.is_empty() { name.to_owned() } else { format!("{prefix}/{name}") };
+            if *part == "**" {
+                // Zero or more folders: this one and every folder below it.
+                let mut stack = vec![prefix.clone()];
+                while let Some(at) = stack.pop() {
+                    next.push(at.clone());
+                    for entry in std::fs::read_dir(dir.join(&at)).into_iter().flatten().flatten() {
+                        if entry.file_type().is_ok_and(|t| t.is_dir())
+                            && let Some(name) = entry.file_name().to_str()
+                        {
+                            stack.push(if at.is_empty() { name.to_owned() } else { format!("{at}/{name}") });
+                        }
+                    }
+                }
+                continue;
+            }
+            for entry in std::fs::read_dir(&here).into_iter().flatten().flatten() {
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+                let Ok(kind) = entry.file_type() else { continue };
+                if crate::spec::glob_match(part, &name) && (if last { kind.is_file() } else { kind.is_dir() }) {
+                    next.push(join(&name));
+                }
+            }
+        }
+        found = next;
+    }
+    found.retain(|f| !f.is_empty() && dir.join(f).is_file());
+    found
 }
 
 /// `field_spec` as the qa entry's `fields` (with Inspect's defaults: `input`, `target`, …).
