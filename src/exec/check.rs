@@ -54,6 +54,26 @@ impl EndpointCheck {
     }
 }
 
+impl EndpointCheck {
+    /// Nothing known yet about `model`'s endpoint.
+    fn unchecked(model: &str) -> Self {
+        Self {
+            model: model.to_owned(),
+            protocol: String::new(),
+            url: String::new(),
+            reachable: false,
+            key_accepted: None,
+            answered_model: None,
+            answered_as: None,
+            context_window: None,
+            streaming: None,
+            tools: None,
+            logprobs: String::new(),
+            problems: Vec::new(),
+        }
+    }
+}
+
 /// The tokens each check request may generate: enough for "OK", little to pay.
 const CHECK_TOKENS: u64 = 16;
 
@@ -123,40 +143,14 @@ async fn loglikelihood_probe(client: &ProviderClient, model: &ModelConfig, check
 pub async fn check_endpoint(client: &ProviderClient, model: &ModelConfig, probe: LogprobProbe) -> EndpointCheck {
     let probe_logprobs = probe == LogprobProbe::NextToken;
     if probe == LogprobProbe::LoglikelihoodOnly {
-        let mut check = EndpointCheck {
-            model: model.id.clone(),
-            protocol: String::new(),
-            url: String::new(),
-            reachable: false,
-            key_accepted: None,
-            answered_model: None,
-            answered_as: None,
-            context_window: None,
-            streaming: None,
-            tools: None,
-            logprobs: String::new(),
-            problems: Vec::new(),
-        };
+        let mut check = EndpointCheck::unchecked(&model.id);
         check.logprobs = loglikelihood_probe(client, model, &mut check).await;
         return check;
     }
     let mut params: Map<String, Value> = model.params.clone().into_iter().collect();
     params.insert("max_tokens".into(), json!(CHECK_TOKENS));
     let ask = ChatRequest { messages: vec![Message::user("Reply with the single word OK.")], params, ..ChatRequest::default() };
-    let mut check = EndpointCheck {
-        model: model.id.clone(),
-        protocol: String::new(),
-        url: String::new(),
-        reachable: false,
-        key_accepted: None,
-        answered_model: None,
-        answered_as: None,
-        context_window: None,
-        streaming: None,
-        tools: None,
-        logprobs: String::new(),
-        problems: Vec::new(),
-    };
+    let mut check = EndpointCheck::unchecked(&model.id);
     let target = match endpoint(model, &ask) {
         Ok(target) => target,
         Err(error) => {
