@@ -138,8 +138,9 @@ fn endpoints_without_logprobs_are_refused_before_any_call() {
         assert!(!err.contains("`oracle` cannot"), "{err}");
     }
     assert_eq!(mock.server().calls(), 0);
-    // `method: loglikelihood` (each option's text scored from prompt log-probabilities) is
-    // refused on every endpoint: evalgrid does not implement it.
+    // `method: loglikelihood` (each option's continuation scored from the prompt's own token
+    // log-probabilities) needs an OpenAI-compatible completions endpoint: Anthropic is
+    // refused, an `openai` entry may play it (tests/it/qa_loglikelihood.rs runs it).
     let llama = format!(
         "  - {{id: claude, provider: anthropic, model: claude-x, base_url: \"{0}\"}}\n  - {{id: llama, provider: openai, model: smollm2, base_url: \"{0}\"}}\n",
         mock.url()
@@ -148,7 +149,8 @@ fn endpoints_without_logprobs_are_refused_before_any_call() {
     let out = ws.run(&["run", "p.yaml"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("`choice.method` must be generate or logprobs") && err.contains("not implemented"), "{err}");
+    assert!(err.contains("model `claude` cannot play task `qa/d`") && err.contains("method: loglikelihood"), "{err}");
+    assert!(!err.contains("model `llama` cannot"), "{err}");
     assert_eq!(mock.server().calls(), 0);
     // Excluding the pair makes the rest runnable; the oracle scores every item.
     pipeline(&ws, &format!("{models}exclude:\n  - {{model: claude}}\n  - {{model: resp}}\n"), "[{choice: {method: logprobs}}, acc, acc_norm]");
