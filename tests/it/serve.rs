@@ -338,3 +338,25 @@ fn read_only_commands_work_without_the_engine_from_the_recorded_version() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("cannot find engine llama.cpp"), "{stderr}");
 }
+
+/// A task scored by `method: loglikelihood` cannot be played by a checkpoint served with
+/// llama.cpp (its server echoes no prompt log-probabilities): exit 2 at `validate`, naming the
+/// way out, before any server starts; `method: logprobs` (the next token) is playable.
+#[test]
+fn a_llama_cpp_served_checkpoint_is_refused_for_loglikelihood_before_it_starts() {
+    let gguf = need_model!();
+    let ws = setup(&gguf, "", 1, 8);
+    ws.write("d.jsonl", "{\"input\": \"2+2?\", \"choices\": [\"3\", \"4\"], \"target\": \"B\"}\n");
+    let text = pipeline("", 1, 8);
+    let models = text.split("tasks:").next().unwrap().replace("model: bisect", "model: oracle");
+    for (method, refused) in [("loglikelihood", true), ("logprobs", false)] {
+        ws.write(
+            "p.yaml",
+            &format!("{models}tasks:\n  - benchmark: qa\n    params: {{dataset: d.jsonl, scorers: [{{choice: {{method: {method}}}}}]}}\nseeds: [0]\n"),
+        );
+        let (code, _, stderr) = run(&ws, &["validate", "p.yaml"]);
+        assert_eq!(code == 2, refused, "{method}: {stderr}");
+        assert_eq!(stderr.contains("model `local` cannot play") && stderr.contains("engine: vllm"), refused, "{method}: {stderr}");
+    }
+    assert!(guard_groups(&ws).is_empty(), "no server was started");
+}

@@ -208,6 +208,9 @@ impl Benchmark for Qa {
             return Some("its scorers read next-token log-probabilities, which evalgrid does not read from streamed answers: set `stream: auto` (a one-token call does not stream) or `false`".into());
         }
         if loaded.config.asks_loglikelihood() {
+            if model.serve.as_ref().is_some_and(|serve| serve.engine == crate::spec::serve::Engine::LlamaCpp) {
+                return Some("its scorers use `method: loglikelihood`, which needs the prompt's own token log-probabilities, and llama.cpp's server does not echo them (ggml-org/llama.cpp#27174): serve this checkpoint with `engine: vllm`, or score with `method: logprobs` (the next token)".into());
+            }
             let ask = ChatRequest { params: crate::providers::logprobs::loglikelihood_params(), ..ChatRequest::default() };
             let scores = crate::providers::route::endpoint(model, &ask).is_ok_and(|e| e.kind.protocol().scores_prompts());
             return (!scores).then(|| {
