@@ -17,7 +17,7 @@ use super::error::{CallError, success_json};
 use super::protocol::Protocol;
 use super::shaping::{MAX_TOKENS_FIELD, REASONING_TAG, Shaping};
 use super::stream::{Fold, fold_chat};
-use super::types::{ChatRequest, ChatResponse, Endpoint, FinishReason, Secret, Usage};
+use super::types::{ChatRequest, ChatResponse, Endpoint, Secret, Usage};
 use super::wire::{bearer_headers, count, endpoint_url, join_url, settle, text};
 
 /// The one text a completions call sends: the system prompt and each message's text,
@@ -43,13 +43,7 @@ fn build_body(request: &ChatRequest, endpoint: &Endpoint) -> Value {
 fn parse(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Result<ChatResponse, CallError> {
     let json = success_json(status, headers, body)?;
     let choice = json.pointer("/choices/0").ok_or_else(|| CallError::Protocol { detail: "response has no `choices[0]`".into() })?;
-    let finish = match choice.get("finish_reason").and_then(Value::as_str).unwrap_or_default() {
-        "stop" => FinishReason::Stop,
-        "length" => FinishReason::Length,
-        "content_filter" => FinishReason::ContentFilter,
-        "" => FinishReason::Other("unknown".into()),
-        other => FinishReason::Other(other.to_owned()),
-    };
+    let finish = super::openai::finish_reason(choice.get("finish_reason").and_then(Value::as_str).unwrap_or_default());
     let response = ChatResponse {
         text: choice.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
         reasoning: None,

@@ -190,7 +190,8 @@ fn tool_calls(message: &Value) -> Vec<ToolCall> {
         .collect()
 }
 
-fn finish_reason(reason: &str) -> FinishReason {
+/// A Chat Completions (or completions) `finish_reason` as evalgrid classifies it.
+pub(super) fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "stop" => FinishReason::Stop,
         "length" => FinishReason::Length,

@@ -191,15 +191,22 @@ async fn ask_loglikelihoods(ctx: EpisodeContext<'_>, task: &Task, model: &ModelC
 /// A built-in agent's continuation log-likelihoods: 0 for its pick (as in
 /// [`builtin_logprobs`]), -10 for every other choice; `echo` picks nothing (all equal).
 fn builtin_loglikelihoods(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Vec<f64> {
-    let picked = builtin_logprobs(task, model, item, order, seed).first().and_then(|t| (0..order.len()).find(|&i| super::inspect::letter(i) == t.token));
+    let picked = builtin_pick(task, model, item, order, seed);
     (0..order.len()).map(|i| if Some(i) == picked { 0.0 } else { -10.0 }).collect()
 }
 
-/// A built-in agent's next-token alternatives for a log-probability task: its pick (the
-/// target for `oracle`, a draw for `random`) at log-probability 0, as letter and as text;
-/// `echo` picks nothing.
+/// A built-in agent's next-token alternatives for a log-probability task: its pick at
+/// log-probability 0, as letter and as text.
 fn builtin_logprobs(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Vec<TokenLogprob> {
-    let pick = match model.model.as_str() {
+    let Some(shown) = builtin_pick(task, model, item, order, seed) else { return Vec::new() };
+    let text = order.get(shown).and_then(|&o| item.choices.get(o)).cloned().unwrap_or_default();
+    vec![TokenLogprob { token: super::inspect::letter(shown), logprob: 0.0, offset: None }, TokenLogprob { token: text, logprob: 0.0, offset: None }]
+}
+
+/// The shown choice a built-in agent picks on a log-probability task: the target for
+/// `oracle`, a draw for `random`; `echo` picks nothing.
+fn builtin_pick(task: &Task, model: &ModelConfig, item: &Item, order: &[usize], seed: u64) -> Option<usize> {
+    match model.model.as_str() {
         "oracle" => target_positions(&item.targets).ok().and_then(|p| p.first().and_then(|t| order.iter().position(|o| o == t))),
         "random" => {
             let salt = model.params.get("salt").and_then(Value::as_u64).unwrap_or(0);
@@ -207,10 +214,7 @@ fn builtin_logprobs(task: &Task, model: &ModelConfig, item: &Item, order: &[usiz
             drawn.strip_prefix("ANSWER: ").and_then(|l| (0..order.len()).find(|&i| super::inspect::letter(i) == l))
         }
         _ => None,
-    };
-    let Some(shown) = pick else { return Vec::new() };
-    let text = order.get(shown).and_then(|&o| item.choices.get(o)).cloned().unwrap_or_default();
-    vec![TokenLogprob { token: super::inspect::letter(shown), logprob: 0.0, offset: None }, TokenLogprob { token: text, logprob: 0.0, offset: None }]
+    }
 }
 
 /// The system prompt and turns an item is asked with: few-shot turns, then the rendered question.
