@@ -140,6 +140,14 @@ fn loglikelihood_scores_every_choice_as_lm_eval_does_and_reruns_from_the_cache()
     let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
     assert_eq!((code, v["cells_run"].as_u64()), (0, Some(0)), "{v}");
     assert_eq!(server.requests().len(), before);
+    // Each choice's call is keyed by its own prompt: editing one choice asks that one again,
+    // and editing a target asks nothing.
+    ws.write("mc.jsonl", &ROWS.replace("\"Marlowe\"", "\"Christopher Marlowe\"").replace("\"label\": 2}", "\"label\": 1}"));
+    let (code, v) = ws.run_json(&["run", "p.yaml", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let after = server.prompts();
+    assert_eq!(after.len(), before + 1, "one new call: {:?}", &after[before..]);
+    assert!(after[before].1.ends_with(" Christopher Marlowe"), "{:?}", after[before]);
 }
 
 #[test]
