@@ -222,6 +222,9 @@ fn a_qa_dataset_scores_letters_or_texts_by_their_continuations() {
         assert_eq!(value("oracle", "texts", item, "acc_norm"), "1.0");
         assert_eq!(value("base", "letters", item, "acc"), "", "the letters task has no acc column value");
     }
+    // A built-in agent's answer is its pick as scored, as a model's is: the choice's text.
+    let shown = String::from_utf8_lossy(&ws.run(&["show", "p.yaml", "oracle/qa/texts/0"]).stdout).into_owned();
+    assert!(shown.contains("| Paris\n") && shown.contains("| William Shakespeare\n"), "{shown}");
     // The hint is copied: Paris is likeliest by both measures; Shakespeare's two words lose
     // on the sum and win per character.
     assert_eq!(value("base", "texts", "q1", "acc"), "1.0");

@@ -180,12 +180,17 @@ async fn ask_loglikelihoods(ctx: EpisodeContext<'_>, task: &Task, model: &ModelC
         })?;
         a.loglikelihoods.push(ll);
     }
-    let norm = task.config.scorers.iter().all(|s| matches!(s.kind, super::config::ScorerKind::AccLoglikelihood { norm: true }));
-    let pick = super::score::loglikelihood_argmax(&a, norm.then_some(a.choices.as_slice()));
-    a.answer = pick
-        .map(|p| if task.config.loglikelihood_of_letters() { super::inspect::letter(p) } else { a.choices.get(p).cloned().unwrap_or_default() })
-        .unwrap_or_default();
+    a.answer = loglikelihood_answer(task, &a);
     Ok(a)
+}
+
+/// What a `method: loglikelihood` item shows as its answer: the likeliest continuation (per
+/// character when every scorer is `acc_norm`), its letter or its text as scored.
+fn loglikelihood_answer(task: &Task, a: &Answer) -> String {
+    let norm = task.config.scorers.iter().all(|s| matches!(s.kind, super::config::ScorerKind::AccLoglikelihood { norm: true }));
+    let pick = super::score::loglikelihood_argmax(a, norm.then_some(a.choices.as_slice()));
+    pick.map(|p| if task.config.loglikelihood_of_letters() { super::inspect::letter(p) } else { a.choices.get(p).cloned().unwrap_or_default() })
+        .unwrap_or_default()
 }
 
 /// A built-in agent's continuation log-likelihoods: 0 for its pick (as in
@@ -300,6 +305,7 @@ pub async fn run_episode(ctx: EpisodeContext<'_>, model: &ModelConfig, instance:
                 let mut a = answered(task, item, order, answer);
                 if task.config.asks_loglikelihood() {
                     a.loglikelihoods = builtin_loglikelihoods(task, model, item, &a.order, seed);
+                    a.answer = loglikelihood_answer(task, &a);
                 } else if task.config.asks_logprobs() {
                     a.logprobs = builtin_logprobs(task, model, item, &a.order, seed);
                 }
