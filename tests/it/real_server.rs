@@ -284,9 +284,15 @@ fn every_benchmark_over_all_four_protocols_against_llama_cpp_and_litellm() {
     check(v["cells_run"] == 24, format!("24 cells run: {v}"));
     check(stderr.matches("starting llama.cpp").count() == 1, format!("one server is started for the served lane:\n{}", tail(&stderr)));
     check(served > 0, "the served lane's own server took its requests".to_owned());
+    // Every answered call reached a server, and nothing reached one that evalgrid did not
+    // count. The servers count the requests that got a slot: an attempt retried after a
+    // connection-level failure (one of 360, once, in a fresh clone on 2 busy cores) is
+    // counted by evalgrid and never reaches a slot, so the two bounds, not equality.
+    let (answered, attempts) = (v["calls"]["live"].as_u64().unwrap_or(0), v["calls"]["http_attempts"].as_u64().unwrap_or(0));
+    let reached = (requests + served) as u64;
     check(
-        v["calls"]["http_attempts"] == requests + served,
-        format!("evalgrid's count of requests sent is the servers' ({requests} + {served}): {}", v["calls"]),
+        answered <= reached && reached <= attempts && attempts - reached <= 2,
+        format!("the servers saw every request evalgrid answered and none it did not count ({requests} + {served}): {}", v["calls"]),
     );
 
     // The report is complete: every model has a row for every task, and nothing is incomplete.
